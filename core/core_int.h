@@ -1,0 +1,51 @@
+/*
+ * core's cross-file internals: the context and graph structs, a growable string
+ * buffer. Never included by public headers.
+ */
+#ifndef STOF_CORE_INT_H
+#define STOF_CORE_INT_H
+
+#include <stof/core.h>
+
+struct stof_ctx {
+  stof_alloc_fn alloc;
+  void *ud;
+  size_t in_use;
+  stof_status status;
+  int nomem; /* sticky out-of-memory */
+  char message[1024];
+  uint64_t rng[4];
+};
+
+struct stof_graph {
+  stof_ctx *ctx;
+  stof_arena arena;
+  int nop, capop;
+  stof_op **ops;    /* ctx-allocated array of arena-allocated ops */
+  int nvar;
+};
+
+/* A growable NUL-terminated string in ctx memory. A failed append sets nomem and makes
+ * later appends no-ops; core_buf_finish then reports STOF_ERR_NOMEM. */
+typedef struct core_buf {
+  stof_ctx *ctx;
+  char *data;
+  size_t len, cap;
+  int nomem;
+} core_buf;
+
+void core_buf_init(core_buf *b, stof_ctx *ctx);
+void core_buf_printf(core_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void core_buf_puts(core_buf *b, const char *s);
+/* Hands the string over (owned: stof_ctx_dealloc(ctx, s, strlen(s) + 1)). */
+stof_status core_buf_finish(core_buf *b, char **out);
+void core_buf_free(core_buf *b);
+
+/* Shape text "[2, 3]" for messages, into a caller buffer. */
+const char *core_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
+
+/* stof_graph_collect, optionally following extern ops' semantics too. */
+stof_status core_graph_collect(stof_graph *g, int nout, const stof_op *const *outputs,
+                               int with_semantics, const stof_op ***ops, int *nops);
+
+#endif

@@ -1,0 +1,676 @@
+/*
+ * The tensor-expression IR: graphs own every expr, var and op in an arena; builders
+ * check operands and never leave a half-built node visible (a failed call adds nothing
+ * to the graph's op list). Ops get ids in creation order, which is topological since an
+ * op can only read ops built before it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core_int.h"
+
+static const char *const expr_kind_names[] = {
+#define STOF_X(name, text) text,
+    STOF_EXPR_KIND_LIST(STOF_X)
+#undef STOF_X
+};
+static const char *const reduce_names[] = {
+#define STOF_X(name, text) text,
+    STOF_REDUCE_LIST(STOF_X)
+#undef STOF_X
+};
+static const char *const pattern_names[] = {
+#define STOF_X(name, text) text,
+    STOF_PATTERN_LIST(STOF_X)
+#undef STOF_X
+};
+
+const char *stof_expr_kind_name(stof_expr_kind k) {
+  return (unsigned)k < STOF_EXPR_KIND_COUNT ? expr_kind_names[k] : "?";
+}
+int stof_expr_kind_is_binary(stof_expr_kind k) { return k >= STOF_EXPR_ADD && k <= STOF_EXPR_OR; }
+int stof_expr_kind_is_unary(stof_expr_kind k) { return k >= STOF_EXPR_NEG && k <= STOF_EXPR_FLOOR; }
+const char *stof_reduce_kind_name(stof_reduce_kind k) {
+  return (unsigned)k < STOF_REDUCE_COUNT ? reduce_names[k] : "?";
+}
+const char *stof_pattern_name(stof_pattern p) {
+  return (unsigned)p < STOF_PATTERN_COUNT ? pattern_names[p] : "?";
+}
+
+/* ---------------------------------------------------------------- graph */
+
+stof_status stof_graph_new(stof_ctx *ctx, stof_graph **out) {
+  *out = stof_ctx_alloc(ctx, sizeof **out);
+  if (!*out) return STOF_ERR_NOMEM;
+  (*out)->ctx = ctx;
+  stof_arena_init(&(*out)->arena, ctx);
+  return STOF_OK;
+}
+
+void stof_graph_free(stof_graph *g) {
+  if (!g) return;
+  stof_ctx_dealloc(g->ctx, g->ops, sizeof *g->ops * (size_t)g->capop);
+  stof_arena_release(&g->arena);
+  stof_ctx_dealloc(g->ctx, g, sizeof *g);
+}
+
+stof_ctx *stof_graph_ctx(const stof_graph *g) { return g->ctx; }
+int stof_graph_nop(const stof_graph *g) { return g->nop; }
+const stof_op *stof_graph_op(const stof_graph *g, int i) {
+  return i >= 0 && i < g->nop ? g->ops[i] : NULL;
+}
+
+/* Reserves room for one more op, so that adding it cannot fail afterwards. */
+static stof_status reserve_op(stof_graph *g) {
+  if (g->nop < g->capop) return STOF_OK;
+  int ncap = g->capop ? g->capop * 2 : 16;
+  stof_op **p = stof_ctx_realloc(g->ctx, g->ops, sizeof *p * (size_t)g->capop, sizeof *p * (size_t)ncap);
+  if (!p) return STOF_ERR_NOMEM;
+  g->ops = p;
+  g->capop = ncap;
+  return STOF_OK;
+}
+
+static void add_op(stof_graph *g, stof_op *op) {
+  op->id = g->nop;
+  g->ops[g->nop++] = op;
+}
+
+static stof_expr *new_expr(stof_graph *g, stof_expr_kind kind, stof_dtype dtype) {
+  stof_expr *e = stof_arena_alloc(&g->arena, sizeof *e);
+  if (e) {
+    e->kind = kind;
+    e->dtype = dtype;
+  }
+  return e;
+}
+
+static stof_status check_expr(stof_graph *g, const stof_expr *e, const char *what) {
+  if (!e) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: missing operand", what);
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- expressions */
+
+stof_status stof_te_int(stof_graph *g, int64_t v, stof_dtype dtype, const stof_expr **out) {
+  if (stof_dtype_is_float(dtype)) return stof_te_float(g, (double)v, dtype, out);
+  stof_expr *e = new_expr(g, STOF_EXPR_INT, dtype);
+  if (!e) return STOF_ERR_NOMEM;
+  e->u.ival = v;
+  *out = e;
+  return STOF_OK;
+}
+
+stof_status stof_te_float(stof_graph *g, double v, stof_dtype dtype, const stof_expr **out) {
+  if (!stof_dtype_is_float(dtype))
+    return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "float constant %g with non-float dtype %s", v,
+                          stof_dtype_name(dtype));
+  stof_expr *e = new_expr(g, STOF_EXPR_FLOAT, dtype);
+  if (!e) return STOF_ERR_NOMEM;
+  e->u.fval = v;
+  *out = e;
+  return STOF_OK;
+}
+
+static int is_imm(const stof_expr *e) { return e->kind == STOF_EXPR_INT || e->kind == STOF_EXPR_FLOAT; }
+
+static int dtype_rank(stof_dtype d) {
+  switch (d) {
+  case STOF_DTYPE_BOOL: return 0;
+  case STOF_DTYPE_I32: return 1;
+  case STOF_DTYPE_I64: return 2;
+  case STOF_DTYPE_F16:
+  case STOF_DTYPE_BF16: return 3;
+  case STOF_DTYPE_F32: return 4;
+  default: return 5;
+  }
+}
+
+/* The common dtype of two operands. An immediate adopts the other side's dtype when the
+ * class allows (1.5 * half_expr stays half). */
+static stof_dtype promote(const stof_expr *a, const stof_expr *b) {
+  stof_dtype x = a->dtype, y = b->dtype;
+  if (x == y) return x;
+  int fx = stof_dtype_is_float(x), fy = stof_dtype_is_float(y);
+  if (is_imm(a) && !is_imm(b) && (fy || !fx)) return y;
+  if (is_imm(b) && !is_imm(a) && (fx || !fy)) return x;
+  if (fx != fy) return fx ? x : y;
+  if (dtype_rank(x) == dtype_rank(y)) return STOF_DTYPE_F32; /* f16 with bf16 */
+  return dtype_rank(x) > dtype_rank(y) ? x : y;
+}
+
+stof_status stof_te_binary(stof_graph *g, stof_expr_kind kind, const stof_expr *a,
+                           const stof_expr *b, const stof_expr **out) {
+  const char *name = stof_expr_kind_name(kind);
+  if (!stof_expr_kind_is_binary(kind))
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "binary: '%s' is not a binary operation", name);
+  stof_status st = check_expr(g, a, name);
+  if (!st) st = check_expr(g, b, name);
+  if (st) return st;
+  stof_dtype dt;
+  if (kind == STOF_EXPR_AND || kind == STOF_EXPR_OR) {
+    if (a->dtype != STOF_DTYPE_BOOL || b->dtype != STOF_DTYPE_BOOL)
+      return stof_ctx_error(g->ctx, STOF_ERR_TYPE,
+                            "'%s' takes bool operands, got %s and %s (use a comparison)", name,
+                            stof_dtype_name(a->dtype), stof_dtype_name(b->dtype));
+    dt = STOF_DTYPE_BOOL;
+  } else if (kind >= STOF_EXPR_LT && kind <= STOF_EXPR_NE) {
+    dt = STOF_DTYPE_BOOL;
+  } else {
+    if (a->dtype == STOF_DTYPE_BOOL || b->dtype == STOF_DTYPE_BOOL)
+      return stof_ctx_error(g->ctx, STOF_ERR_TYPE,
+                            "'%s' on a bool operand (use te.select to turn a condition into a value)",
+                            name);
+    dt = promote(a, b);
+  }
+  stof_expr *e = new_expr(g, kind, dt);
+  if (!e) return STOF_ERR_NOMEM;
+  e->u.op.a = a;
+  e->u.op.b = b;
+  *out = e;
+  return STOF_OK;
+}
+
+stof_status stof_te_unary(stof_graph *g, stof_expr_kind kind, const stof_expr *a,
+                          const stof_expr **out) {
+  const char *name = stof_expr_kind_name(kind);
+  if (!stof_expr_kind_is_unary(kind))
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "unary: '%s' is not a unary operation", name);
+  stof_status st = check_expr(g, a, name);
+  if (st) return st;
+  stof_dtype dt = a->dtype;
+  if (kind == STOF_EXPR_NOT) {
+    if (dt != STOF_DTYPE_BOOL)
+      return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "'not' takes a bool operand, got %s",
+                            stof_dtype_name(dt));
+  } else if (dt == STOF_DTYPE_BOOL) {
+    return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "'%s' on a bool operand", name);
+  } else if (kind != STOF_EXPR_NEG && kind != STOF_EXPR_ABS && !stof_dtype_is_float(dt)) {
+    st = stof_te_cast(g, STOF_DTYPE_F32, a, &a);
+    if (st) return st;
+    dt = STOF_DTYPE_F32;
+  }
+  stof_expr *e = new_expr(g, kind, dt);
+  if (!e) return STOF_ERR_NOMEM;
+  e->u.op.a = a;
+  *out = e;
+  return STOF_OK;
+}
+
+stof_status stof_te_cast(stof_graph *g, stof_dtype dtype, const stof_expr *a,
+                         const stof_expr **out) {
+  stof_status st = check_expr(g, a, "cast");
+  if (st) return st;
+  if ((unsigned)dtype >= STOF_DTYPE_COUNT)
+    return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "cast: unknown dtype %d", (int)dtype);
+  if (a->dtype == dtype) {
+    *out = a;
+    return STOF_OK;
+  }
+  stof_expr *e = new_expr(g, STOF_EXPR_CAST, dtype);
+  if (!e) return STOF_ERR_NOMEM;
+  e->u.op.a = a;
+  *out = e;
+  return STOF_OK;
+}
+
+stof_status stof_te_select(stof_graph *g, const stof_expr *cond, const stof_expr *a,
+                           const stof_expr *b, const stof_expr **out) {
+  stof_status st = check_expr(g, cond, "select");
+  if (!st) st = check_expr(g, a, "select");
+  if (!st) st = check_expr(g, b, "select");
+  if (st) return st;
+  if (cond->dtype != STOF_DTYPE_BOOL)
+    return stof_ctx_error(g->ctx, STOF_ERR_TYPE,
+                          "select: the condition must be bool, got %s (use te.lt, te.eq, ...)",
+                          stof_dtype_name(cond->dtype));
+  stof_dtype dt = a->dtype == b->dtype ? a->dtype : promote(a, b);
+  if (a->dtype != dt && (st = stof_te_cast(g, dt, a, &a))) return st;
+  if (b->dtype != dt && (st = stof_te_cast(g, dt, b, &b))) return st;
+  stof_expr *e = new_expr(g, STOF_EXPR_SELECT, dt);
+  if (!e) return STOF_ERR_NOMEM;
+  e->u.op.a = a;
+  e->u.op.b = b;
+  e->u.op.c = cond;
+  *out = e;
+  return STOF_OK;
+}
+
+stof_status stof_te_load(stof_graph *g, const stof_op *tensor, int nidx,
+                         const stof_expr *const *idx, const stof_expr **out) {
+  if (!tensor) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "load: missing tensor");
+  if (nidx != tensor->ndim)
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "load %s: %d indices for a tensor of rank %d",
+                          tensor->name, nidx, tensor->ndim);
+  for (int d = 0; d < nidx; d++) {
+    stof_status st = check_expr(g, idx[d], "load");
+    if (st) return st;
+    if (idx[d]->dtype != STOF_DTYPE_I32 && idx[d]->dtype != STOF_DTYPE_I64)
+      return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "load %s: index %d has dtype %s (an integer is needed)",
+                            tensor->name, d, stof_dtype_name(idx[d]->dtype));
+    if (idx[d]->kind == STOF_EXPR_INT && (idx[d]->u.ival < 0 || idx[d]->u.ival >= tensor->shape[d]))
+      return stof_ctx_error(g->ctx, STOF_ERR_RANGE,
+                            "load %s: index %lld out of range for dim %d of extent %lld",
+                            tensor->name, (long long)idx[d]->u.ival, d, (long long)tensor->shape[d]);
+  }
+  stof_expr *e = new_expr(g, STOF_EXPR_LOAD, tensor->dtype);
+  const stof_expr **copy = stof_arena_alloc(&g->arena, sizeof *copy * (size_t)(nidx ? nidx : 1));
+  if (!e || !copy) return STOF_ERR_NOMEM;
+  memcpy(copy, idx, sizeof *copy * (size_t)nidx);
+  e->u.load.tensor = tensor;
+  e->u.load.nidx = nidx;
+  e->u.load.idx = copy;
+  *out = e;
+  return STOF_OK;
+}
+
+static stof_status new_var(stof_graph *g, int64_t extent, const char *name, stof_var_kind kind,
+                           const char *what, const stof_expr **out) {
+  if (extent <= 0)
+    return stof_ctx_error(g->ctx, STOF_ERR_SHAPE, "%s %s: extent %lld must be positive", what,
+                          name, (long long)extent);
+  stof_var *v = stof_arena_alloc(&g->arena, sizeof *v);
+  stof_expr *e = new_expr(g, STOF_EXPR_VAR, STOF_DTYPE_I32);
+  char *nm = stof_arena_strdup(&g->arena, name);
+  if (!v || !e || !nm) return STOF_ERR_NOMEM;
+  v->name = nm;
+  v->extent = extent;
+  v->kind = kind;
+  v->id = g->nvar++;
+  e->u.var = v;
+  *out = e;
+  return STOF_OK;
+}
+
+stof_status stof_te_reduce_axis(stof_graph *g, int64_t extent, const char *name,
+                                const stof_expr **out) {
+  return new_var(g, extent, name ? name : "k", STOF_VAR_REDUCE, "reduce_axis", out);
+}
+
+stof_status stof_te_reduce(stof_graph *g, stof_reduce_kind combiner, const stof_expr *src,
+                           int naxis, const stof_expr *const *axes, const stof_expr **out) {
+  const char *name = stof_reduce_kind_name(combiner);
+  if ((unsigned)combiner >= STOF_REDUCE_COUNT)
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "reduce: unknown combiner %d", (int)combiner);
+  stof_status st = check_expr(g, src, name);
+  if (st) return st;
+  if (naxis <= 0) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: no reduce axis given", name);
+  if (src->dtype == STOF_DTYPE_BOOL)
+    return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "%s: cannot reduce a bool expression", name);
+  const stof_var **copy = stof_arena_alloc(&g->arena, sizeof *copy * (size_t)naxis);
+  if (!copy) return STOF_ERR_NOMEM;
+  for (int i = 0; i < naxis; i++) {
+    if (!axes[i] || axes[i]->kind != STOF_EXPR_VAR || axes[i]->u.var->kind != STOF_VAR_REDUCE)
+      return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: axis %d is not a reduce axis (use te.reduce_axis)",
+                            name, i + 1);
+    for (int j = 0; j < i; j++)
+      if (copy[j] == axes[i]->u.var)
+        return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: reduce axis %s given twice", name,
+                              copy[j]->name);
+    copy[i] = axes[i]->u.var;
+  }
+  stof_expr *e = new_expr(g, STOF_EXPR_REDUCE, src->dtype);
+  if (!e) return STOF_ERR_NOMEM;
+  e->u.reduce.combiner = combiner;
+  e->u.reduce.src = src;
+  e->u.reduce.naxis = naxis;
+  e->u.reduce.axis = copy;
+  *out = e;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- ops */
+
+static stof_op *new_op(stof_graph *g, stof_op_kind kind, const char *name, stof_dtype dtype,
+                       int ndim, const int64_t *shape) {
+  stof_op *op = stof_arena_alloc(&g->arena, sizeof *op);
+  char *nm = stof_arena_strdup(&g->arena, name ? name : "T");
+  if (!op || !nm) return NULL;
+  op->kind = kind;
+  op->name = nm;
+  op->dtype = dtype;
+  op->ndim = ndim;
+  memcpy(op->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  return op;
+}
+
+stof_status stof_te_placeholder(stof_graph *g, int ndim, const int64_t *shape,
+                                stof_dtype dtype, const char *name, const stof_op **out) {
+  char what[160];
+  snprintf(what, sizeof what, "placeholder %s", name ? name : "");
+  stof_status st = stof_shape_check(g->ctx, what, ndim, shape);
+  if (st) return st;
+  if ((unsigned)dtype >= STOF_DTYPE_COUNT)
+    return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "%s: unknown dtype %d", what, (int)dtype);
+  if ((st = reserve_op(g))) return st;
+  stof_op *op = new_op(g, STOF_OP_PLACEHOLDER, name ? name : "placeholder", dtype, ndim, shape);
+  if (!op) return STOF_ERR_NOMEM;
+  op->pattern = STOF_PATTERN_INPUT;
+  add_op(g, op);
+  *out = op;
+  return STOF_OK;
+}
+
+stof_status stof_te_compute_axes(stof_graph *g, int ndim, const int64_t *shape,
+                                 const char *const *names, const stof_expr **axes) {
+  static const char *const dflt[STOF_MAX_DIMS] = {"i", "j", "k", "l", "m", "n", "o", "p"};
+  stof_status st = stof_shape_check(g->ctx, "compute", ndim, shape);
+  if (st) return st;
+  for (int d = 0; d < ndim; d++) {
+    st = new_var(g, shape[d], names && names[d] ? names[d] : dflt[d], STOF_VAR_AXIS,
+                 "compute axis", &axes[d]);
+    if (st) return st;
+  }
+  return STOF_OK;
+}
+
+/* Walks e: counts REDUCE nodes not at the top, checks vars and gathers loaded ops. */
+typedef struct walk_state {
+  stof_graph *g;
+  const char *name;
+  int ndim;
+  const stof_var *const *axis;
+  const stof_expr *reduce; /* the top REDUCE, or NULL */
+  const stof_op **inputs;  /* arena array, grown by doubling */
+  int ninput, capinput;
+  stof_status st;
+} walk_state;
+
+static int var_allowed(walk_state *w, const stof_var *v, int in_reduce) {
+  for (int d = 0; d < w->ndim; d++)
+    if (w->axis[d] == v) return 1;
+  if (in_reduce && w->reduce)
+    for (int i = 0; i < w->reduce->u.reduce.naxis; i++)
+      if (w->reduce->u.reduce.axis[i] == v) return 1;
+  return 0;
+}
+
+static void walk(walk_state *w, const stof_expr *e, int in_reduce) {
+  if (w->st || !e) return;
+  switch (e->kind) {
+  case STOF_EXPR_INT:
+  case STOF_EXPR_FLOAT: return;
+  case STOF_EXPR_VAR:
+    if (!var_allowed(w, e->u.var, in_reduce)) {
+      const stof_var *v = e->u.var;
+      w->st = stof_ctx_error(
+          w->g->ctx, STOF_ERR_ARG, "compute %s: uses %s %s, which is %s", w->name,
+          v->kind == STOF_VAR_REDUCE ? "reduce axis" : "axis", v->name,
+          v->kind == STOF_VAR_REDUCE ? "not reduced over at that point"
+          : v->owner                 ? "an axis of another compute"
+                                     : "not one of this compute's axes");
+    }
+    return;
+  case STOF_EXPR_LOAD: {
+    const stof_op *t = e->u.load.tensor;
+    int seen = 0;
+    for (int i = 0; i < w->ninput; i++) seen |= w->inputs[i] == t;
+    if (!seen) {
+      if (w->ninput == w->capinput) {
+        int ncap = w->capinput ? w->capinput * 2 : 4;
+        const stof_op **p = stof_arena_alloc(&w->g->arena, sizeof *p * (size_t)ncap);
+        if (!p) {
+          w->st = STOF_ERR_NOMEM;
+          return;
+        }
+        if (w->ninput) memcpy(p, w->inputs, sizeof *p * (size_t)w->ninput);
+        w->inputs = p;
+        w->capinput = ncap;
+      }
+      w->inputs[w->ninput++] = t;
+    }
+    for (int d = 0; d < e->u.load.nidx; d++) walk(w, e->u.load.idx[d], in_reduce);
+    return;
+  }
+  case STOF_EXPR_REDUCE:
+    if (e != w->reduce) {
+      w->st = stof_ctx_error(w->g->ctx, STOF_ERR_ARG,
+                             "compute %s: a reduction must be the whole body of a compute "
+                             "(split it into two computes)",
+                             w->name);
+      return;
+    }
+    walk(w, e->u.reduce.src, 1);
+    return;
+  default:
+    walk(w, e->u.op.a, in_reduce);
+    walk(w, e->u.op.b, in_reduce);
+    walk(w, e->u.op.c, in_reduce);
+  }
+}
+
+static const stof_expr *peel_cast(const stof_expr *e) {
+  while (e->kind == STOF_EXPR_CAST) e = e->u.op.a;
+  return e;
+}
+
+static int uses_any_var(const stof_expr *e, int nvar, const stof_var *const *vars) {
+  if (!e) return 0;
+  if (e->kind == STOF_EXPR_VAR) {
+    for (int i = 0; i < nvar; i++)
+      if (vars[i] == e->u.var) return 1;
+    return 0;
+  }
+  if (e->kind == STOF_EXPR_LOAD) {
+    for (int d = 0; d < e->u.load.nidx; d++)
+      if (uses_any_var(e->u.load.idx[d], nvar, vars)) return 1;
+    return 0;
+  }
+  if (e->kind == STOF_EXPR_REDUCE) return uses_any_var(e->u.reduce.src, nvar, vars);
+  if (e->kind == STOF_EXPR_INT || e->kind == STOF_EXPR_FLOAT) return 0;
+  return uses_any_var(e->u.op.a, nvar, vars) || uses_any_var(e->u.op.b, nvar, vars) ||
+         uses_any_var(e->u.op.c, nvar, vars);
+}
+
+/* A load indexed by the reduce axes, possibly scaled or cast: one GEMM operand. */
+static int is_reduced_load(const stof_expr *e, const stof_expr *reduce) {
+  e = peel_cast(e);
+  return e->kind == STOF_EXPR_LOAD &&
+         uses_any_var(e, reduce->u.reduce.naxis, reduce->u.reduce.axis);
+}
+
+/* How a load's indices relate to the compute's axes: 0 same axes in order (elementwise),
+ * 1 a subsequence of axes or constants (broadcast), 2 anything else (injective). */
+static int load_class(const stof_expr *load, int ndim, const stof_var *const *axis) {
+  const stof_op *t = load->u.load.tensor;
+  int n = load->u.load.nidx, same = n == ndim, next = 0;
+  for (int d = 0; d < n; d++) {
+    const stof_expr *ix = load->u.load.idx[d];
+    if (ix->kind == STOF_EXPR_INT) {
+      same = 0;
+      continue;
+    }
+    if (ix->kind != STOF_EXPR_VAR) return 2;
+    int pos = -1;
+    for (int a = 0; a < ndim; a++)
+      if (axis[a] == ix->u.var) pos = a;
+    if (pos < next) return 2;
+    if (pos != d || t->shape[d] != axis[pos]->extent) same = 0;
+    next = pos + 1;
+  }
+  return same ? 0 : 1;
+}
+
+static int classify_loads(const stof_expr *e, int ndim, const stof_var *const *axis) {
+  if (!e || e->kind == STOF_EXPR_INT || e->kind == STOF_EXPR_FLOAT || e->kind == STOF_EXPR_VAR)
+    return 0;
+  if (e->kind == STOF_EXPR_LOAD) {
+    int c = load_class(e, ndim, axis);
+    for (int d = 0; d < e->u.load.nidx; d++) {
+      int ci = classify_loads(e->u.load.idx[d], ndim, axis);
+      if (ci > c) c = ci;
+    }
+    if (c == 0 && e->u.load.nidx == 0) c = 1;
+    return c;
+  }
+  int c = classify_loads(e->u.op.a, ndim, axis), cb = classify_loads(e->u.op.b, ndim, axis),
+      cc = classify_loads(e->u.op.c, ndim, axis);
+  if (cb > c) c = cb;
+  if (cc > c) c = cc;
+  return c;
+}
+
+static void classify(stof_op *op) {
+  const stof_expr *body = op->body;
+  if (body->kind == STOF_EXPR_REDUCE) {
+    const stof_expr *src = peel_cast(body->u.reduce.src);
+    op->compute_intensive = body->u.reduce.combiner == STOF_REDUCE_SUM && src->kind == STOF_EXPR_MUL &&
+                            is_reduced_load(src->u.op.a, body) && is_reduced_load(src->u.op.b, body);
+    op->pattern = op->compute_intensive ? STOF_PATTERN_OUT_FUSABLE : STOF_PATTERN_REDUCTION;
+    return;
+  }
+  static const stof_pattern by_class[] = {STOF_PATTERN_ELEMWISE, STOF_PATTERN_BROADCAST,
+                                          STOF_PATTERN_INJECTIVE};
+  op->pattern = by_class[classify_loads(body, op->ndim, op->axis)];
+}
+
+stof_status stof_te_compute(stof_graph *g, const char *name, int ndim,
+                            const stof_expr *const *axes, const stof_expr *body, int dtype,
+                            const stof_op **out) {
+  if (!name) name = "compute";
+  if (!body) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "compute %s: missing body", name);
+  if (ndim < 0 || ndim > STOF_MAX_DIMS)
+    return stof_ctx_error(g->ctx, STOF_ERR_SHAPE, "compute %s: %d dimensions (at most %d)", name,
+                          ndim, STOF_MAX_DIMS);
+  if (dtype >= STOF_DTYPE_COUNT)
+    return stof_ctx_error(g->ctx, STOF_ERR_TYPE, "compute %s: unknown dtype %d", name, dtype);
+  int64_t shape[STOF_MAX_DIMS];
+  const stof_var **axis = stof_arena_alloc(&g->arena, sizeof *axis * (size_t)(ndim ? ndim : 1));
+  if (!axis) return STOF_ERR_NOMEM;
+  for (int d = 0; d < ndim; d++) {
+    if (!axes[d] || axes[d]->kind != STOF_EXPR_VAR || axes[d]->u.var->kind != STOF_VAR_AXIS)
+      return stof_ctx_error(g->ctx, STOF_ERR_ARG, "compute %s: axis %d is not a compute axis", name, d);
+    if (axes[d]->u.var->owner)
+      return stof_ctx_error(g->ctx, STOF_ERR_ARG, "compute %s: axis %s already belongs to compute %s",
+                            name, axes[d]->u.var->name, axes[d]->u.var->owner->name);
+    axis[d] = axes[d]->u.var;
+    shape[d] = axis[d]->extent;
+  }
+  walk_state w = {.g = g, .name = name, .ndim = ndim, .axis = axis,
+                  .reduce = body->kind == STOF_EXPR_REDUCE ? body : NULL};
+  walk(&w, body, 0);
+  if (w.st) return w.st;
+  stof_status st = STOF_OK;
+  if (dtype >= 0 && (stof_dtype)dtype != body->dtype) {
+    if (body->kind == STOF_EXPR_REDUCE) {
+      /* cast inside the reduction so the reduction stays at the top */
+      const stof_expr *src, *axv[64];
+      int n = body->u.reduce.naxis;
+      if (n > 64) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "compute %s: too many reduce axes", name);
+      for (int i = 0; i < n; i++) {
+        stof_expr *v = new_expr(g, STOF_EXPR_VAR, STOF_DTYPE_I32);
+        if (!v) return STOF_ERR_NOMEM;
+        v->u.var = body->u.reduce.axis[i];
+        axv[i] = v;
+      }
+      if ((st = stof_te_cast(g, (stof_dtype)dtype, body->u.reduce.src, &src))) return st;
+      if ((st = stof_te_reduce(g, body->u.reduce.combiner, src, n, axv, &body))) return st;
+    } else if ((st = stof_te_cast(g, (stof_dtype)dtype, body, &body))) {
+      return st;
+    }
+  }
+  if ((st = reserve_op(g))) return st;
+  stof_op *op = new_op(g, STOF_OP_COMPUTE, name, body->dtype, ndim, shape);
+  if (!op) return STOF_ERR_NOMEM;
+  op->axis = axis;
+  op->body = body;
+  op->ninput = w.ninput;
+  op->input = w.inputs;
+  classify(op);
+  for (int d = 0; d < ndim; d++) ((stof_var *)axis[d])->owner = op;
+  add_op(g, op);
+  *out = op;
+  return STOF_OK;
+}
+
+stof_status stof_te_extern(stof_graph *g, const char *name, int ninput,
+                           const stof_op *const *inputs, int ndim, const int64_t *shape,
+                           stof_dtype dtype, stof_extern_cpu_fn cpu_fn, void *cpu_ud,
+                           const stof_op *semantics, int compute_intensive,
+                           const stof_op **out) {
+  if (!name) name = "extern";
+  char what[160];
+  snprintf(what, sizeof what, "extern %s", name);
+  stof_status st = stof_shape_check(g->ctx, what, ndim, shape);
+  if (st) return st;
+  if (ninput < 0) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: negative input count", what);
+  for (int i = 0; i < ninput; i++)
+    if (!inputs[i]) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: input %d is missing", what, i);
+  if (!cpu_fn && !semantics)
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: needs a CPU implementation or semantics", what);
+  if (semantics && (semantics->ndim != ndim ||
+                    memcmp(semantics->shape, shape, sizeof(int64_t) * (size_t)ndim)))
+    return stof_ctx_error(g->ctx, STOF_ERR_SHAPE, "%s: semantics %s has another shape", what,
+                          semantics->name);
+  const stof_op **in = stof_arena_alloc(&g->arena, sizeof *in * (size_t)(ninput ? ninput : 1));
+  if (!in) return STOF_ERR_NOMEM;
+  memcpy(in, inputs, sizeof *in * (size_t)ninput);
+  if ((st = reserve_op(g))) return st;
+  stof_op *op = new_op(g, STOF_OP_EXTERN, name, dtype, ndim, shape);
+  if (!op) return STOF_ERR_NOMEM;
+  op->ninput = ninput;
+  op->input = in;
+  op->cpu_fn = cpu_fn;
+  op->cpu_ud = cpu_ud;
+  op->semantics = semantics;
+  op->pattern = STOF_PATTERN_OPAQUE;
+  op->compute_intensive = compute_intensive != 0;
+  add_op(g, op);
+  *out = op;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- collection */
+
+stof_status core_graph_collect(stof_graph *g, int nout, const stof_op *const *outputs,
+                               int with_semantics, const stof_op ***ops, int *nops) {
+  *ops = NULL;
+  *nops = 0;
+  for (int i = 0; i < nout; i++)
+    if (!outputs[i] || outputs[i]->id >= g->nop || g->ops[outputs[i]->id] != outputs[i])
+      return stof_ctx_error(g->ctx, STOF_ERR_ARG, "output %d is not an op of this graph", i);
+  size_t n = (size_t)g->nop;
+  unsigned char *mark = stof_ctx_alloc(g->ctx, n ? n : 1);
+  const stof_op **stack = stof_ctx_alloc(g->ctx, sizeof *stack * (n ? n : 1));
+  if (!mark || !stack) {
+    stof_ctx_dealloc(g->ctx, mark, n ? n : 1);
+    stof_ctx_dealloc(g->ctx, stack, sizeof *stack * (n ? n : 1));
+    return STOF_ERR_NOMEM;
+  }
+  int top = 0, count = 0;
+  for (int i = 0; i < nout; i++)
+    if (!mark[outputs[i]->id]) {
+      mark[outputs[i]->id] = 1;
+      stack[top++] = outputs[i];
+    }
+  while (top > 0) {
+    const stof_op *op = stack[--top];
+    count++;
+    for (int i = 0; i <= op->ninput; i++) {
+      const stof_op *in = i < op->ninput ? op->input[i] : with_semantics ? op->semantics : NULL;
+      if (in && !mark[in->id]) {
+        mark[in->id] = 1;
+        stack[top++] = in;
+      }
+    }
+  }
+  stof_ctx_dealloc(g->ctx, stack, sizeof *stack * (n ? n : 1));
+  const stof_op **list = stof_ctx_alloc(g->ctx, sizeof *list * (size_t)(count ? count : 1));
+  if (!list) {
+    stof_ctx_dealloc(g->ctx, mark, n ? n : 1);
+    return STOF_ERR_NOMEM;
+  }
+  int k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (mark[i]) list[k++] = g->ops[i];
+  stof_ctx_dealloc(g->ctx, mark, n ? n : 1);
+  *ops = list;
+  *nops = count;
+  return STOF_OK;
+}
+
+stof_status stof_graph_collect(stof_graph *g, int nout, const stof_op *const *outputs,
+                               const stof_op ***ops, int *nops) {
+  return core_graph_collect(g, nout, outputs, 0, ops, nops);
+}

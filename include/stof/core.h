@@ -1,0 +1,470 @@
+/*
+ * stof core: context, status codes, arenas, dtypes, tensors, the tensor-expression (TE)
+ * IR, the op graph, the reference interpreter and the CUDA runtime (driver opened with
+ * dlopen, NVRTC linked).
+ *
+ * Invariants:
+ *  - Every allocation goes through the context's allocator hook (Lua-style realloc).
+ *  - Fallible functions return a stof_status and write results through out-parameters;
+ *    the message of the last error is read with stof_ctx_message().
+ *  - Expressions, vars and ops are immutable once built and owned by their graph's
+ *    arena: they live exactly as long as the graph.
+ */
+#ifndef STOF_CORE_H
+#define STOF_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status codes */
+
+#define STOF_STATUS_LIST(X)                                  \
+  X(OK, "ok")                                                \
+  X(ERR_NOMEM, "out of memory")                              \
+  X(ERR_ARG, "bad argument")                                 \
+  X(ERR_SHAPE, "shape mismatch")                             \
+  X(ERR_TYPE, "type error")                                  \
+  X(ERR_RANGE, "index out of range")                         \
+  X(ERR_SCHEDULE, "illegal schedule")                        \
+  X(ERR_NOT_FOUND, "not found")                              \
+  X(ERR_PARSE, "parse error")                                \
+  X(ERR_IO, "input/output error")                            \
+  X(ERR_CUDA, "CUDA error")                                  \
+  X(ERR_NO_DEVICE, "no GPU")                                 \
+  X(ERR_COMPILE, "compilation failed")                       \
+  X(ERR_UNSUPPORTED, "unsupported")                          \
+  X(ERR_INTERNAL, "internal error")
+
+typedef enum stof_status {
+#define STOF_X(name, text) STOF_##name,
+  STOF_STATUS_LIST(STOF_X)
+#undef STOF_X
+  STOF_STATUS_COUNT
+} stof_status;
+
+/** The enumerator's name without prefix ("ERR_ARG"). Borrowed, static. */
+const char *stof_status_name(stof_status s);
+/** A short description ("bad argument"). Borrowed, static. */
+const char *stof_status_text(stof_status s);
+
+/* ---------------------------------------------------------------- context */
+
+/*
+ * Allocator hook, as Lua's lua_Alloc: nsize == 0 frees ptr (returns NULL); otherwise
+ * (re)allocates ptr from osize to nsize bytes, returning NULL on failure (ptr untouched).
+ */
+typedef void *(*stof_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+
+typedef struct stof_ctx stof_ctx;
+
+/** A new context. alloc NULL selects malloc/realloc/free. Owned: stof_ctx_free. NULL if
+ *  even the context cannot be allocated. */
+stof_ctx *stof_ctx_new(stof_alloc_fn alloc, void *ud);
+void stof_ctx_free(stof_ctx *ctx);
+
+/** Records an error (printf-style message) and returns status. A pending out-of-memory
+ *  stays: it is sticky until stof_ctx_clear_error. */
+stof_status stof_ctx_error(stof_ctx *ctx, stof_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+stof_status stof_ctx_verror(stof_ctx *ctx, stof_status status, const char *fmt, va_list ap);
+/** The last error's status (STOF_OK when none). */
+stof_status stof_ctx_status(const stof_ctx *ctx);
+/** The last error's message. Borrowed: valid until the next error or clear. */
+const char *stof_ctx_message(const stof_ctx *ctx);
+void stof_ctx_clear_error(stof_ctx *ctx);
+
+/** Memory through the hook. alloc returns zeroed memory or NULL (and records NOMEM). */
+void *stof_ctx_alloc(stof_ctx *ctx, size_t size);
+void *stof_ctx_realloc(stof_ctx *ctx, void *ptr, size_t osize, size_t nsize);
+void stof_ctx_dealloc(stof_ctx *ctx, void *ptr, size_t size);
+/** Owned copy of s (stof_ctx_dealloc with strlen + 1). */
+char *stof_ctx_strdup(stof_ctx *ctx, const char *s);
+/** Bytes currently allocated through this context (for leak checks). */
+size_t stof_ctx_bytes_in_use(const stof_ctx *ctx);
+
+/** The context's RNG (splitmix64-seeded xoshiro256**). */
+void stof_ctx_seed(stof_ctx *ctx, uint64_t seed);
+uint64_t stof_ctx_rand_u64(stof_ctx *ctx);
+/** Uniform in [0, 1). */
+double stof_ctx_rand_unit(stof_ctx *ctx);
+
+/* ---------------------------------------------------------------- arena */
+
+/* Bump allocator with coarse lifetime; memory from the context's hook. */
+typedef struct stof_arena_block stof_arena_block;
+typedef struct stof_arena {
+  stof_ctx *ctx;
+  stof_arena_block *head;
+  size_t used, cap; /* in the head block */
+  size_t total;     /* bytes held in all blocks */
+} stof_arena;
+
+void stof_arena_init(stof_arena *a, stof_ctx *ctx);
+/** Zeroed, 16-byte aligned; NULL on NOMEM (recorded). Borrowed: lives until release. */
+void *stof_arena_alloc(stof_arena *a, size_t size);
+char *stof_arena_strdup(stof_arena *a, const char *s);
+void stof_arena_release(stof_arena *a);
+
+/* ---------------------------------------------------------------- dtypes */
+
+#define STOF_DTYPE_LIST(X)          \
+  X(F32, "float32", 4, 1)           \
+  X(F16, "float16", 2, 1)           \
+  X(BF16, "bfloat16", 2, 1)         \
+  X(F64, "float64", 8, 1)           \
+  X(I32, "int32", 4, 0)             \
+  X(I64, "int64", 8, 0)             \
+  X(BOOL, "bool", 1, 0)
+
+typedef enum stof_dtype {
+#define STOF_X(name, text, size, isfloat) STOF_DTYPE_##name,
+  STOF_DTYPE_LIST(STOF_X)
+#undef STOF_X
+  STOF_DTYPE_COUNT
+} stof_dtype;
+
+const char *stof_dtype_name(stof_dtype d);
+size_t stof_dtype_size(stof_dtype d);
+int stof_dtype_is_float(stof_dtype d);
+/** Parses "float32"/"f32", "float16"/"f16"/"half", "bfloat16"/"bf16", "float64"/"f64",
+ *  "int32"/"i32", "int64"/"i64", "bool"/"uint8"/"u8". STOF_ERR_TYPE names an unknown one. */
+stof_status stof_dtype_parse(stof_ctx *ctx, const char *name, stof_dtype *out);
+
+/** IEEE binary16 and bfloat16 conversions, round to nearest even, NaN and Inf kept. */
+uint16_t stof_f32_to_f16(float f);
+float stof_f16_to_f32(uint16_t h);
+uint16_t stof_f32_to_bf16(float f);
+float stof_bf16_to_f32(uint16_t b);
+/** Rounds v to the nearest value representable in dtype d (as C casts do for ints). */
+double stof_dtype_round(stof_dtype d, double v);
+
+/* ---------------------------------------------------------------- tensors */
+
+#define STOF_MAX_DIMS 8
+
+typedef enum stof_device { STOF_DEVICE_CPU, STOF_DEVICE_CUDA } stof_device;
+
+/* A strided view on storage. Storage is owned (freed with the tensor) or borrowed. */
+typedef struct stof_tensor {
+  stof_ctx *ctx;
+  stof_dtype dtype;
+  stof_device device;
+  int ndim;
+  int64_t shape[STOF_MAX_DIMS];
+  int64_t strides[STOF_MAX_DIMS]; /* in elements */
+  void *data;                     /* host pointer, or a CUdeviceptr for CUDA */
+  size_t nbytes;                  /* bytes of storage (owned storage only) */
+  int owned;
+} stof_tensor;
+
+/** Checks a shape: 0 <= ndim <= STOF_MAX_DIMS, every extent >= 0. "what" names the
+ *  object in the message. */
+stof_status stof_shape_check(stof_ctx *ctx, const char *what, int ndim, const int64_t *shape);
+int64_t stof_shape_numel(int ndim, const int64_t *shape);
+
+/** A contiguous tensor: zero-filled on the CPU, uninitialised on the GPU. Owned:
+ *  stof_tensor_free. */
+stof_status stof_tensor_new(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape,
+                            stof_device device, stof_tensor **out);
+/** A tensor over caller storage (strides NULL = contiguous). Owned handle, borrowed data. */
+stof_status stof_tensor_wrap(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *strides, void *data, stof_device device,
+                             stof_tensor **out);
+/** Uniform random values: floats in [-1, 1), ints in [0, 100), bools 0/1, reproducible
+ *  from seed. Owned. */
+stof_status stof_tensor_rand(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape,
+                             uint64_t seed, stof_tensor **out);
+void stof_tensor_free(stof_tensor *t);
+
+int64_t stof_tensor_numel(const stof_tensor *t);
+int stof_tensor_is_contiguous(const stof_tensor *t);
+/** Element at a multi-index, bounds-checked (STOF_ERR_RANGE names the dim). CPU only. */
+stof_status stof_tensor_get(const stof_tensor *t, const int64_t *idx, double *out);
+stof_status stof_tensor_set(stof_tensor *t, const int64_t *idx, double v);
+/** Unchecked element access at a flat element offset (sum of idx*stride). CPU only. */
+double stof_tensor_load(const stof_tensor *t, int64_t offset);
+void stof_tensor_store(stof_tensor *t, int64_t offset, double v);
+/** Fills a CPU tensor with v (poisoning outputs before a run, for example). */
+void stof_tensor_fill(stof_tensor *t, double v);
+/** A contiguous copy on device (converting nothing but location). Owned. */
+stof_status stof_tensor_to(const stof_tensor *t, stof_device device, stof_tensor **out);
+/** A contiguous copy in another dtype (CPU). Owned. */
+stof_status stof_tensor_cast(const stof_tensor *t, stof_dtype dtype, stof_tensor **out);
+/** |a - b| <= atol + rtol * |b| everywhere, NaN never close. Shapes must match. */
+stof_status stof_tensor_allclose(const stof_tensor *a, const stof_tensor *b, double rtol,
+                                 double atol, int *out);
+/** ||a - b||_2 / ||b||_2 (0 when both are zero; +inf when a has NaN). */
+stof_status stof_tensor_rel_l2(const stof_tensor *a, const stof_tensor *b, double *out);
+
+/* ---------------------------------------------------------------- TE IR */
+
+/*
+ * Expression kinds: constants, vars, binary, unary, then the rest. Binary kinds lie in
+ * [STOF_EXPR_ADD, STOF_EXPR_OR], unary ones in [STOF_EXPR_NEG, STOF_EXPR_FLOOR].
+ */
+#define STOF_EXPR_KIND_LIST(X)                                                           \
+  X(INT, "int") X(FLOAT, "float") X(VAR, "var")                                          \
+  X(ADD, "+") X(SUB, "-") X(MUL, "*") X(DIV, "/") X(FLOORDIV, "//") X(MOD, "%")          \
+  X(MIN, "min") X(MAX, "max") X(POW, "pow")                                              \
+  X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=") X(EQ, "==") X(NE, "!=")                  \
+  X(AND, "&&") X(OR, "||")                                                               \
+  X(NEG, "neg") X(NOT, "not") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt")                \
+  X(RSQRT, "rsqrt") X(TANH, "tanh") X(ERF, "erf") X(SIGMOID, "sigmoid") X(ABS, "abs")    \
+  X(SIN, "sin") X(COS, "cos") X(FLOOR, "floor")                                          \
+  X(CAST, "cast") X(SELECT, "select") X(LOAD, "load") X(REDUCE, "reduce")
+
+typedef enum stof_expr_kind {
+#define STOF_X(name, text) STOF_EXPR_##name,
+  STOF_EXPR_KIND_LIST(STOF_X)
+#undef STOF_X
+  STOF_EXPR_KIND_COUNT
+} stof_expr_kind;
+
+const char *stof_expr_kind_name(stof_expr_kind k);
+int stof_expr_kind_is_binary(stof_expr_kind k);
+int stof_expr_kind_is_unary(stof_expr_kind k);
+
+#define STOF_REDUCE_LIST(X) X(SUM, "sum") X(MAX, "max") X(MIN, "min")
+typedef enum stof_reduce_kind {
+#define STOF_X(name, text) STOF_REDUCE_##name,
+  STOF_REDUCE_LIST(STOF_X)
+#undef STOF_X
+  STOF_REDUCE_COUNT
+} stof_reduce_kind;
+const char *stof_reduce_kind_name(stof_reduce_kind k);
+
+/* Pattern kinds, ordered as TVM's: a fused group takes the max of its members. */
+#define STOF_PATTERN_LIST(X)                                                             \
+  X(INPUT, "input") X(ELEMWISE, "elementwise") X(BROADCAST, "broadcast")                 \
+  X(INJECTIVE, "injective") X(REDUCTION, "reduction")                                    \
+  X(OUT_FUSABLE, "out-elementwise-fusable") X(OPAQUE, "opaque")
+typedef enum stof_pattern {
+#define STOF_X(name, text) STOF_PATTERN_##name,
+  STOF_PATTERN_LIST(STOF_X)
+#undef STOF_X
+  STOF_PATTERN_COUNT
+} stof_pattern;
+const char *stof_pattern_name(stof_pattern p);
+
+#define STOF_OP_KIND_LIST(X) X(PLACEHOLDER, "placeholder") X(COMPUTE, "compute") X(EXTERN, "extern")
+typedef enum stof_op_kind {
+#define STOF_X(name, text) STOF_OP_##name,
+  STOF_OP_KIND_LIST(STOF_X)
+#undef STOF_X
+  STOF_OP_KIND_COUNT
+} stof_op_kind;
+
+typedef struct stof_graph stof_graph;
+typedef struct stof_op stof_op;
+typedef struct stof_expr stof_expr;
+
+/* An iteration variable: a data-parallel axis of a compute, or a reduce axis. */
+typedef enum stof_var_kind { STOF_VAR_AXIS, STOF_VAR_REDUCE } stof_var_kind;
+typedef struct stof_var {
+  const char *name;
+  int64_t extent; /* the var ranges over [0, extent) */
+  stof_var_kind kind;
+  int id;         /* dense index within the graph */
+  const stof_op *owner; /* the compute an axis belongs to (NULL until it is built) */
+} stof_var;
+
+struct stof_expr {
+  stof_expr_kind kind;
+  stof_dtype dtype;
+  union {
+    int64_t ival;             /* INT */
+    double fval;              /* FLOAT */
+    const stof_var *var;      /* VAR */
+    struct {                  /* binary: a op b; unary and CAST: a; SELECT: c ? a : b */
+      const stof_expr *a, *b, *c;
+    } op;
+    struct {                  /* LOAD: tensor[idx...] */
+      const stof_op *tensor;
+      int nidx;
+      const stof_expr *const *idx;
+    } load;
+    struct {                  /* REDUCE: combiner over axes of src */
+      stof_reduce_kind combiner;
+      const stof_expr *src;
+      int naxis;
+      const stof_var *const *axis;
+    } reduce;
+  } u;
+};
+
+/* CPU implementation of an extern op: inputs in graph order and the output, all
+ * contiguous float64 CPU tensors (the output preallocated; the interpreter rounds it to
+ * the op's dtype). Returns a status and records errors in ctx. */
+typedef stof_status (*stof_extern_cpu_fn)(stof_ctx *ctx, int ninput,
+                                          const stof_tensor *const *inputs,
+                                          stof_tensor *output, void *ud);
+
+struct stof_op {
+  stof_op_kind kind;
+  const char *name;
+  stof_dtype dtype;
+  int ndim;
+  int64_t shape[STOF_MAX_DIMS];
+  int id; /* dense index within the graph, in creation order (a topological order) */
+  stof_pattern pattern;
+  int compute_intensive; /* GEMM-like or attention (CI); else memory-intensive (MI) */
+  /* COMPUTE */
+  const stof_var *const *axis; /* ndim axes */
+  const stof_expr *body;
+  /* COMPUTE and EXTERN: the distinct ops read, in first-use order */
+  int ninput;
+  const stof_op *const *input;
+  /* EXTERN */
+  stof_extern_cpu_fn cpu_fn;   /* may be NULL when semantics is set */
+  void *cpu_ud;
+  const stof_op *semantics;    /* a compute giving the same values, or NULL */
+};
+
+/** A graph: the arena that owns every expr, var and op built in it. Owned. */
+stof_status stof_graph_new(stof_ctx *ctx, stof_graph **out);
+void stof_graph_free(stof_graph *g);
+stof_ctx *stof_graph_ctx(const stof_graph *g);
+int stof_graph_nop(const stof_graph *g);
+/** The op with id i. Borrowed. */
+const stof_op *stof_graph_op(const stof_graph *g, int i);
+
+/* Expression builders. Results are borrowed from the graph. They check their operands
+ * (dtypes, arity) and report STOF_ERR_TYPE / _ARG with a message naming the operation. */
+stof_status stof_te_int(stof_graph *g, int64_t v, stof_dtype dtype, const stof_expr **out);
+stof_status stof_te_float(stof_graph *g, double v, stof_dtype dtype, const stof_expr **out);
+/** Binary op with the usual promotion: float beats int, wider beats narrower, f16 with
+ *  bf16 gives f32; comparisons give bool; AND/OR take bools; integer DIV floors. */
+stof_status stof_te_binary(stof_graph *g, stof_expr_kind kind, const stof_expr *a,
+                           const stof_expr *b, const stof_expr **out);
+/** Unary op: NEG and ABS keep the dtype, NOT takes bool, math functions take floats
+ *  (an int operand is cast to float32). */
+stof_status stof_te_unary(stof_graph *g, stof_expr_kind kind, const stof_expr *a,
+                          const stof_expr **out);
+stof_status stof_te_cast(stof_graph *g, stof_dtype dtype, const stof_expr *a,
+                         const stof_expr **out);
+/** cond ? a : b; cond bool, a and b promoted to a common dtype. */
+stof_status stof_te_select(stof_graph *g, const stof_expr *cond, const stof_expr *a,
+                           const stof_expr *b, const stof_expr **out);
+/** tensor[idx...]: nidx must equal the tensor's rank, indices integer; constant indices
+ *  are range-checked here, the others by whoever evaluates. */
+stof_status stof_te_load(stof_graph *g, const stof_op *tensor, int nidx,
+                         const stof_expr *const *idx, const stof_expr **out);
+/** A reduce axis over [0, extent) as a VAR expression. */
+stof_status stof_te_reduce_axis(stof_graph *g, int64_t extent, const char *name,
+                                const stof_expr **out);
+/** combiner over the given reduce axes (VAR expressions of reduce axes) of src. */
+stof_status stof_te_reduce(stof_graph *g, stof_reduce_kind combiner, const stof_expr *src,
+                           int naxis, const stof_expr *const *axes, const stof_expr **out);
+
+/* Op builders. */
+stof_status stof_te_placeholder(stof_graph *g, int ndim, const int64_t *shape,
+                                stof_dtype dtype, const char *name, const stof_op **out);
+/** Creates the ndim data-parallel axes of a compute about to be built (names NULL gives
+ *  i, j, k, l, ...), as VAR expressions in axes[0..ndim). */
+stof_status stof_te_compute_axes(stof_graph *g, int ndim, const int64_t *shape,
+                                 const char *const *names, const stof_expr **axes);
+/** A compute op over the given axes (from stof_te_compute_axes). body may contain a
+ *  REDUCE only at its top; every var in body is one of the axes or a reduce axis of that
+ *  REDUCE. Its dtype is body's unless dtype >= 0 casts it. */
+stof_status stof_te_compute(stof_graph *g, const char *name, int ndim,
+                            const stof_expr *const *axes, const stof_expr *body, int dtype,
+                            const stof_op **out);
+/** An opaque op. semantics (a compute reading the same inputs) or cpu_fn gives its
+ *  values to the interpreter; compute_intensive marks attention-like kernels. */
+stof_status stof_te_extern(stof_graph *g, const char *name, int ninput,
+                           const stof_op *const *inputs, int ndim, const int64_t *shape,
+                           stof_dtype dtype, stof_extern_cpu_fn cpu_fn, void *cpu_ud,
+                           const stof_op *semantics, int compute_intensive,
+                           const stof_op **out);
+
+/** The ops that outputs depend on, in topological order (ids ascending). Owned array:
+ *  stof_ctx_dealloc(ctx, ops, n * sizeof *ops). */
+stof_status stof_graph_collect(stof_graph *g, int nout, const stof_op *const *outputs,
+                               const stof_op ***ops, int *nops);
+
+/* Printing: owned NUL-terminated strings (stof_ctx_dealloc with strlen + 1). */
+stof_status stof_expr_print(stof_ctx *ctx, const stof_expr *e, char **out);
+/** The ops outputs depend on, one per paragraph, as TVM's te printer does. */
+stof_status stof_te_print(stof_graph *g, int nout, const stof_op *const *outputs, char **out);
+
+/** Structural hash of what outputs compute: equal for graphs that differ only in names
+ *  (of ops and vars) and in the graph they live in; different when any shape, dtype,
+ *  constant, operation or wiring differs. The tuning database's workload key. */
+stof_status stof_te_hash(stof_graph *g, int nout, const stof_op *const *outputs,
+                         uint64_t *out);
+
+/* ---------------------------------------------------------------- interpreter */
+
+/**
+ * Evaluates outputs on the CPU, naively: every value in float64, rounded to each op's
+ * dtype when stored (f32 results carry f64-accumulated reductions). feed_ops[i] (a
+ * placeholder) takes the values of feed[i] (CPU, any dtype convertible, same shape).
+ * Every load is range-checked (STOF_ERR_RANGE names the tensor, dim and index); a
+ * placeholder missing from the feed is STOF_ERR_ARG naming it; a feed of another shape
+ * is STOF_ERR_SHAPE. results[i] is a new CPU tensor of outputs[i]'s dtype (owned). On
+ * error nothing is returned.
+ */
+stof_status stof_interp_eval(stof_graph *g, int nout, const stof_op *const *outputs,
+                             int nfeed, const stof_op *const *feed_ops,
+                             const stof_tensor *const *feed, stof_tensor **results);
+
+/* ---------------------------------------------------------------- CUDA runtime */
+
+/*
+ * The driver (libcuda.so.1) is opened with dlopen on first use; without it every call
+ * returns STOF_ERR_NO_DEVICE with a message saying so. NVRTC is linked and works without
+ * a GPU.
+ */
+typedef struct stof_cuda_module stof_cuda_module;
+typedef struct stof_cuda_kernel stof_cuda_kernel;
+
+/** STOF_OK when a GPU can be used; else the reason (NO_DEVICE, CUDA). */
+stof_status stof_cuda_init(stof_ctx *ctx);
+/** Device properties of the current device (after init). */
+typedef struct stof_cuda_props {
+  char name[256];
+  int cc_major, cc_minor;
+  int sm_count;
+  size_t smem_per_block_optin;
+  size_t total_mem;
+} stof_cuda_props;
+stof_status stof_cuda_props_get(stof_ctx *ctx, stof_cuda_props *out);
+
+/** Device memory. */
+stof_status stof_cuda_malloc(stof_ctx *ctx, size_t size, uint64_t *dptr);
+void stof_cuda_mem_free(stof_ctx *ctx, uint64_t dptr);
+stof_status stof_cuda_htod(stof_ctx *ctx, uint64_t dst, const void *src, size_t size);
+stof_status stof_cuda_dtoh(stof_ctx *ctx, void *dst, uint64_t src, size_t size);
+stof_status stof_cuda_dtod(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size);
+stof_status stof_cuda_synchronize(stof_ctx *ctx);
+
+/**
+ * Compiles CUDA C with NVRTC for arch ("sm_90", "sm_90a", ...) to a cubin. name names the
+ * source in messages; nopt extra options. On failure STOF_ERR_COMPILE carries the NVRTC
+ * log. Owned cubin: stof_ctx_dealloc(ctx, *cubin, *size).
+ */
+stof_status stof_cuda_compile(stof_ctx *ctx, const char *src, const char *name,
+                              const char *arch, int nopt, const char *const *opts,
+                              void **cubin, size_t *size);
+/** The NVRTC version as major*1000 + minor*10. */
+int stof_cuda_nvrtc_version(void);
+/** Loads a cubin. Owned: stof_cuda_module_free. */
+stof_status stof_cuda_module_load(stof_ctx *ctx, const void *cubin, size_t size,
+                                  stof_cuda_module **out);
+void stof_cuda_module_free(stof_cuda_module *m);
+/** Looks up a __global__ function (extern "C" name). Borrowed from the module. */
+stof_status stof_cuda_module_kernel(stof_cuda_module *m, const char *name,
+                                    stof_cuda_kernel **out);
+/** Launches: args[i] points to the i-th parameter's value, as cuLaunchKernel takes them. */
+stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned grid[3],
+                             const unsigned block[3], unsigned smem, void **args);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,214 @@
+/*
+ * stof kernels: attention masks, the two-level mask format (BSR + bitmap) that the
+ * attention kernels read, and pictures of it.
+ *
+ * Invariants:
+ *  - A stof_mask is an immutable value. Each mask owns its whole tree (in one arena of its
+ *    own): combining masks copies the operands, so every mask is freed on its own with
+ *    stof_mask_free, in any order, and no mask keeps another alive.
+ *  - Positions are 0-based; i is a query, j a key, b a batch element, h a head.
+ *  - A stof_mask_format is built on the CPU from a mask and (B, H, Sq, Sk, T); its arrays
+ *    follow the layout documented at struct stof_mask_format exactly (the GPU kernels
+ *    read them as they are).
+ */
+#ifndef STOF_KERNELS_H
+#define STOF_KERNELS_H
+
+#include <stof/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- masks */
+
+typedef struct stof_mask stof_mask;
+
+/*
+ * Constructors. Each returns STOF_OK and an owned mask in *out (stof_mask_free), or an
+ * error (STOF_ERR_ARG with a message naming the constructor and the argument) and leaves
+ * *out untouched.
+ */
+/** dense(): every (i, j). */
+stof_status stof_mask_dense(stof_ctx *ctx, stof_mask **out);
+/** causal(): j <= i. */
+stof_status stof_mask_causal(stof_ctx *ctx, stof_mask **out);
+/** window(l, r): i - l <= j <= i + r; l, r >= 0. */
+stof_status stof_mask_window(stof_ctx *ctx, int64_t l, int64_t r, stof_mask **out);
+/** sliding(w): |i - j| <= w; w >= 0. */
+stof_status stof_mask_sliding(stof_ctx *ctx, int64_t w, stof_mask **out);
+/** causal_sliding(w): i - w < j <= i (the last w keys); w >= 1. */
+stof_status stof_mask_causal_sliding(stof_ctx *ctx, int64_t w, stof_mask **out);
+/** global(g): i < g or j < g; g >= 0. */
+stof_status stof_mask_global(stof_ctx *ctx, int64_t g, stof_mask **out);
+/** longformer(w, g): sliding(w) | global(g). */
+stof_status stof_mask_longformer(stof_ctx *ctx, int64_t w, int64_t g, stof_mask **out);
+/** random_blocks(b, p, seed): block (i / b, j / b) kept with probability p in [0, 1],
+ *  decided by a hash of (seed, i / b, j / b): reproducible and independent of S; b >= 1. */
+stof_status stof_mask_random_blocks(stof_ctx *ctx, int64_t b, double p, uint64_t seed,
+                                    stof_mask **out);
+/** bigbird(w, g, b, p, seed): longformer(w, g) | random_blocks(b, p, seed). */
+stof_status stof_mask_bigbird(stof_ctx *ctx, int64_t w, int64_t g, int64_t b, double p,
+                              uint64_t seed, stof_mask **out);
+/** document(lengths): i and j in the same packed sequence. n >= 1 sequences of lengths
+ *  > 0 (copied). Positions past the sum of lengths belong to no sequence and see
+ *  nothing. */
+stof_status stof_mask_document(stof_ctx *ctx, int64_t n, const int64_t *lengths,
+                               stof_mask **out);
+/** A document mask per batch element: batch b has nseq[b] >= 1 sequences whose lengths
+ *  follow those of batches 0..b-1 in lengths (copied). Varies with b when nbatch > 1;
+ *  a format for it needs B == nbatch. */
+stof_status stof_mask_document_batched(stof_ctx *ctx, int64_t nbatch, const int64_t *nseq,
+                                       const int64_t *lengths, stof_mask **out);
+/** The document mask of the canonical suite: lengths drawn uniformly in [lo, hi]
+ *  (1 <= lo <= hi) from a generator seeded with seed (independent of the context's RNG),
+ *  the last one cut so that they sum to exactly S. */
+stof_status stof_mask_document_random(stof_ctx *ctx, int64_t S, int64_t lo, int64_t hi,
+                                      uint64_t seed, stof_mask **out);
+/** dilated(w, d): causal, j = i - k(d + 1) for 0 <= k < w; w >= 1, d >= 0. */
+stof_status stof_mask_dilated(stof_ctx *ctx, int64_t w, int64_t d, stof_mask **out);
+/** from_tensor(t): t is a CPU tensor of dtype bool, int32 or int64 (non-zero = kept) of
+ *  shape [S, S] or [B, H, S, S] (B or H may be 1: the mask is then the same for every b or
+ *  h). Copied: t may be freed afterwards. STOF_ERR_SHAPE for another rank or a non-square
+ *  mask, STOF_ERR_TYPE for a float dtype. A format for it needs Sq == Sk == S. */
+stof_status stof_mask_from_tensor(stof_ctx *ctx, const stof_tensor *t, stof_mask **out);
+
+/** A predicate: > 0 keeps (i, j), 0 drops it, < 0 reports a failure (the build or eval
+ *  that called it fails). */
+typedef int (*stof_mask_pred)(void *ud, int64_t b, int64_t h, int64_t i, int64_t j);
+/** fn(f): any predicate, evaluated element by element (the slow path). ud is borrowed:
+ *  it must outlive this mask and every mask combined from it. name (may be NULL) appears
+ *  in the description, "fn(name)". varies_b / varies_h say whether f depends on b / h
+ *  (pass 1, 1 when unknown). Formats of fn masks are never cached. */
+stof_status stof_mask_fn(stof_ctx *ctx, stof_mask_pred f, void *ud, const char *name,
+                         int varies_b, int varies_h, stof_mask **out);
+
+/** a | b, a & b, a - b (a and not b). The operands are copied (still owned by the
+ *  caller); both must come from the same context. */
+stof_status stof_mask_union(const stof_mask *a, const stof_mask *b, stof_mask **out);
+stof_status stof_mask_intersection(const stof_mask *a, const stof_mask *b, stof_mask **out);
+stof_status stof_mask_difference(const stof_mask *a, const stof_mask *b, stof_mask **out);
+
+/** The canonical suite of DESIGN.md section 4 by name: "dense", "causal", "sliding"
+ *  (32), "causal_sliding" (32), "longformer" (32, 32), "bigbird" (32, 32, 32, 0.1, seed
+ *  0), "document" (lengths with seed 1 in [S/16, S/2], summing to S). STOF_ERR_NOT_FOUND
+ *  for another name. Owned. */
+stof_status stof_mask_suite(stof_ctx *ctx, const char *name, int64_t S, stof_mask **out);
+/** The suite's names in order, then NULL. Borrowed, static. */
+const char *stof_mask_suite_name(int i);
+
+void stof_mask_free(stof_mask *m);
+stof_ctx *stof_mask_ctx(const stof_mask *m);
+
+/** 1 when (i, j) is kept for batch element b and head h, 0 when not (and for positions
+ *  outside the mask's domain: negative, or past a tensor mask's size); -1 when an fn
+ *  predicate failed. */
+int stof_mask_eval(const stof_mask *m, int64_t b, int64_t h, int64_t i, int64_t j);
+/** Whether the mask depends on b / on h. */
+int stof_mask_varies_b(const stof_mask *m);
+int stof_mask_varies_h(const stof_mask *m);
+/** The description ("longformer(32, 32)", "causal() | window(3, 0)"): exact for every
+ *  kind but fn (long length lists and tensors appear as a hash), so it keys caches.
+ *  Borrowed: lives as long as the mask. */
+const char *stof_mask_description(const stof_mask *m);
+/** The same, as an owned copy: stof_ctx_dealloc(ctx, *out, strlen(*out) + 1). */
+stof_status stof_mask_describe(const stof_mask *m, char **out);
+
+/* ---------------------------------------------------------------- two-level format */
+
+/*
+ * The S_q x S_k mask of each (b, h) instance cut into outer tiles of T x T (T a multiple
+ * of 16 in [16, 128]). Tiles are empty (absent), full (all T x T elements kept: computed
+ * without masking) or partial (with a bitmap).
+ *
+ *  nrow = ceil(Sq / T), ncol = ceil(Sk / T).
+ *  mask_b = B if the mask varies with b else 1; mask_h likewise; nmask = mask_b * mask_h.
+ *  The instance of (b, h) is (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0).
+ *  row_ptr[nmask * (nrow + 1)]: the entries of instance m, tile row r, are
+ *    e in [row_ptr[m * (nrow + 1) + r], row_ptr[m * (nrow + 1) + r + 1]) (global offsets
+ *    into col_idx and bmp_off; instances follow each other).
+ *  col_idx[nentry]: the non-empty tiles' column indices, ascending within a row.
+ *  bmp_off[nentry]: -1 for a full tile, else the index (in uint64 words) in bitmap of the
+ *    tile's (T/8) * (T/8) words.
+ *  bitmap[nword]: the word of inner 8 x 8 tile (ri, ci) of a partial tile (ri the inner
+ *    row-tile index, ci the inner column-tile index) is bitmap[bmp_off + ci * (T/8) + ri]
+ *    (column-major); its bit r * 8 + c is element (ri * 8 + r, ci * 8 + c) of the tile.
+ *  Elements outside [0, Sq) x [0, Sk) are 0 bits: a tile that crosses the edge is never
+ *  full. A partial tile has at least one bit set and is not all ones.
+ */
+typedef struct stof_mask_format {
+  stof_ctx *ctx;
+  char *desc; /* the mask's description (owned by the format) */
+  int64_t B, H, Sq, Sk;
+  int32_t T;
+  int32_t nrow, ncol;
+  int32_t mask_b, mask_h, nmask;
+  int32_t nentry;
+  int64_t nword;
+  int32_t *row_ptr;  /* [nmask * (nrow + 1)] */
+  int32_t *col_idx;  /* [nentry] */
+  int32_t *bmp_off;  /* [nentry] */
+  uint64_t *bitmap;  /* [nword] */
+  int32_t *nfull;    /* [nmask * nrow]: full tiles of instance m, row r at m * nrow + r */
+  int32_t *npartial; /* [nmask * nrow]: partial tiles, likewise */
+  /* Statistics over all instances. */
+  int64_t nvalid;          /* kept elements */
+  double density;          /* nvalid / (Sq * Sk) per instance, averaged */
+  double frac16;           /* non-empty 16 x 16 tiles / all 16 x 16 tiles (any T) */
+  int64_t ntile_full, ntile_partial, ntile_empty;
+  size_t bytes;            /* bytes of row_ptr, col_idx, bmp_off and bitmap */
+  double build_ms;         /* wall time of the build */
+} stof_mask_format;
+
+/**
+ * Builds the format of mask for B batch elements, H heads, Sq queries, Sk keys and outer
+ * tile T. Tiles are classified analytically where the mask kind allows it and evaluated
+ * element by element only where they must be. Owned: stof_mask_format_free.
+ * STOF_ERR_ARG: T not a multiple of 16 in [16, 128], a non-positive extent, or dims the
+ * mask does not fit (a tensor mask of another size, a batched document mask with another
+ * B); STOF_ERR_UNSUPPORTED: more than 2^31 - 1 entries or bitmap words; STOF_ERR_ARG
+ * when an fn predicate fails.
+ */
+stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
+                                   int64_t Sq, int64_t Sk, int T, stof_mask_format **out);
+void stof_mask_format_free(stof_mask_format *f);
+/** The instance index of (b, h) (see above); -1 when b or h is out of range. */
+int32_t stof_mask_format_instance(const stof_mask_format *f, int64_t b, int64_t h);
+/** Decodes element (i, j) of instance (b, h): 0 or 1 (0 out of range). */
+int stof_mask_format_get(const stof_mask_format *f, int64_t b, int64_t h, int64_t i,
+                         int64_t j);
+/** Writes instance (b, h) into out, a CPU tensor [Sq, Sk] of any dtype (1 = kept). */
+stof_status stof_mask_format_expand(const stof_mask_format *f, int64_t b, int64_t h,
+                                    stof_tensor *out);
+/** Kept elements of instance (b, h) (-1 when out of range). */
+int64_t stof_mask_format_count(const stof_mask_format *f, int64_t b, int64_t h);
+/**
+ * Draws the tile map of instance (b, h) as an SVG file: empty tiles white, partial light,
+ * full dark; the bits of partial tiles as small cells when Sq and Sk are at most 1024; a
+ * title with the description, the dims and the densities. STOF_ERR_IO names the path.
+ */
+stof_status stof_mask_format_svg(const stof_mask_format *f, int64_t b, int64_t h,
+                                 const char *path);
+
+/* ---------------------------------------------------------------- format cache */
+
+/* Formats keyed by (mask description, B, H, Sq, Sk, T), least recently used evicted. */
+typedef struct stof_mask_cache stof_mask_cache;
+
+/** A cache of at most capacity >= 1 formats. Owned: stof_mask_cache_free. */
+stof_status stof_mask_cache_new(stof_ctx *ctx, int capacity, stof_mask_cache **out);
+/** Frees the cache and every format in it. */
+void stof_mask_cache_free(stof_mask_cache *c);
+/** The format of (mask, B, H, Sq, Sk, T), built on a miss (errors as
+ *  stof_mask_format_build). Borrowed: valid until capacity further misses evict it or the
+ *  cache is freed. fn masks always miss. */
+stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64_t B,
+                                int64_t H, int64_t Sq, int64_t Sk, int T,
+                                const stof_mask_format **out);
+/** Hits and misses so far. */
+void stof_mask_cache_stats(const stof_mask_cache *c, int64_t *hits, int64_t *misses);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
