@@ -58,6 +58,7 @@ stof_status stof_ctx_verror(stof_ctx *ctx, stof_status status, const char *fmt, 
   if (ctx->nomem && status != STOF_ERR_NOMEM) return STOF_ERR_NOMEM;
   ctx->status = status;
   vsnprintf(ctx->message, sizeof ctx->message, fmt, ap);
+  if (status == STOF_ERR_NOMEM) ctx->nomem = 1;
   return status;
 }
 

@@ -99,11 +99,23 @@ uint16_t stof_f32_to_bf16(float f) {
 
 float stof_bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
 
+/* v to float rounding to odd: truncate toward zero, then set the last bit if inexact.
+ * float has at least 13 more mantissa bits than half and bfloat16, so a second rounding
+ * of this value to them gives the correctly rounded result (no double rounding). */
+static float to_float_round_odd(double v) {
+  float f = (float)v;
+  if (!isfinite(v) || (double)f == v) return f;
+  if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f);
+  if (isinf(f)) return f;
+  uint32_t x = f32_bits(f) | 1u;
+  return bits_f32(x);
+}
+
 double stof_dtype_round(stof_dtype d, double v) {
   switch (d) {
   case STOF_DTYPE_F32: return (double)(float)v;
-  case STOF_DTYPE_F16: return stof_f16_to_f32(stof_f32_to_f16((float)v));
-  case STOF_DTYPE_BF16: return stof_bf16_to_f32(stof_f32_to_bf16((float)v));
+  case STOF_DTYPE_F16: return stof_f16_to_f32(stof_f32_to_f16(to_float_round_odd(v)));
+  case STOF_DTYPE_BF16: return stof_bf16_to_f32(stof_f32_to_bf16(to_float_round_odd(v)));
   case STOF_DTYPE_F64: return v;
   case STOF_DTYPE_I32:
     if (isnan(v)) return 0;

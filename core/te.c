@@ -463,11 +463,19 @@ static int uses_any_var(const stof_expr *e, int nvar, const stof_var *const *var
          uses_any_var(e->u.op.c, nvar, vars);
 }
 
-/* A load indexed by the reduce axes, possibly scaled or cast: one GEMM operand. */
+/* A load indexed by the reduce axes, possibly cast: one GEMM operand. */
 static int is_reduced_load(const stof_expr *e, const stof_expr *reduce) {
   e = peel_cast(e);
   return e->kind == STOF_EXPR_LOAD &&
          uses_any_var(e, reduce->u.reduce.naxis, reduce->u.reduce.axis);
+}
+
+/* Some output axis indexes a but not b: the operands meet in an outer product, as in
+ * A[i, k] * B[k, j], and unlike X[i, k] * X[i, k] (a norm) or X[i, k] * Y[i, k]. */
+static int misses_an_axis(const stof_op *op, const stof_expr *a, const stof_expr *b) {
+  for (int d = 0; d < op->ndim; d++)
+    if (uses_any_var(a, 1, &op->axis[d]) && !uses_any_var(b, 1, &op->axis[d])) return 1;
+  return 0;
 }
 
 /* How a load's indices relate to the compute's axes: 0 same axes in order (elementwise),
@@ -516,7 +524,9 @@ static void classify(stof_op *op) {
   if (body->kind == STOF_EXPR_REDUCE) {
     const stof_expr *src = peel_cast(body->u.reduce.src);
     op->compute_intensive = body->u.reduce.combiner == STOF_REDUCE_SUM && src->kind == STOF_EXPR_MUL &&
-                            is_reduced_load(src->u.op.a, body) && is_reduced_load(src->u.op.b, body);
+                            is_reduced_load(src->u.op.a, body) && is_reduced_load(src->u.op.b, body) &&
+                            misses_an_axis(op, src->u.op.a, src->u.op.b) &&
+                            misses_an_axis(op, src->u.op.b, src->u.op.a);
     op->pattern = op->compute_intensive ? STOF_PATTERN_OUT_FUSABLE : STOF_PATTERN_REDUCTION;
     return;
   }

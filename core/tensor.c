@@ -50,7 +50,7 @@ static stof_status tensor_header(stof_ctx *ctx, stof_dtype dtype, int ndim, cons
   t->dtype = dtype;
   t->device = device;
   t->ndim = ndim;
-  memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
   contiguous_strides(ndim, shape, t->strides);
   *out = t;
   return STOF_OK;
@@ -88,7 +88,7 @@ stof_status stof_tensor_wrap(stof_ctx *ctx, stof_dtype dtype, int ndim, const in
                              stof_tensor **out) {
   stof_status st = tensor_header(ctx, dtype, ndim, shape, device, out);
   if (st) return st;
-  if (strides) memcpy((*out)->strides, strides, sizeof(int64_t) * (size_t)ndim);
+  if (strides && ndim) memcpy((*out)->strides, strides, sizeof(int64_t) * (size_t)ndim);
   (*out)->data = data;
   return STOF_OK;
 }

@@ -192,7 +192,8 @@ stof_status stof_mask_format_svg(const stof_mask_format *f, int64_t b, int64_t h
 
 /* ---------------------------------------------------------------- format cache */
 
-/* Formats keyed by (mask description, B, H, Sq, Sk, T), least recently used evicted. */
+/* Formats keyed by (mask description, B, H, Sq, Sk, T), least recently used evicted.
+ * Not thread-safe: one cache per thread, or a lock around it. */
 typedef struct stof_mask_cache stof_mask_cache;
 
 /** A cache of at most capacity >= 1 formats. Owned: stof_mask_cache_free. */

@@ -1,0 +1,1080 @@
+/*
+ * attn_dev: development harness for the sparse attention kernels (kernels/attention_*.cu).
+ *
+ * Built with nvcc (bench/attn_dev.sh); it includes the kernel sources directly, once per
+ * configuration of macros, each inside its own namespace with the entry points renamed, so
+ * one binary holds every variant. The library compiles the same files with NVRTC; `--nvrtc`
+ * checks that too (no GPU needed).
+ *
+ * It builds the canonical masks of DESIGN.md section 4 as element predicates, the BSR +
+ * bitmap format on the CPU, random inputs (never zeros), poisons the output with NaN, checks
+ * against a float64 CPU reference (sampled rows for large shapes, always first and last
+ * rows; fully masked rows must be exact zeros) and times with CUDA events (warm-up, median,
+ * input sets rotated). Ends with a short table; --json writes one line per measurement.
+ *
+ *   attn_dev --suite                 the protocol grid (DESIGN.md section 9)
+ *   attn_dev --odd                   odd lengths, Sq != Sk, holes, per-head masks (check only)
+ *   attn_dev --cfg NAME[,..] --masks causal,.. --shapes 8x1024,2x1000x1500 --heads 12
+ *   attn_dev --list                  the configurations
+ *   attn_dev --nvrtc                 compile every configuration with NVRTC (no GPU)
+ * Other flags: --kernels block,row  --nocheck  --notime  --reps N  --json FILE
+ *   --quiet (print only failing checks and the summary, no table)
+ *   --rowcheck N (rows sampled per (b,h) above the exhaustive limit)
+ */
+#ifdef ATTN_DEV_INSTANTIATE
+/* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
+ * entry-point renames. */
+namespace ATTN_NS {
+#include "../kernels/attention_block.cu"
+#include "../kernels/attention_row.cu"
+}
+#undef ATTN_NS
+#undef STOF_ATTENTION_COMMON_CUH
+#undef STOF_HEAD_DIM
+#undef STOF_BF16
+#undef STOF_TILE_M
+#undef STOF_TILE_N
+#undef STOF_WARPS
+#undef STOF_STAGES
+#undef STOF_SUB_N
+#undef STOF_ROW_WARPS
+#undef STOF_ROW_KEYS
+#undef STOF_KV_SPLIT
+#undef stof_attn_block_fwd
+#undef stof_attn_row_fwd
+#else /* the harness */
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+/* ------------------------------------------------------------------ configurations */
+/* name: h<D>_t<T>_w<warps>_s<stages>[_j: STOF_KV_SPLIT=0][_bf: bfloat16]; each also carries
+ * a row-wise kernel (STOF_ROW_WARPS, STOF_ROW_KEYS listed in g_cfgs). */
+#define ATTN_DEV_INSTANTIATE
+
+#define ATTN_NS h64_t64_w4_s2
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h64_t64_w4_s2_block
+#define stof_attn_row_fwd h64_t64_w4_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t64_w4_s2_j
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 8
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h64_t64_w4_s2_j_block
+#define stof_attn_row_fwd h64_t64_w4_s2_j_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t64_w4_s3_j
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 4
+#define STOF_STAGES 3
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t64_w4_s3_j_block
+#define stof_attn_row_fwd h64_t64_w4_s3_j_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t64_w2_s2
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_ROW_WARPS 8
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t64_w2_s2_block
+#define stof_attn_row_fwd h64_t64_w2_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t64_w2_s2_j
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h64_t64_w2_s2_j_block
+#define stof_attn_row_fwd h64_t64_w2_s2_j_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t128_w4_s2
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h64_t128_w4_s2_block
+#define stof_attn_row_fwd h64_t128_w4_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t128_w4_s2_j
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h64_t128_w4_s2_j_block
+#define stof_attn_row_fwd h64_t128_w4_s2_j_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t128_w4_s3_j
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_WARPS 4
+#define STOF_STAGES 3
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h64_t128_w4_s3_j_block
+#define stof_attn_row_fwd h64_t128_w4_s3_j_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t64_w4_s2
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h128_t64_w4_s2_block
+#define stof_attn_row_fwd h128_t64_w4_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t64_w4_s2_j
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h128_t64_w4_s2_j_block
+#define stof_attn_row_fwd h128_t64_w4_s2_j_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t128_w8_s2
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_WARPS 8
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h128_t128_w8_s2_block
+#define stof_attn_row_fwd h128_t128_w8_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t128_w8_s2_j
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_WARPS 8
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h128_t128_w8_s2_j_block
+#define stof_attn_row_fwd h128_t128_w8_s2_j_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t64_w4_s2_bf
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 1
+#define STOF_TILE_M 64
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h64_t64_w4_s2_bf_block
+#define stof_attn_row_fwd h64_t64_w4_s2_bf_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t128_w8_s2_bf
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 1
+#define STOF_TILE_M 128
+#define STOF_WARPS 8
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 8
+#define stof_attn_block_fwd h128_t128_w8_s2_bf_block
+#define stof_attn_row_fwd h128_t128_w8_s2_bf_row
+#include "attn_dev.cu"
+
+#undef ATTN_DEV_INSTANTIATE
+
+struct Cfg {
+  const char *name;
+  int D, T, bf16, warps, stages, subn, split, row_warps, row_keys, smem;
+  const void *blk, *row;
+};
+
+#define CFG(ns, D, T, BF, W, S, N, SP, RW, RK)                                              \
+  {                                                                                        \
+    #ns, D, T, BF, W, S, N, SP, RW, RK, ns::stof_attn::blk::kSmemBytes,                    \
+        (const void *)&ns::ns##_block, (const void *)&ns::ns##_row                         \
+  }
+
+static const Cfg g_cfgs[] = {
+    CFG(h64_t64_w4_s2, 64, 64, 0, 4, 2, 64, 1, 4, 8),
+    CFG(h64_t64_w4_s2_j, 64, 64, 0, 4, 2, 64, 0, 8, 8),
+    CFG(h64_t64_w4_s3_j, 64, 64, 0, 4, 3, 64, 0, 4, 4),
+    CFG(h64_t64_w2_s2, 64, 64, 0, 2, 2, 64, 1, 8, 4),
+    CFG(h64_t64_w2_s2_j, 64, 64, 0, 2, 2, 64, 0, 4, 8),
+    CFG(h64_t128_w4_s2, 64, 128, 0, 4, 2, 64, 1, 4, 8),
+    CFG(h64_t128_w4_s2_j, 64, 128, 0, 4, 2, 64, 0, 4, 8),
+    CFG(h64_t128_w4_s3_j, 64, 128, 0, 4, 3, 64, 0, 4, 8),
+    CFG(h128_t64_w4_s2, 128, 64, 0, 4, 2, 64, 1, 4, 8),
+    CFG(h128_t64_w4_s2_j, 128, 64, 0, 4, 2, 64, 0, 4, 4),
+    CFG(h128_t128_w8_s2, 128, 128, 0, 8, 2, 64, 1, 4, 8),
+    CFG(h128_t128_w8_s2_j, 128, 128, 0, 8, 2, 64, 0, 4, 8),
+    CFG(h64_t64_w4_s2_bf, 64, 64, 1, 4, 2, 64, 1, 4, 8),
+    CFG(h128_t128_w8_s2_bf, 128, 128, 1, 8, 2, 64, 1, 4, 8),
+};
+static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
+
+/* ------------------------------------------------------------------ utilities */
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
+      exit(2);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+static std::vector<std::string> split(const std::string &s, char c)
+{
+  std::vector<std::string> v;
+  std::string cur;
+  std::stringstream ss(s);
+  while (std::getline(ss, cur, c))
+    if (!cur.empty()) v.push_back(cur);
+  return v;
+}
+
+static inline uint64_t mix64(uint64_t x)
+{
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed) {}
+  uint64_t next() { return s = mix64(s); }
+  int range(int lo, int hi) { return lo + (int)(next() % (uint64_t)(hi - lo + 1)); } /* [lo, hi] */
+  double unit() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+};
+
+/* ------------------------------------------------------------------ masks */
+/* Beyond the suite: hole (causal with fully masked rows), perhead (a different mask per
+ * (b, h)), dilated = dilated(64, 63) of DESIGN.md section 4 (j = i - 64k, k < 64: at most 64
+ * keys per row, each in its own 64-tile: the case the row-wise kernel is for). */
+enum { M_DENSE, M_CAUSAL, M_SLIDING, M_CSLIDING, M_LONGFORMER, M_BIGBIRD, M_DOCUMENT, M_HOLE, M_PERHEAD, M_DILATED };
+static const char *g_mask_names[] = {"dense", "causal", "sliding", "causal_sliding", "longformer",
+                                     "bigbird", "document", "hole", "perhead", "dilated"};
+static const int g_nmask_kinds = 10;
+
+struct Mask {
+  int kind = 0;
+  int Sq = 0, Sk = 0, mask_b = 1, mask_h = 1, T = 64;
+  std::vector<int> doc;               /* document id per position */
+  int nrb = 0;                        /* random 32-blocks per side (bigbird) */
+  std::vector<unsigned char> rnd;     /* kept random blocks */
+  static const int W = 32, G = 32, RB = 32;
+
+  bool base(int k, int i, int j, int w) const
+  {
+    switch (k) {
+    case M_DENSE: return true;
+    case M_CAUSAL: return j <= i;
+    case M_SLIDING: return std::abs(i - j) <= w;
+    case M_CSLIDING: return j <= i && i - j < w;
+    case M_LONGFORMER: return std::abs(i - j) <= w || i < G || j < G;
+    case M_BIGBIRD:
+      return std::abs(i - j) <= w || i < G || j < G || rnd[(size_t)(i / RB) * nrb + j / RB];
+    case M_DOCUMENT: return doc[i] == doc[j];
+    case M_HOLE: return j <= i && !(i < 3 || i % 97 == 5);
+    case M_DILATED: return j <= i && (i - j) % 64 == 0 && (i - j) / 64 < 64;
+    }
+    return false;
+  }
+  /* Instance `inst` (see the format's rule), element (i, j). */
+  bool pred(int inst, int i, int j) const
+  {
+    if (kind != M_PERHEAD) return base(kind, i, j, W);
+    switch (inst % 4) {
+    case 0: return j <= i && i >= T + 3;                 /* first tile-row and then some: empty */
+    case 1: return base(M_SLIDING, i, j, 8 + inst);      /* a different width per instance */
+    case 2: return base(M_BIGBIRD, i, j, W);
+    default: return doc[i] == doc[j] && i % 50 != 7;
+    }
+  }
+};
+
+static Mask make_mask(int kind, int Sq, int Sk, int B, int H, int T)
+{
+  Mask m;
+  m.kind = kind;
+  m.Sq = Sq;
+  m.Sk = Sk;
+  m.T = T;
+  if (kind == M_PERHEAD) {
+    m.mask_b = B;
+    m.mask_h = H;
+  }
+  const int S = std::max(Sq, Sk);
+  m.nrb = (S + Mask::RB - 1) / Mask::RB;
+  m.rnd.resize((size_t)m.nrb * m.nrb);
+  for (int a = 0; a < m.nrb; ++a)
+    for (int c = 0; c < m.nrb; ++c) /* seed 0, p = 0.1, reproducible hash */
+      m.rnd[(size_t)a * m.nrb + c] =
+          (mix64(mix64(0) ^ ((uint64_t)a << 32 | (uint64_t)c)) >> 11) * (1.0 / 9007199254740992.0) < 0.1;
+  m.doc.resize(S);
+  Rng r(1); /* lengths between S/16 and S/2, seed 1 */
+  int pos = 0, d = 0;
+  while (pos < S) {
+    const int L = r.range(std::max(1, S / 16), std::max(1, S / 2));
+    for (int k = 0; k < L && pos < S; ++k) m.doc[pos++] = d;
+    ++d;
+  }
+  return m;
+}
+
+/* ------------------------------------------------------------------ the format */
+struct Fmt {
+  int T = 64, nrow = 0, ncol = 0, nmask = 0;
+  std::vector<int> row_ptr, col_idx, bmp_off;
+  std::vector<unsigned long long> bitmap;
+  std::vector<long long> valid; /* valid pairs per instance */
+  long long nfull = 0, npart = 0;
+};
+
+/* The BSR + bitmap format (DESIGN.md section 5; the contract in kernels/attention_block.cu). */
+static Fmt build_fmt(const Mask &mk, int T)
+{
+  Fmt f;
+  f.T = T;
+  f.nrow = (mk.Sq + T - 1) / T;
+  f.ncol = (mk.Sk + T - 1) / T;
+  f.nmask = mk.mask_b * mk.mask_h;
+  const int T8 = T / 8;
+  f.row_ptr.resize((size_t)f.nmask * (f.nrow + 1));
+  f.valid.assign(f.nmask, 0);
+  std::vector<unsigned long long> w(T8 * T8);
+  for (int m = 0; m < f.nmask; ++m)
+    for (int r = 0; r < f.nrow; ++r) {
+      f.row_ptr[(size_t)m * (f.nrow + 1) + r] = (int)f.col_idx.size();
+      for (int c = 0; c < f.ncol; ++c) {
+        long long cnt = 0;
+        for (int ci = 0; ci < T8; ++ci)
+          for (int ri = 0; ri < T8; ++ri) {
+            unsigned long long word = 0;
+            for (int rr = 0; rr < 8; ++rr) {
+              const int i = r * T + ri * 8 + rr;
+              if (i >= mk.Sq) break;
+              for (int cc = 0; cc < 8; ++cc) {
+                const int j = c * T + ci * 8 + cc;
+                if (j >= mk.Sk) break;
+                if (mk.pred(m, i, j)) word |= 1ull << (rr * 8 + cc);
+              }
+            }
+            w[ci * T8 + ri] = word;
+            cnt += __builtin_popcountll(word);
+          }
+        if (cnt == 0) continue;
+        f.valid[m] += cnt;
+        f.col_idx.push_back(c);
+        if (cnt == (long long)T * T) {
+          f.bmp_off.push_back(-1);
+          ++f.nfull;
+        } else {
+          f.bmp_off.push_back((int)f.bitmap.size());
+          f.bitmap.insert(f.bitmap.end(), w.begin(), w.end());
+          ++f.npart;
+        }
+      }
+      if (r == f.nrow - 1) f.row_ptr[(size_t)m * (f.nrow + 1) + f.nrow] = (int)f.col_idx.size();
+    }
+  if (f.bitmap.empty()) f.bitmap.push_back(0);
+  return f;
+}
+
+/* ------------------------------------------------------------------ device buffers */
+__global__ void fill_kernel(void *p, size_t n, unsigned long long seed, float amp, int bf16)
+{
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned long long x = seed ^ (i * 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    float u = ((x >> 40) * (1.0f / 16777216.0f)) * 2.f - 1.f; /* [-1, 1) */
+    if (u == 0.f) u = 0.5f;                                      /* never zero */
+    if (bf16)
+      ((__nv_bfloat16 *)p)[i] = __float2bfloat16(u * amp);
+    else
+      ((__half *)p)[i] = __float2half(u * amp);
+  }
+}
+
+static float to_f(const uint16_t v, int bf16)
+{
+  if (bf16) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  __half_raw r;
+  r.x = v;
+  return __half2float(__half(r));
+}
+
+/* ------------------------------------------------------------------ reference check */
+struct CheckResult {
+  double relerr = 0;
+  long long nan = 0, masked_nonzero = 0, masked_rows = 0, rows = 0;
+  bool ok = false;
+};
+
+static CheckResult check(const Mask &mk, const std::vector<uint16_t> &hQ, const std::vector<uint16_t> &hK,
+                         const std::vector<uint16_t> &hV, const std::vector<uint16_t> &hO, int B, int H,
+                         int D, float scale, int bf16, int rows_per_pair)
+{
+  CheckResult cr;
+  const int Sq = mk.Sq, Sk = mk.Sk;
+  for (size_t k = 0; k < hO.size(); ++k) {
+    const float f = to_f(hO[k], bf16);
+    if (!std::isfinite(f)) ++cr.nan;
+  }
+  /* Which (b, h) pairs and rows. */
+  std::vector<std::pair<int, int>> pairs;
+  std::vector<int> rows;
+  const bool all = (long long)B * H * Sq <= 8192;
+  if (all) {
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h) pairs.push_back({b, h});
+    for (int i = 0; i < Sq; ++i) rows.push_back(i);
+  } else {
+    pairs.push_back({0, 0});
+    pairs.push_back({B - 1, H - 1});
+    if (B * H > 2) pairs.push_back({B / 2, H / 2});
+    if (mk.kind == M_PERHEAD)
+      for (int k = 0; k < 4 && k < B * H; ++k) pairs.push_back({k / H, k % H});
+    Rng rg(7);
+    for (int i = 0; i < std::min(Sq, 40); ++i) rows.push_back(i);
+    for (int i = std::max(40, Sq - 40); i < Sq; ++i) rows.push_back(i);
+    for (int k = 0; k < rows_per_pair; ++k) rows.push_back(rg.range(0, Sq - 1));
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  }
+  double num = 0, den = 0;
+  std::atomic<long long> masked_nz(0), masked_rows(0);
+  for (auto bh : pairs) {
+    const int b = bh.first, h = bh.second;
+    const int inst = (mk.mask_b > 1 ? b : 0) * mk.mask_h + (mk.mask_h > 1 ? h : 0);
+    const size_t qoff = ((size_t)b * H + h) * Sq * D, koff = ((size_t)b * H + h) * Sk * D;
+    std::vector<float> K(Sk * (size_t)D), V(Sk * (size_t)D);
+    for (size_t k = 0; k < K.size(); ++k) {
+      K[k] = to_f(hK[koff + k], bf16);
+      V[k] = to_f(hV[koff + k], bf16);
+    }
+    const int nth = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+    std::vector<double> tn(nth, 0), td(nth, 0);
+    std::vector<std::thread> th;
+    for (int t = 0; t < nth; ++t)
+      th.emplace_back([&, t]() {
+        std::vector<double> s(Sk), q(D), out(D);
+        std::vector<int> js(Sk);
+        for (size_t ri = t; ri < rows.size(); ri += nth) {
+          const int i = rows[ri];
+          for (int d = 0; d < D; ++d) q[d] = to_f(hQ[qoff + (size_t)i * D + d], bf16);
+          int nj = 0;
+          double mx = -1e300;
+          for (int j = 0; j < Sk; ++j) {
+            if (!mk.pred(inst, i, j)) continue;
+            double acc = 0;
+            const float *kr = &K[(size_t)j * D];
+            for (int d = 0; d < D; ++d) acc += q[d] * kr[d];
+            acc *= scale;
+            js[nj] = j;
+            s[nj++] = acc;
+            mx = std::max(mx, acc);
+          }
+          for (int d = 0; d < D; ++d) out[d] = 0;
+          if (nj == 0) {
+            ++masked_rows;
+            for (int d = 0; d < D; ++d)
+              if (to_f(hO[qoff + (size_t)i * D + d], bf16) != 0.f) {
+                ++masked_nz;
+                break;
+              }
+            continue;
+          }
+          double sum = 0;
+          for (int k = 0; k < nj; ++k) {
+            const double p = std::exp(s[k] - mx);
+            sum += p;
+            const float *vr = &V[(size_t)js[k] * D];
+            for (int d = 0; d < D; ++d) out[d] += p * vr[d];
+          }
+          for (int d = 0; d < D; ++d) {
+            const double ref = out[d] / sum;
+            const double got = to_f(hO[qoff + (size_t)i * D + d], bf16);
+            if (std::isfinite(got)) tn[t] += (got - ref) * (got - ref);
+            else tn[t] += 1e30;
+            td[t] += ref * ref;
+          }
+        }
+      });
+    for (auto &x : th) x.join();
+    for (int t = 0; t < nth; ++t) {
+      num += tn[t];
+      den += td[t];
+    }
+    cr.rows += rows.size();
+  }
+  cr.masked_nonzero = masked_nz;
+  cr.masked_rows = masked_rows;
+  cr.relerr = den > 0 ? std::sqrt(num / den) : (num > 0 ? 1.0 : 0.0);
+  cr.ok = cr.relerr < 1e-2 && cr.nan == 0 && cr.masked_nonzero == 0;
+  return cr;
+}
+
+/* ------------------------------------------------------------------ running */
+struct Opts {
+  std::vector<std::string> cfgs, masks, shapes, kernels = {"block", "row"};
+  int heads = 12, dim = 64, reps = 30, rowcheck = 160;
+  bool check = true, time = true, suite = false, odd = false, quiet = false;
+  std::string json;
+};
+
+struct Row {
+  std::string cfg, mask, kernel;
+  int B, H, Sq, Sk, D;
+  double ms = -1, tflops = 0, err = -1, density = 0, floor_ms = 0;
+  bool ok = true;
+  long long full = 0, part = 0;
+};
+
+static std::vector<Row> g_rows;
+static FILE *g_json = nullptr;
+static double g_bw = 3.0e12, g_peak = 790e12; /* bytes/s measured at start; fp16 tensor peak */
+
+static double time_launches(const std::function<void(int)> &launch, int reps)
+{
+  for (int k = 0; k < 5; ++k) launch(k % 3);
+  CK(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto &e : ev) CK(cudaEventCreate(&e));
+  for (int k = 0; k < reps; ++k) {
+    CK(cudaEventRecord(ev[2 * k]));
+    launch(k % 3);
+    CK(cudaEventRecord(ev[2 * k + 1]));
+  }
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t(reps);
+  for (int k = 0; k < reps; ++k) CK(cudaEventElapsedTime(&t[k], ev[2 * k], ev[2 * k + 1]));
+  for (auto &e : ev) CK(cudaEventDestroy(e));
+  std::sort(t.begin(), t.end());
+  return t[reps / 2];
+}
+
+static const Cfg *find_cfg(const std::string &n)
+{
+  for (int k = 0; k < g_ncfg; ++k)
+    if (n == g_cfgs[k].name) return &g_cfgs[k];
+  return nullptr;
+}
+
+static int mask_kind(const std::string &n)
+{
+  for (int k = 0; k < g_nmask_kinds; ++k)
+    if (n == g_mask_names[k]) return k;
+  fprintf(stderr, "unknown mask %s\n", n.c_str());
+  exit(1);
+}
+
+/* One configuration on one shape: every mask, both kernels, check then time. */
+static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::vector<std::string> &masks,
+                      const Opts &o, bool do_check, bool do_time)
+{
+  const int D = cf.D, bf = cf.bf16;
+  const size_t nq = (size_t)B * H * Sq * D, nk = (size_t)B * H * Sk * D;
+  const int nset = do_time ? 3 : 1;
+  void *dQ[3], *dK[3], *dV[3], *dO;
+  for (int s = 0; s < nset; ++s) {
+    CK(cudaMalloc(&dQ[s], nq * 2));
+    CK(cudaMalloc(&dK[s], nk * 2));
+    CK(cudaMalloc(&dV[s], nk * 2));
+    const unsigned long long seed = mix64(1000 + s * 3 + (unsigned)Sq * 7919ull + B * 31 + H);
+    fill_kernel<<<1024, 256>>>(dQ[s], nq, seed, 2.0f, bf);
+    fill_kernel<<<1024, 256>>>(dK[s], nk, mix64(seed + 1), 2.0f, bf);
+    fill_kernel<<<1024, 256>>>(dV[s], nk, mix64(seed + 2), 1.0f, bf);
+  }
+  CK(cudaGetLastError());
+  CK(cudaMalloc(&dO, nq * 2));
+  std::vector<uint16_t> hQ, hK, hV, hO(nq);
+  if (do_check) {
+    hQ.resize(nq);
+    hK.resize(nk);
+    hV.resize(nk);
+    CK(cudaMemcpy(hQ.data(), dQ[0], nq * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hK.data(), dK[0], nk * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hV.data(), dV[0], nk * 2, cudaMemcpyDeviceToHost));
+  }
+  const float scale = 1.0f / std::sqrt((float)D);
+  for (const auto &mname : masks) {
+    const int kind = mask_kind(mname);
+    const Mask mk = make_mask(kind, Sq, Sk, B, H, cf.T);
+    auto t0 = std::chrono::steady_clock::now();
+    const Fmt f = build_fmt(mk, cf.T);
+    const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    long long valid = 0;
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        valid += f.valid[(mk.mask_b > 1 ? b : 0) * mk.mask_h + (mk.mask_h > 1 ? h : 0)];
+    int *drp, *dci, *dbo;
+    unsigned long long *dbm;
+    CK(cudaMalloc(&drp, f.row_ptr.size() * 4));
+    CK(cudaMalloc(&dci, std::max<size_t>(1, f.col_idx.size()) * 4));
+    CK(cudaMalloc(&dbo, std::max<size_t>(1, f.bmp_off.size()) * 4));
+    CK(cudaMalloc(&dbm, f.bitmap.size() * 8));
+    CK(cudaMemcpy(drp, f.row_ptr.data(), f.row_ptr.size() * 4, cudaMemcpyHostToDevice));
+    if (!f.col_idx.empty()) {
+      CK(cudaMemcpy(dci, f.col_idx.data(), f.col_idx.size() * 4, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dbo, f.bmp_off.data(), f.bmp_off.size() * 4, cudaMemcpyHostToDevice));
+    }
+    CK(cudaMemcpy(dbm, f.bitmap.data(), f.bitmap.size() * 8, cudaMemcpyHostToDevice));
+    const double density = (double)valid / ((double)B * H * Sq * Sk);
+    const double flops = 4.0 * D * (double)valid;
+    const double bytes = 2.0 * (2.0 * nq + 2.0 * nk);
+    const double floor_ms = 1e3 * std::max(flops / g_peak, bytes / g_bw);
+    int Bv = B, Hv = H, Hkv = H, Sqv = Sq, Skv = Sk, mb = mk.mask_b, mh = mk.mask_h;
+    float sc = scale;
+    for (const auto &kname : o.kernels) {
+      const bool isblk = kname == "block";
+      const void *fn = isblk ? cf.blk : cf.row;
+      dim3 grid, block;
+      size_t smem = 0;
+      if (isblk) {
+        grid = dim3(B * H, (Sq + cf.T - 1) / cf.T);
+        block = dim3(cf.warps * 32);
+        smem = cf.smem;
+      } else {
+        grid = dim3(B * H, (Sq + cf.row_warps - 1) / cf.row_warps);
+        block = dim3(cf.row_warps * 32);
+      }
+      auto launch = [&](int s) {
+        void *args[] = {&dQ[s], &dK[s], &dV[s], &dO, &drp, &dci, &dbo, &dbm, &Bv, &Hv,
+                        &Hkv, &Sqv, &Skv, &mb, &mh, &sc};
+        CK(cudaLaunchKernel(fn, grid, block, args, smem, 0));
+      };
+      Row row;
+      row.cfg = cf.name;
+      row.mask = mname;
+      row.kernel = kname;
+      row.B = B;
+      row.H = H;
+      row.Sq = Sq;
+      row.Sk = Sk;
+      row.D = D;
+      row.density = density;
+      row.full = f.nfull;
+      row.part = f.npart;
+      row.floor_ms = floor_ms;
+      if (do_check) {
+        CK(cudaMemset(dO, 0xff, nq * 2)); /* NaN in half and bfloat16 */
+        launch(0);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(hO.data(), dO, nq * 2, cudaMemcpyDeviceToHost));
+        const CheckResult cr = check(mk, hQ, hK, hV, hO, B, H, D, scale, bf, o.rowcheck);
+        row.err = cr.relerr;
+        row.ok = cr.ok;
+        if (!o.quiet || !cr.ok)
+          printf("CHECK %-20s %-14s %-5s B=%d H=%d Sq=%d Sk=%d D=%d  relerr=%.3e nan=%lld "
+               "masked_rows=%lld masked_nonzero=%lld rows=%lld  %s\n",
+               cf.name, mname.c_str(), kname.c_str(), B, H, Sq, Sk, D, cr.relerr, cr.nan,
+               cr.masked_rows, cr.masked_nonzero, cr.rows, cr.ok ? "PASS" : "FAIL");
+        fflush(stdout);
+      }
+      if (do_time) {
+        row.ms = time_launches(launch, o.reps);
+        row.tflops = flops / (row.ms * 1e-3) / 1e12;
+        printf("TIME  %-20s %-14s %-5s B=%d H=%d S=%d D=%d  %.4f ms  %.1f TFLOP/s  floor %.4f ms "
+               "(%.0f%%)  density %.4f  tiles full %lld partial %lld  fmt %.2fs\n",
+               cf.name, mname.c_str(), kname.c_str(), B, H, Sq, D, row.ms, row.tflops, floor_ms,
+               100.0 * floor_ms / row.ms, density, f.nfull, f.npart, build_s);
+        fflush(stdout);
+      }
+      if (g_json)
+        fprintf(g_json,
+                "{\"cfg\":\"%s\",\"mask\":\"%s\",\"kernel\":\"%s\",\"B\":%d,\"H\":%d,\"Sq\":%d,"
+                "\"Sk\":%d,\"D\":%d,\"dtype\":\"%s\",\"ms\":%.5f,\"tflops\":%.2f,\"relerr\":%.3e,"
+                "\"ok\":%s,\"density\":%.5f,\"tiles_full\":%lld,\"tiles_partial\":%lld,"
+                "\"floor_ms\":%.5f}\n",
+                cf.name, mname.c_str(), kname.c_str(), B, H, Sq, Sk, D, bf ? "bfloat16" : "float16",
+                row.ms, row.tflops, row.err, row.ok ? "true" : "false", density, f.nfull, f.npart,
+                floor_ms);
+      g_rows.push_back(row);
+    }
+    CK(cudaFree(drp));
+    CK(cudaFree(dci));
+    CK(cudaFree(dbo));
+    CK(cudaFree(dbm));
+  }
+  for (int s = 0; s < nset; ++s) {
+    CK(cudaFree(dQ[s]));
+    CK(cudaFree(dK[s]));
+    CK(cudaFree(dV[s]));
+  }
+  CK(cudaFree(dO));
+}
+
+/* ------------------------------------------------------------------ NVRTC check */
+static std::string read_file(const std::string &p)
+{
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+static bool nvrtc_one(const std::string &dir, const char *file, const std::vector<std::string> &defs,
+                      bool expect_fail)
+{
+  const std::string src = read_file(dir + "/" + file), hdr = read_file(dir + "/attention_common.cuh");
+  if (src.empty() || hdr.empty()) {
+    printf("NVRTC cannot read %s/%s\n", dir.c_str(), file);
+    return false;
+  }
+  const char *hs[] = {hdr.c_str()}, *hn[] = {"attention_common.cuh"};
+  nvrtcProgram p;
+  nvrtcCreateProgram(&p, src.c_str(), file, 1, hs, hn);
+  std::vector<std::string> opts = {"--gpu-architecture=sm_90", "-std=c++17", "-I/usr/local/cuda/include"};
+  for (auto &d : defs) opts.push_back(d);
+  std::vector<const char *> op;
+  for (auto &s : opts) op.push_back(s.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(p, (int)op.size(), op.data());
+  size_t n;
+  nvrtcGetProgramLogSize(p, &n);
+  std::string log(n, 0);
+  nvrtcGetProgramLog(p, &log[0]);
+  std::string all;
+  for (auto &d : defs) all += d + " ";
+  const bool ok = expect_fail ? r != NVRTC_SUCCESS : r == NVRTC_SUCCESS;
+  printf("NVRTC %-20s %s%s -> %s\n", file, all.c_str(), expect_fail ? "(expect error)" : "",
+         ok ? "ok" : "FAILED");
+  if (!ok || expect_fail) {
+    std::string first = log.substr(0, log.find('\n', log.find("error")));
+    printf("   %s\n", (r == NVRTC_SUCCESS ? log : first).c_str());
+  }
+  nvrtcDestroyProgram(&p);
+  return ok;
+}
+
+static int nvrtc_check(const std::string &dir)
+{
+  int bad = 0;
+  for (int k = 0; k < g_ncfg; ++k) {
+    const Cfg &c = g_cfgs[k];
+    std::vector<std::string> d = {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
+                                  "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_TILE_N=" + std::to_string(c.T),
+                                  "-DSTOF_WARPS=" + std::to_string(c.warps), "-DSTOF_STAGES=" + std::to_string(c.stages),
+                                  "-DSTOF_SUB_N=" + std::to_string(c.subn), "-DSTOF_KV_SPLIT=" + std::to_string(c.split)};
+    bad += !nvrtc_one(dir, "attention_block.cu", d, false);
+    std::vector<std::string> dr = {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
+                                   "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_ROW_WARPS=" + std::to_string(c.row_warps),
+                                   "-DSTOF_ROW_KEYS=" + std::to_string(c.row_keys)};
+    bad += !nvrtc_one(dir, "attention_row.cu", dr, false);
+  }
+  bad += !nvrtc_one(dir, "attention_block.cu", {}, false); /* defaults */
+  bad += !nvrtc_one(dir, "attention_row.cu", {}, false);
+  bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_HEAD_DIM=96"}, true);
+  bad += !nvrtc_one(dir, "attention_row.cu", {"-DSTOF_HEAD_DIM=80"}, true);
+  bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_TILE_M=64", "-DSTOF_TILE_N=128"}, true);
+  printf("NVRTC %s\n", bad ? "FAILED" : "all ok");
+  return bad ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ main */
+static void parse_shape(const std::string &s, int &B, int &Sq, int &Sk)
+{
+  auto v = split(s, 'x');
+  B = std::atoi(v.at(0).c_str());
+  Sq = std::atoi(v.at(1).c_str());
+  Sk = v.size() > 2 ? std::atoi(v[2].c_str()) : Sq;
+}
+
+static void print_table()
+{
+  printf("\n%-20s %-14s %3s %5s %5s %4s %3s %9s %9s %7s %9s %9s %8s %5s\n", "cfg", "mask", "B", "Sq",
+         "Sk", "H", "D", "block_ms", "row_ms", "TFLOP/s", "err_blk", "err_row", "density", "ok");
+  for (size_t k = 0; k < g_rows.size(); ++k) {
+    const Row &a = g_rows[k];
+    if (a.kernel != "block" && a.kernel != "row") continue;
+    /* pair block with the row entry that follows for the same case */
+    const Row *blk = a.kernel == "block" ? &a : nullptr, *row = a.kernel == "row" ? &a : nullptr;
+    if (blk && k + 1 < g_rows.size()) {
+      const Row &b = g_rows[k + 1];
+      if (b.kernel == "row" && b.cfg == a.cfg && b.mask == a.mask && b.B == a.B && b.Sq == a.Sq &&
+          b.Sk == a.Sk && b.H == a.H) {
+        row = &b;
+        ++k;
+      }
+    }
+    const Row &r0 = blk ? *blk : *row;
+    double best = 1e30, tf = 0;
+    if (blk && blk->ms > 0 && blk->ms < best) best = blk->ms, tf = blk->tflops;
+    if (row && row->ms > 0 && row->ms < best) best = row->ms, tf = row->tflops;
+    char bm[32] = "-", rm[32] = "-", be[32] = "-", re[32] = "-", tfs[32] = "-";
+    if (blk && blk->ms > 0) snprintf(bm, sizeof bm, "%.4f", blk->ms);
+    if (row && row->ms > 0) snprintf(rm, sizeof rm, "%.4f", row->ms);
+    if (blk && blk->err >= 0) snprintf(be, sizeof be, "%.2e", blk->err);
+    if (row && row->err >= 0) snprintf(re, sizeof re, "%.2e", row->err);
+    if (tf > 0) snprintf(tfs, sizeof tfs, "%.1f", tf);
+    const bool ok = (!blk || blk->ok) && (!row || row->ok);
+    printf("%-20s %-14s %3d %5d %5d %4d %3d %9s %9s %7s %9s %9s %8.4f %5s\n", r0.cfg.c_str(),
+           r0.mask.c_str(), r0.B, r0.Sq, r0.Sk, r0.H, r0.D, bm, rm, tfs, be, re, r0.density,
+           ok ? "ok" : "FAIL");
+  }
+}
+
+int main(int argc, char **argv)
+{
+  Opts o;
+  bool list = false;
+  std::string nvrtc_dir;
+  for (int k = 1; k < argc; ++k) {
+    const std::string a = argv[k];
+    auto val = [&]() -> std::string {
+      if (k + 1 >= argc) {
+        fprintf(stderr, "%s needs a value\n", a.c_str());
+        exit(1);
+      }
+      return argv[++k];
+    };
+    if (a == "--cfg") o.cfgs = split(val(), ',');
+    else if (a == "--masks") o.masks = split(val(), ',');
+    else if (a == "--shapes") o.shapes = split(val(), ',');
+    else if (a == "--kernels") o.kernels = split(val(), ',');
+    else if (a == "--heads") o.heads = std::atoi(val().c_str());
+    else if (a == "--reps") o.reps = std::max(20, std::atoi(val().c_str()));
+    else if (a == "--rowcheck") o.rowcheck = std::atoi(val().c_str());
+    else if (a == "--json") o.json = val();
+    else if (a == "--nocheck") o.check = false;
+    else if (a == "--notime") o.time = false;
+    else if (a == "--suite") o.suite = true;
+    else if (a == "--odd") o.odd = true;
+    else if (a == "--quiet") o.quiet = true;
+    else if (a == "--list") list = true;
+    else if (a == "--nvrtc") nvrtc_dir = k + 1 < argc && argv[k + 1][0] != '-' ? argv[++k] : "kernels";
+    else {
+      fprintf(stderr, "unknown argument %s (see the comment at the top of bench/attn_dev.cu)\n", a.c_str());
+      return 1;
+    }
+  }
+  if (list) {
+    for (int k = 0; k < g_ncfg; ++k)
+      printf("%-22s D=%d T=%d %s warps=%d stages=%d subN=%d kv_split=%d smem=%d | row: warps=%d keys=%d\n",
+             g_cfgs[k].name, g_cfgs[k].D, g_cfgs[k].T, g_cfgs[k].bf16 ? "bf16" : "f16", g_cfgs[k].warps,
+             g_cfgs[k].stages, g_cfgs[k].subn, g_cfgs[k].split, g_cfgs[k].smem, g_cfgs[k].row_warps,
+             g_cfgs[k].row_keys);
+    return 0;
+  }
+  if (!nvrtc_dir.empty()) return nvrtc_check(nvrtc_dir);
+
+  int dev = 0;
+  CK(cudaSetDevice(dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  g_peak = strstr(prop.name, "H200") ? 768e12 : 798e12; /* measured bf16/fp16 GEMM (KINDS.md, DESIGN 12) */
+  {
+    const size_t n = (size_t)1 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    CK(cudaMemset(a, 1, n));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+    float best = 1e30f;
+    for (int k = 0; k < 5; ++k) {
+      CK(cudaEventRecord(e0));
+      CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float t;
+      CK(cudaEventElapsedTime(&t, e0, e1));
+      best = std::min(best, t);
+    }
+    g_bw = 2.0 * n / (best * 1e-3);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+  }
+  printf("device %s, %d SMs, L2 %d MB, smem/block optin %zu KB; copy %.2f TB/s (read+write); "
+         "tensor peak used %.0f TFLOP/s\n",
+         prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, prop.sharedMemPerBlockOptin >> 10,
+         g_bw / 1e12, g_peak / 1e12);
+  for (int k = 0; k < g_ncfg; ++k) {
+    const Cfg &c = g_cfgs[k];
+    CK(cudaFuncSetAttribute(c.blk, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem));
+    cudaFuncAttributes fa, fr;
+    CK(cudaFuncGetAttributes(&fa, c.blk));
+    CK(cudaFuncGetAttributes(&fr, c.row));
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, c.blk, c.warps * 32, c.smem));
+    printf("cfg %-22s block: %3d regs, %4zu B local, smem %6d, %d CTA/SM | row: %3d regs, %zu B local\n",
+           c.name, fa.numRegs, fa.localSizeBytes, c.smem, occ, fr.numRegs, fr.localSizeBytes);
+  }
+  if (!o.json.empty()) g_json = fopen(o.json.c_str(), "a");
+
+  const std::vector<std::string> suite_masks = {"dense", "causal", "sliding", "causal_sliding",
+                                                "longformer", "bigbird", "document"};
+  auto cfgs_for = [&](int D, const char *dflt) {
+    std::vector<const Cfg *> v;
+    for (auto &n : o.cfgs) {
+      const Cfg *c = find_cfg(n);
+      if (!c) {
+        fprintf(stderr, "unknown cfg %s (--list)\n", n.c_str());
+        exit(1);
+      }
+      if (c->D == D) v.push_back(c);
+    }
+    if (o.cfgs.empty()) v.push_back(find_cfg(dflt));
+    return v;
+  };
+  const std::vector<std::string> masks = o.masks.empty() ? suite_masks : o.masks;
+  if (o.odd) {
+    /* odd lengths, Sq != Sk, fully masked rows and tile-rows, per-(b, h) masks */
+    std::vector<std::string> om = masks;
+    if (o.masks.empty()) {
+      om.push_back("hole");
+      om.push_back("perhead");
+      om.push_back("dilated");
+    }
+    std::vector<const Cfg *> cs;
+    if (o.cfgs.empty())
+      for (int k = 0; k < g_ncfg; ++k) cs.push_back(&g_cfgs[k]);
+    else
+      for (auto &n : o.cfgs) cs.push_back(find_cfg(n));
+    const char *shapes[] = {"1x1000", "1x3000", "2x1000x1500", "2x200x77", "1x128"};
+    for (const Cfg *c : cs)
+      for (const char *s : shapes) {
+        int B, Sq, Sk;
+        parse_shape(s, B, Sq, Sk);
+        run_shape(*c, B, 3, Sq, Sk, om, o, true, false);
+      }
+  }
+  if (o.suite) {
+    const char *grid[] = {"1x128", "8x512", "8x1024", "16x2048", "16x4096"};
+    for (const Cfg *c : cfgs_for(64, "h64_t64_w4_s2"))
+      for (const char *s : grid) {
+        int B, Sq, Sk;
+        parse_shape(s, B, Sq, Sk);
+        run_shape(*c, B, 12, Sq, Sk, masks, o, o.check, o.time);
+      }
+    for (const Cfg *c : cfgs_for(128, "h128_t64_w4_s2")) run_shape(*c, 1, 32, 8192, 8192, masks, o, o.check, o.time);
+  }
+  if (!o.shapes.empty()) {
+    std::vector<const Cfg *> cs;
+    if (o.cfgs.empty()) cs.push_back(find_cfg("h64_t64_w4_s2"));
+    for (auto &n : o.cfgs) {
+      const Cfg *c = find_cfg(n);
+      if (!c) {
+        fprintf(stderr, "unknown cfg %s (--list)\n", n.c_str());
+        return 1;
+      }
+      cs.push_back(c);
+    }
+    for (const Cfg *c : cs)
+      for (auto &s : o.shapes) {
+        int B, Sq, Sk;
+        parse_shape(s, B, Sq, Sk);
+        run_shape(*c, B, o.heads, Sq, Sk, masks, o, o.check, o.time);
+      }
+  }
+  if (!o.quiet) print_table();
+  int fails = 0;
+  double maxerr = 0;
+  for (auto &r : g_rows) {
+    fails += !r.ok;
+    maxerr = std::max(maxerr, r.err);
+  }
+  printf("\n%s: %d of %zu results failed; max relative L2 error %.3e\n", fails ? "FAILED" : "ALL PASS",
+         fails, g_rows.size(), maxerr);
+  if (g_json) fclose(g_json);
+  return fails ? 3 : 0;
+}
+
+#endif /* ATTN_DEV_INSTANTIATE */

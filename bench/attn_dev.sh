@@ -1,0 +1,38 @@
+#!/bin/bash
+# Builds bench/attn_dev.cu with nvcc and runs it on the GPU machine; logs and JSON lines go
+# to $OUT (the device tool's output folder; /tmp/attn_out elsewhere).
+#
+#   bench/attn_dev.sh [attn_dev arguments]     build, NVRTC check, then one attn_dev run
+#   ATTN_DEV_NOBUILD=1 bench/attn_dev.sh ...   reuse build-attn/attn_dev
+#   ATTN_DEV_NONVRTC=1 bench/attn_dev.sh ...   skip the NVRTC compile check
+# Examples:
+#   bench/attn_dev.sh --odd                                   correctness, every configuration
+#   bench/attn_dev.sh --suite --kernels block,row             the protocol grid
+#   bench/attn_dev.sh --cfg h64_t64_w4_s2,h64_t128_w8_s2 --masks dense,causal --shapes 16x4096 --kernels block
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-/tmp/attn_out}
+mkdir -p "$OUT" build-attn
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+BIN=build-attn/attn_dev
+
+if [ "${ATTN_DEV_NOBUILD:-0}" != 1 ] || [ ! -x "$BIN" ]; then
+  t0=$(date +%s)
+  "$NVCC" -arch=sm_90 -O3 -std=c++17 -Xptxas -v -o "$BIN" bench/attn_dev.cu -lnvrtc \
+    >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "attn_dev: build failed"; exit 1; }
+  echo "attn_dev: built in $(( $(date +%s) - t0 )) s"
+  grep -E "Compiling entry|registers|spill" "$OUT/build.log" | grep -v fill_kernel |
+    sed -e 's/ptxas info *: //' | paste - - - | grep -E "[1-9][0-9]* bytes spill" || echo "attn_dev: no spills"
+fi
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
+  --format=csv 2>&1 | tee -a "$OUT/gpu.txt"
+
+if [ "${ATTN_DEV_NONVRTC:-0}" != 1 ]; then
+  "$BIN" --nvrtc kernels >"$OUT/nvrtc.log" 2>&1
+  tail -n 1 "$OUT/nvrtc.log"
+fi
+
+[ $# -eq 0 ] && exit 0
+# A hung kernel must not eat the whole lease: ATTN_DEV_TIMEOUT seconds per run (default 300).
+timeout "${ATTN_DEV_TIMEOUT:-300}" "$BIN" "$@" --json "$OUT/attn.jsonl" 2>&1 | tee -a "$OUT/attn.log"

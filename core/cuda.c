@@ -1,0 +1,555 @@
+/*
+ * The CUDA runtime: NVRTC compilation (linked, works without a GPU) and the driver API
+ * (libcuda.so.1 opened with dlopen on first use, never linked).
+ *
+ * Invariants:
+ *  - The driver is opened, initialised and device 0's primary context retained exactly
+ *    once per process (pthread_once); the outcome (OK, NO_DEVICE or CUDA, with its
+ *    message) is kept in `drv` and re-reported into the caller's context by every entry
+ *    point, so without a GPU every device function returns the same status.
+ *  - Every device entry point makes the primary context current on the calling thread
+ *    first (cuCtxSetCurrent is cheap). The primary context is never released.
+ *  - Driver functions are called only through the pointers in `drv`, typed from the
+ *    declarations in <cuda.h>; the _v2 names are resolved where cuda.h maps to them.
+ *  - A module remembers its ctx and owns its kernels (a list, each looked up once);
+ *    stof_cuda_module_free releases them and unloads the module. Like the ctx, a module
+ *    is used by one thread at a time.
+ *  - Host memory goes through the ctx's allocator; device memory failures are
+ *    STOF_ERR_CUDA (never the sticky NOMEM, which means host memory).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <nvrtc.h>
+
+#include <stof/core.h>
+
+/* ---------------------------------------------------------------- the driver */
+
+#define DEFAULT_DYNAMIC_SMEM (48u * 1024u) /* above this a kernel must opt in */
+
+/* X(field, symbol): one line per driver entry point. */
+#define DRIVER_SYMBOLS(X)                           \
+  X(init, cuInit)                                   \
+  X(device_get, cuDeviceGet)                        \
+  X(device_get_count, cuDeviceGetCount)             \
+  X(device_get_attribute, cuDeviceGetAttribute)     \
+  X(device_get_name, cuDeviceGetName)               \
+  X(device_total_mem, cuDeviceTotalMem_v2)          \
+  X(primary_ctx_retain, cuDevicePrimaryCtxRetain)   \
+  X(ctx_set_current, cuCtxSetCurrent)               \
+  X(mem_alloc, cuMemAlloc_v2)                       \
+  X(mem_free, cuMemFree_v2)                         \
+  X(memcpy_htod, cuMemcpyHtoD_v2)                   \
+  X(memcpy_dtoh, cuMemcpyDtoH_v2)                   \
+  X(memcpy_dtod, cuMemcpyDtoD_v2)                   \
+  X(ctx_synchronize, cuCtxSynchronize)              \
+  X(module_load_data, cuModuleLoadData)             \
+  X(module_unload, cuModuleUnload)                  \
+  X(module_get_function, cuModuleGetFunction)       \
+  X(launch_kernel, cuLaunchKernel)                  \
+  X(func_set_attribute, cuFuncSetAttribute)         \
+  X(get_error_name, cuGetErrorName)                 \
+  X(get_error_string, cuGetErrorString)
+
+static struct {
+  void *lib;
+  stof_status status; /* of opening and initialising, reported by every entry point */
+  char message[512];
+  CUdevice device;
+  CUcontext primary;
+#define DRV_FIELD(field, sym) __typeof__(sym) *field;
+  DRIVER_SYMBOLS(DRV_FIELD)
+#undef DRV_FIELD
+} drv;
+
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+/* Names of the errors cuInit gives on machines without a usable GPU, for drivers (such
+ * as the toolkit's stub) whose cuGetErrorName does not answer. */
+static const char *init_error_name(CUresult r) {
+  switch (r) {
+  case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
+  case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+  case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+  case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+  case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
+  default: return NULL;
+  }
+}
+
+/* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", or the number when the driver has no name. */
+static void cu_describe(CUresult r, char *buf, size_t n) {
+  const char *name = NULL, *text = NULL;
+  if (drv.get_error_name && drv.get_error_name(r, &name) != CUDA_SUCCESS) name = NULL;
+  if (drv.get_error_string && drv.get_error_string(r, &text) != CUDA_SUCCESS) text = NULL;
+  if (!name) name = init_error_name(r);
+  if (name && text)
+    snprintf(buf, n, "%s (%s)", name, text);
+  else if (name)
+    snprintf(buf, n, "%s", name);
+  else
+    snprintf(buf, n, "CUDA error %d", (int)r);
+}
+
+static void drv_fail(stof_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void drv_fail(stof_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(drv.message, sizeof drv.message, fmt, ap);
+  va_end(ap);
+  drv.status = status;
+}
+
+static void drv_open(void) {
+  char why[256];
+  drv.status = STOF_ERR_INTERNAL; /* every path below sets the outcome */
+  drv.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!drv.lib) {
+    const char *e = dlerror();
+    drv_fail(STOF_ERR_NO_DEVICE, "no GPU: libcuda.so.1 not found (%s)", e ? e : "dlopen failed");
+    return;
+  }
+#define DRV_LOAD(field, sym)                                                             \
+  drv.field = (__typeof__(sym) *)dlsym(drv.lib, #sym);                                   \
+  if (!drv.field) {                                                                      \
+    drv_fail(STOF_ERR_NO_DEVICE, "no GPU: libcuda.so.1 has no %s (driver too old?)", #sym); \
+    return;                                                                              \
+  }
+  DRIVER_SYMBOLS(DRV_LOAD)
+#undef DRV_LOAD
+
+  CUresult r = drv.init(0);
+  if (r != CUDA_SUCCESS) {
+    cu_describe(r, why, sizeof why);
+    drv_fail(STOF_ERR_NO_DEVICE, "no GPU: cuInit failed: %s", why);
+    return;
+  }
+  int count = 0;
+  r = drv.device_get_count(&count);
+  if (r != CUDA_SUCCESS) {
+    cu_describe(r, why, sizeof why);
+    drv_fail(STOF_ERR_NO_DEVICE, "no GPU: cuDeviceGetCount failed: %s", why);
+    return;
+  }
+  if (count <= 0) {
+    drv_fail(STOF_ERR_NO_DEVICE, "no GPU: the CUDA driver reports no device");
+    return;
+  }
+  r = drv.device_get(&drv.device, 0);
+  if (r != CUDA_SUCCESS) {
+    cu_describe(r, why, sizeof why);
+    drv_fail(STOF_ERR_CUDA, "CUDA: cuDeviceGet(0) failed: %s", why);
+    return;
+  }
+  r = drv.primary_ctx_retain(&drv.primary, drv.device);
+  if (r != CUDA_SUCCESS) {
+    cu_describe(r, why, sizeof why);
+    drv_fail(STOF_ERR_CUDA, "CUDA: cuDevicePrimaryCtxRetain(device 0) failed: %s", why);
+    return;
+  }
+  drv.status = STOF_OK;
+}
+
+/* Records a driver failure: "CUDA: <fn> failed <what>: <NAME> (<text>)". */
+static stof_status cu_error(stof_ctx *ctx, CUresult r, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static stof_status cu_error(stof_ctx *ctx, CUresult r, const char *fn, const char *fmt, ...) {
+  char what[384], why[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  cu_describe(r, why, sizeof why);
+  return stof_ctx_error(ctx, STOF_ERR_CUDA, "CUDA: %s failed%s%s: %s", fn, what[0] ? " " : "",
+                        what, why);
+}
+
+/* Opens the driver on first use and makes the primary context current on this thread. */
+static stof_status drv_ready(stof_ctx *ctx) {
+  pthread_once(&drv_once, drv_open);
+  if (drv.status != STOF_OK) return stof_ctx_error(ctx, drv.status, "%s", drv.message);
+  CUresult r = drv.ctx_set_current(drv.primary);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuCtxSetCurrent", "(primary context)");
+  return STOF_OK;
+}
+
+stof_status stof_cuda_init(stof_ctx *ctx) { return drv_ready(ctx); }
+
+stof_status stof_cuda_props_get(stof_ctx *ctx, stof_cuda_props *out) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if (!out) return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda props: out is NULL");
+  stof_cuda_props p;
+  memset(&p, 0, sizeof p);
+  static const struct {
+    CUdevice_attribute attr;
+    const char *name;
+  } attrs[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "COMPUTE_CAPABILITY_MAJOR"},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "COMPUTE_CAPABILITY_MINOR"},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "MULTIPROCESSOR_COUNT"},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"},
+  };
+  int val[4];
+  for (int i = 0; i < 4; i++) {
+    CUresult r = drv.device_get_attribute(&val[i], attrs[i].attr, drv.device);
+    if (r != CUDA_SUCCESS)
+      return cu_error(ctx, r, "cuDeviceGetAttribute", "(%s)", attrs[i].name);
+  }
+  p.cc_major = val[0];
+  p.cc_minor = val[1];
+  p.sm_count = val[2];
+  p.smem_per_block_optin = (size_t)val[3];
+  CUresult r = drv.device_get_name(p.name, (int)sizeof p.name, drv.device);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuDeviceGetName", "%s", "");
+  p.name[sizeof p.name - 1] = 0;
+  r = drv.device_total_mem(&p.total_mem, drv.device);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuDeviceTotalMem_v2", "%s", "");
+  *out = p;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- device memory */
+
+/* size 0 gives the null pointer (the driver refuses empty allocations). */
+stof_status stof_cuda_malloc(stof_ctx *ctx, size_t size, uint64_t *dptr) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if (!dptr) return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda malloc: dptr is NULL");
+  *dptr = 0;
+  if (size == 0) return STOF_OK;
+  CUdeviceptr p = 0;
+  CUresult r = drv.mem_alloc(&p, size);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemAlloc_v2", "(%zu bytes)", size);
+  *dptr = (uint64_t)p;
+  return STOF_OK;
+}
+
+/* Failures cannot be reported (void); freeing 0 does nothing. */
+void stof_cuda_mem_free(stof_ctx *ctx, uint64_t dptr) {
+  if (!dptr) return;
+  pthread_once(&drv_once, drv_open);
+  if (drv.status != STOF_OK) return;
+  if (drv.ctx_set_current(drv.primary) != CUDA_SUCCESS) return;
+  drv.mem_free((CUdeviceptr)dptr);
+  (void)ctx;
+}
+
+stof_status stof_cuda_htod(stof_ctx *ctx, uint64_t dst, const void *src, size_t size) {
+  stof_status st = drv_ready(ctx);
+  if (st || size == 0) return st;
+  if (!dst || !src)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda htod: null %s pointer (%zu bytes)",
+                          dst ? "host" : "device", size);
+  CUresult r = drv.memcpy_htod((CUdeviceptr)dst, src, size);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyHtoD_v2", "(%zu bytes)", size);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_dtoh(stof_ctx *ctx, void *dst, uint64_t src, size_t size) {
+  stof_status st = drv_ready(ctx);
+  if (st || size == 0) return st;
+  if (!dst || !src)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda dtoh: null %s pointer (%zu bytes)",
+                          dst ? "device" : "host", size);
+  CUresult r = drv.memcpy_dtoh(dst, (CUdeviceptr)src, size);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoH_v2", "(%zu bytes)", size);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_dtod(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size) {
+  stof_status st = drv_ready(ctx);
+  if (st || size == 0) return st;
+  if (!dst || !src)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda dtod: null %s pointer (%zu bytes)",
+                          dst ? "source" : "destination", size);
+  CUresult r = drv.memcpy_dtod((CUdeviceptr)dst, (CUdeviceptr)src, size);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoD_v2", "(%zu bytes)", size);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_synchronize(stof_ctx *ctx) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  CUresult r = drv.ctx_synchronize();
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuCtxSynchronize", "%s", "");
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- NVRTC */
+
+#define MAX_LOG_SHOWN 4096 /* bytes of NVRTC log kept in a message */
+
+/* "-I<toolkit>/include", found once from CUDA_HOME, CUDA_PATH or the usual places; empty
+ * when no directory holds cuda_fp16.h. */
+static char include_opt[4200];
+static pthread_once_t include_once = PTHREAD_ONCE_INIT;
+
+static int try_include_dir(const char *dir, const char *suffix) {
+  char path[4096];
+  int n = snprintf(path, sizeof path, "%s%s/cuda_fp16.h", dir, suffix);
+  if (n < 0 || (size_t)n >= sizeof path || access(path, R_OK) != 0) return 0;
+  snprintf(include_opt, sizeof include_opt, "-I%s%s", dir, suffix);
+  return 1;
+}
+
+static void find_include_dir(void) {
+  static const char *const env[] = {"CUDA_HOME", "CUDA_PATH"};
+  for (size_t i = 0; i < sizeof env / sizeof *env; i++) {
+    const char *v = getenv(env[i]);
+    if (v && *v && try_include_dir(v, "/include")) return;
+  }
+  if (try_include_dir("/usr/local/cuda", "/include")) return;
+  if (try_include_dir("/usr", "/include")) return; /* distribution toolkits */
+  include_opt[0] = 0;
+}
+
+static stof_status nvrtc_error(stof_ctx *ctx, nvrtcResult r, const char *fn, const char *name,
+                               const char *arch) {
+  return stof_ctx_error(ctx, STOF_ERR_COMPILE, "NVRTC: %s failed for %s (%s): %s", fn, name,
+                        arch, nvrtcGetErrorString(r));
+}
+
+/* The failure message with the (capped) program log. */
+static stof_status compile_failed(stof_ctx *ctx, nvrtcProgram prog, nvrtcResult r,
+                                  const char *name, const char *arch) {
+  size_t logsize = 0;
+  char *log = NULL;
+  if (nvrtcGetProgramLogSize(prog, &logsize) == NVRTC_SUCCESS && logsize > 1) {
+    log = stof_ctx_alloc(ctx, logsize);
+    if (!log) return STOF_ERR_NOMEM;
+    if (nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = 0;
+    log[logsize - 1] = 0;
+  }
+  const char *text = log ? log : "";
+  size_t len = strlen(text);
+  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' ')) len--;
+  size_t shown = len < MAX_LOG_SHOWN ? len : MAX_LOG_SHOWN;
+  stof_status st = stof_ctx_error(
+      ctx, STOF_ERR_COMPILE, "NVRTC: compiling %s for %s failed:\n%s%s%.*s%s", name, arch,
+      r == NVRTC_ERROR_COMPILATION ? "" : nvrtcGetErrorString(r),
+      r == NVRTC_ERROR_COMPILATION || !len ? "" : "\n", (int)shown, text,
+      shown < len ? "\n[log truncated]" : "");
+  stof_ctx_dealloc(ctx, log, logsize);
+  return st;
+}
+
+stof_status stof_cuda_compile(stof_ctx *ctx, const char *src, const char *name,
+                              const char *arch, int nopt, const char *const *opts,
+                              void **cubin, size_t *size) {
+  if (!name) name = "<source>";
+  if (!src || !cubin || !size)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda compile %s: null %s", name,
+                          !src ? "source" : "output");
+  *cubin = NULL;
+  *size = 0;
+  if (!arch || strncmp(arch, "sm_", 3) != 0 || arch[3] < '0' || arch[3] > '9')
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "cuda compile %s: arch \"%s\" is not a real GPU (sm_XY, sm_XYa)",
+                          name, arch ? arch : "(null)");
+  if (nopt < 0 || (nopt > 0 && !opts))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda compile %s: bad options (%d)", name, nopt);
+
+  pthread_once(&include_once, find_include_dir);
+  char archopt[64];
+  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+  size_t noptall = 3 + (include_opt[0] ? 1 : 0) + (size_t)nopt;
+  const char **all = stof_ctx_alloc(ctx, noptall * sizeof *all);
+  if (!all) return STOF_ERR_NOMEM;
+  size_t k = 0;
+  all[k++] = archopt;
+  all[k++] = "-default-device";
+  all[k++] = "--std=c++17";
+  if (include_opt[0]) all[k++] = include_opt;
+  for (int i = 0; i < nopt; i++) all[k++] = opts[i];
+
+  stof_status st = STOF_OK;
+  nvrtcProgram prog = NULL;
+  nvrtcResult r = nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL);
+  if (r != NVRTC_SUCCESS) {
+    st = nvrtc_error(ctx, r, "nvrtcCreateProgram", name, arch);
+    prog = NULL;
+    goto done;
+  }
+  r = nvrtcCompileProgram(prog, (int)noptall, all);
+  if (r != NVRTC_SUCCESS) {
+    st = compile_failed(ctx, prog, r, name, arch);
+    goto done;
+  }
+  size_t n = 0;
+  r = nvrtcGetCUBINSize(prog, &n);
+  if (r != NVRTC_SUCCESS) {
+    st = nvrtc_error(ctx, r, "nvrtcGetCUBINSize", name, arch);
+    goto done;
+  }
+  if (n == 0) {
+    st = stof_ctx_error(ctx, STOF_ERR_COMPILE, "NVRTC: compiling %s for %s gave no cubin", name,
+                        arch);
+    goto done;
+  }
+  void *bin = stof_ctx_alloc(ctx, n);
+  if (!bin) {
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
+  r = nvrtcGetCUBIN(prog, bin);
+  if (r != NVRTC_SUCCESS) {
+    stof_ctx_dealloc(ctx, bin, n);
+    st = nvrtc_error(ctx, r, "nvrtcGetCUBIN", name, arch);
+    goto done;
+  }
+  *cubin = bin;
+  *size = n;
+
+done:
+  if (prog) nvrtcDestroyProgram(&prog);
+  stof_ctx_dealloc(ctx, all, noptall * sizeof *all);
+  return st;
+}
+
+int stof_cuda_nvrtc_version(void) {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return 0;
+  return major * 1000 + minor * 10;
+}
+
+/* ---------------------------------------------------------------- modules and launches */
+
+struct stof_cuda_kernel {
+  stof_cuda_module *module;
+  stof_cuda_kernel *next;
+  CUfunction fn;
+  char *name;            /* owned: strlen + 1 */
+  unsigned smem_optin;   /* the dynamic shared memory this kernel may use, once raised */
+};
+
+struct stof_cuda_module {
+  stof_ctx *ctx;
+  CUmodule mod;
+  stof_cuda_kernel *kernels;
+};
+
+static int is_binary_image(const unsigned char *p, size_t size) {
+  static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
+  static const unsigned char fatbin[4] = {0x50, 0xed, 0x55, 0xba}; /* 0xba55ed50, LE */
+  return size >= 4 && (memcmp(p, elf, 4) == 0 || memcmp(p, fatbin, 4) == 0);
+}
+
+stof_status stof_cuda_module_load(stof_ctx *ctx, const void *cubin, size_t size,
+                                  stof_cuda_module **out) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if (!out || !cubin || size == 0)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda module load: %s",
+                          !out ? "out is NULL" : "empty image");
+  *out = NULL;
+  stof_cuda_module *m = stof_ctx_alloc(ctx, sizeof *m);
+  if (!m) return STOF_ERR_NOMEM;
+  /* Anything but ELF or a fatbin is read by the driver as NUL-terminated PTX text: give it
+   * a terminated copy so it never reads past the caller's buffer. */
+  const void *image = cubin;
+  char *text = NULL;
+  if (!is_binary_image(cubin, size)) {
+    text = stof_ctx_alloc(ctx, size + 1);
+    if (!text) {
+      stof_ctx_dealloc(ctx, m, sizeof *m);
+      return STOF_ERR_NOMEM;
+    }
+    memcpy(text, cubin, size);
+    image = text;
+  }
+  CUresult r = drv.module_load_data(&m->mod, image);
+  stof_ctx_dealloc(ctx, text, size + 1);
+  if (r != CUDA_SUCCESS) {
+    stof_ctx_dealloc(ctx, m, sizeof *m);
+    return cu_error(ctx, r, "cuModuleLoadData", "(%zu-byte image)", size);
+  }
+  m->ctx = ctx;
+  *out = m;
+  return STOF_OK;
+}
+
+void stof_cuda_module_free(stof_cuda_module *m) {
+  if (!m) return;
+  stof_ctx *ctx = m->ctx;
+  for (stof_cuda_kernel *k = m->kernels, *next; k; k = next) {
+    next = k->next;
+    stof_ctx_dealloc(ctx, k->name, strlen(k->name) + 1);
+    stof_ctx_dealloc(ctx, k, sizeof *k);
+  }
+  /* a module exists only if the driver is up */
+  if (drv.ctx_set_current(drv.primary) == CUDA_SUCCESS) drv.module_unload(m->mod);
+  stof_ctx_dealloc(ctx, m, sizeof *m);
+}
+
+stof_status stof_cuda_module_kernel(stof_cuda_module *m, const char *name,
+                                    stof_cuda_kernel **out) {
+  if (!m) return STOF_ERR_ARG;
+  stof_ctx *ctx = m->ctx;
+  if (!name || !out)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda module kernel: null %s",
+                          !name ? "name" : "out");
+  *out = NULL;
+  for (stof_cuda_kernel *k = m->kernels; k; k = k->next) {
+    if (strcmp(k->name, name) == 0) {
+      *out = k;
+      return STOF_OK;
+    }
+  }
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  CUfunction fn = NULL;
+  CUresult r = drv.module_get_function(&fn, m->mod, name);
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return stof_ctx_error(ctx, STOF_ERR_NOT_FOUND,
+                          "cuda module: no kernel named '%s' (is it extern \"C\" __global__?)",
+                          name);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuModuleGetFunction", "('%s')", name);
+  stof_cuda_kernel *k = stof_ctx_alloc(ctx, sizeof *k);
+  if (!k) return STOF_ERR_NOMEM;
+  k->name = stof_ctx_strdup(ctx, name);
+  if (!k->name) {
+    stof_ctx_dealloc(ctx, k, sizeof *k);
+    return STOF_ERR_NOMEM;
+  }
+  k->module = m;
+  k->fn = fn;
+  k->smem_optin = DEFAULT_DYNAMIC_SMEM;
+  k->next = m->kernels;
+  m->kernels = k;
+  *out = k;
+  return STOF_OK;
+}
+
+stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned grid[3],
+                             const unsigned block[3], unsigned smem, void **args) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if (!k || !grid || !block)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda launch: null %s",
+                          !k ? "kernel" : !grid ? "grid" : "block");
+  CUresult r;
+  if (smem > k->smem_optin) {
+    r = drv.func_set_attribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                               (int)smem);
+    if (r != CUDA_SUCCESS)
+      return cu_error(ctx, r, "cuFuncSetAttribute",
+                      "(MAX_DYNAMIC_SHARED_SIZE_BYTES = %u) for kernel %s", smem, k->name);
+    k->smem_optin = smem;
+  }
+  r = drv.launch_kernel(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                        NULL, args, NULL);
+  if (r != CUDA_SUCCESS)
+    return cu_error(ctx, r, "cuLaunchKernel",
+                    "for kernel %s (grid %u x %u x %u, block %u x %u x %u, %u bytes shared)",
+                    k->name, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
+  return STOF_OK;
+}

@@ -1,0 +1,415 @@
+/*
+ * Block-wise sparse attention, forward (inference), FlashAttention-2 style.
+ *
+ * One CTA owns one tile-row (T query rows) of one (batch, head). Q fragments live in
+ * registers; the row's non-empty mask tiles (listed by the BSR + bitmap format, column
+ * indices ascending and not contiguous) stream their K and V tiles through shared memory
+ * with cp.async, STOF_STAGES deep: the copy issued while tile i is computed is the one of
+ * the (i + STAGES - 1)-th NON-EMPTY tile of the row, never column + 1. S = Q K^T and
+ * O += P V run on tensor cores (mma.sync m16n8k16 fed by ldmatrix). Softmax is online, in
+ * f32, with the running max; the scale is folded into exp2 (log2 e). Partial tiles apply
+ * their bitmap (its words copied into shared memory with the K tile); full tiles take a
+ * path with no mask work. A row with no valid key writes zeros, never NaN: the running max
+ * starts at -inf and every step uses a finite stand-in for it while it is still -inf, so
+ * the first valid tile needs no flag.
+ *
+ * Entry point (grid, block and shared memory are fixed by the macros below):
+ *   extern "C" __global__ void stof_attn_block_fwd(
+ *       const elem *Q, const elem *K, const elem *V, elem *O,
+ *       const int *row_ptr, const int *col_idx, const int *bmp_off,
+ *       const unsigned long long *bitmap,
+ *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+ *   Q, O [B, H, Sq, D]; K, V [B, Hkv, Sk, D]; contiguous; elem = half or bfloat16
+ *   (STOF_BF16). Head h reads K/V head h / (H / Hkv) (Hkv = H for plain multi-head).
+ *   scale > 0 (usually 1/sqrt(D)). The mask instance of (b, h) is
+ *   (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0).
+ *   grid  = (B * H, ceil(Sq / T)); blockIdx.y = y owns tile-row ceil(Sq/T) - 1 - y
+ *           (heavier rows of causal-like masks are scheduled first)
+ *   block = 32 * STOF_WARPS threads
+ *   dynamic shared memory = T*D*2 + STOF_STAGES * (2*T*D*2 + (T/8)^2 * 8) bytes
+ *           (stof_attn::blk::kSmemBytes; above 48 KB the launcher must raise
+ *           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+ *
+ * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128),
+ *   STOF_WARPS (default 4; T / STOF_WARPS query rows per warp must be 16 or 32),
+ *   STOF_STAGES (default 2; 2..4), STOF_SUB_N (default 64; the key columns whose scores
+ *   are held in registers at once, divides T), STOF_KV_SPLIT (default 1: K and V of a tile
+ *   in separate cp.async groups, S = QK^T starts before V lands, two CTA barriers per tile;
+ *   0: one group and one barrier per tile).
+ */
+#include "attention_common.cuh"
+
+#ifndef STOF_WARPS
+#define STOF_WARPS 4
+#endif
+#ifndef STOF_STAGES
+#define STOF_STAGES 2
+#endif
+#ifndef STOF_SUB_N
+#define STOF_SUB_N 64
+#endif
+#ifndef STOF_KV_SPLIT
+#define STOF_KV_SPLIT 1
+#endif
+#if STOF_STAGES < 2 || STOF_STAGES > 4
+#error "stof attention: STOF_STAGES must be 2, 3 or 4"
+#endif
+#if (STOF_TILE_M / STOF_WARPS) != 16 && (STOF_TILE_M / STOF_WARPS) != 32
+#error "stof attention: STOF_TILE_M / STOF_WARPS (query rows per warp) must be 16 or 32"
+#endif
+#if (STOF_SUB_N != 32 && STOF_SUB_N != 64 && STOF_SUB_N != 128) || STOF_SUB_N > STOF_TILE_M
+#error "stof attention: STOF_SUB_N must be 32, 64 or 128 and at most STOF_TILE_M"
+#endif
+
+namespace stof_attn {
+namespace blk {
+
+constexpr int kWarps = STOF_WARPS;
+constexpr int kThreads = kWarps * 32;
+constexpr int kStages = STOF_STAGES;
+constexpr int kWRows = kT / kWarps;   /* query rows per warp */
+constexpr int kMF = kWRows / 16;      /* 16-row mma fragments per warp */
+constexpr int kNS = STOF_SUB_N;       /* score columns in registers at once */
+constexpr int kNSub = kT / kNS;       /* sub-tiles per outer tile */
+constexpr int kNB = kNS / 8;          /* 8-column n-blocks of S per sub-tile */
+constexpr int kKD = kD / 16;          /* k-steps of Q K^T */
+constexpr int kDB = kD / 8;           /* 8-column n-blocks of O */
+constexpr bool kSplit = STOF_KV_SPLIT != 0; /* K and V in separate cp.async groups */
+constexpr int kGroups = kSplit ? 2 : 1;      /* cp.async groups per tile */
+constexpr int kTileBytes = kT * kD * 2;
+constexpr int kStageBytes = 2 * kTileBytes + kBmpWords * 8;
+constexpr int kSmemBytes = kTileBytes + kStages * kStageBytes;
+static_assert(kSmemBytes <= 227 * 1024, "stof attention: shared memory over the sm_90 limit of 227 KB");
+
+/* Issue the copies of K (and the bitmap of a partial tile) of tile column `col` into
+ * stage buffer `st`. */
+__device__ __forceinline__ void load_k(unsigned sbase, int st, const elem_t *Kg, int Sk, int col,
+                                       int off, const unsigned long long *bitmap, int tid)
+{
+  const unsigned ks = sbase + kTileBytes + st * kStageBytes;
+  const int k0 = col * kT;
+  const int nrows = min(kT, Sk - k0);
+#pragma unroll
+  for (int it = 0; it < kT * kCpr / kThreads; ++it) {
+    const int c = tid + it * kThreads;
+    const int r = c / kCpr, ch = c % kCpr;
+    const bool ok = r < nrows;
+    const elem_t *src = Kg + (unsigned long long)(ok ? k0 + r : 0) * kD + ch * 8;
+    cp_async16(ks + swz(r, ch), src, ok ? 16 : 0);
+  }
+  if (off >= 0) {
+    const unsigned bs = ks + 2 * kTileBytes;
+    for (int w = tid; w < kBmpWords; w += kThreads)
+      cp_async8(bs + w * 8, bitmap + (unsigned long long)off + w);
+  }
+}
+
+__device__ __forceinline__ void load_v(unsigned sbase, int st, const elem_t *Vg, int Sk, int col,
+                                       int tid)
+{
+  const unsigned vs = sbase + kTileBytes + st * kStageBytes + kTileBytes;
+  const int k0 = col * kT;
+  const int nrows = min(kT, Sk - k0);
+#pragma unroll
+  for (int it = 0; it < kT * kCpr / kThreads; ++it) {
+    const int c = tid + it * kThreads;
+    const int r = c / kCpr, ch = c % kCpr;
+    const bool ok = r < nrows;
+    const elem_t *src = Vg + (unsigned long long)(ok ? k0 + r : 0) * kD + ch * 8;
+    cp_async16(vs + swz(r, ch), src, ok ? 16 : 0);
+  }
+}
+
+} /* namespace blk */
+} /* namespace stof_attn */
+
+extern "C" __global__ void __launch_bounds__(STOF_WARPS * 32)
+stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
+                    const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
+                    const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
+                    const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
+                    int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+{
+  using namespace stof_attn;
+  using namespace stof_attn::blk;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int bh = blockIdx.x, b = bh / H, h = bh - b * H;
+  const int nrow = (Sq + kT - 1) / kT;
+  const int r = nrow - 1 - (int)blockIdx.y;
+  const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+  const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
+  const int e0 = __ldg(rp), n = __ldg(rp + 1) - e0;
+  const int hk = h / (H / Hkv);
+  const int q0 = r * kT;
+  const int qrows = min(kT, Sq - q0);
+  const elem_t *Qg = Q + ((unsigned long long)bh * Sq + q0) * kD;
+  elem_t *Og = O + ((unsigned long long)bh * Sq + q0) * kD;
+  const elem_t *Kg = K + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const elem_t *Vg = V + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const unsigned sbase = smem_addr(smem);
+  const float sl2 = scale * 1.4426950408889634f;
+
+  /* Q tile (rows past Sq zero-filled): its own group, first. */
+#pragma unroll
+  for (int it = 0; it < kT * kCpr / kThreads; ++it) {
+    const int c = tid + it * kThreads;
+    const int rr = c / kCpr, ch = c % kCpr;
+    const bool ok = rr < qrows;
+    cp_async16(sbase + swz(rr, ch), Qg + (ok ? rr : 0) * kD + ch * 8, ok ? 16 : 0);
+  }
+  cp_async_commit();
+
+  /* Prologue: the first STAGES-1 non-empty tiles, K (+bitmap) and V as separate groups.
+   * `pend` bit k says whether the k-th tile from the current one is partial. */
+  unsigned pend = 0;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n) {
+      const int col = __ldg(col_idx + e0 + s), off = __ldg(bmp_off + e0 + s);
+      load_k(sbase, s, Kg, Sk, col, off, bitmap, tid);
+      if (kSplit) cp_async_commit();
+      load_v(sbase, s, Vg, Sk, col, tid);
+      cp_async_commit();
+      pend |= (off >= 0 ? 1u : 0u) << s;
+    } else {
+      if (kSplit) cp_async_commit();
+      cp_async_commit();
+    }
+  }
+  /* The column and bitmap offset of the next tile to prefetch, read one iteration early. */
+  int nx_col = 0, nx_off = -1;
+  if (kStages - 1 < n) {
+    nx_col = __ldg(col_idx + e0 + kStages - 1);
+    nx_off = __ldg(bmp_off + e0 + kStages - 1);
+  }
+
+  cp_async_wait<kGroups * (kStages - 1)>();
+  __syncthreads();
+
+  const int wrow = warp * kWRows;
+  unsigned qf[kMF][kKD][4];
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int ks = 0; ks < kKD; ++ks) {
+      const int q = lane >> 3, rr = wrow + mf * 16 + (q & 1) * 8 + (lane & 7);
+      ldsm_x4(sbase + swz(rr, 2 * ks + (q >> 1)), qf[mf][ks][0], qf[mf][ks][1], qf[mf][ks][2],
+              qf[mf][ks][3]);
+    }
+
+  float o[kMF][kDB][4];
+  float mrow[kMF][2], lrow[kMF][2];
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf) {
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) o[mf][db][k] = 0.f;
+    mrow[mf][0] = mrow[mf][1] = neg_inf();
+    lrow[mf][0] = lrow[mf][1] = 0.f;
+  }
+
+  /* Per-lane bit position of element (row g, column 2*t4) inside a 32-bit half of an 8x8
+   * inner-tile word. */
+  const int bsh = (g & 3) * 8 + 2 * t4, bhi = g >> 2;
+
+  const unsigned long long *bmp64_all =
+      reinterpret_cast<const unsigned long long *>(smem + kTileBytes + 2 * kTileBytes);
+
+  for (int i = 0; i < n; ++i) {
+    const int st = i % kStages;
+    /* K (+bitmap) of tile i landed (and V too unless split) for all threads; everyone is done
+     * with tile i-1, whose buffer the prefetch below overwrites. */
+    cp_async_wait<kGroups * kStages - kGroups - 1>();
+    __syncthreads();
+
+    const int j = i + kStages - 1;
+    if (j < n) {
+      load_k(sbase, j % kStages, Kg, Sk, nx_col, nx_off, bitmap, tid);
+      if (kSplit) cp_async_commit();
+      load_v(sbase, j % kStages, Vg, Sk, nx_col, tid);
+      cp_async_commit();
+      pend |= (nx_off >= 0 ? 1u : 0u) << (kStages - 1);
+      if (j + 1 < n) {
+        nx_col = __ldg(col_idx + e0 + j + 1);
+        nx_off = __ldg(bmp_off + e0 + j + 1);
+      }
+    } else {
+      if (kSplit) cp_async_commit();
+      cp_async_commit();
+    }
+    const bool partial = pend & 1u;
+    pend >>= 1;
+
+    const unsigned ks_base = sbase + kTileBytes + st * kStageBytes;
+    const unsigned vs_base = ks_base + kTileBytes;
+    const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + kTileBytes + st * kStageBytes +
+                                                             2 * kTileBytes);
+
+    /* Which 16-column groups of this tile hold a valid key for one of this warp's rows (bit
+     * per group; all groups for a full tile). A group with none skips its mma work. */
+    unsigned gm = 0xffffffffu;
+    if (partial) {
+      constexpr int kWpg = 4 * kMF; /* bitmap words per (warp, 16-column group) */
+      constexpr int kW = kT8 * 2 * kMF;
+      const unsigned long long *bmp64 =
+          reinterpret_cast<const unsigned long long *>(reinterpret_cast<const unsigned char *>(bmp64_all) +
+                                                       st * kStageBytes);
+      gm = 0;
+#pragma unroll
+      for (int w0 = 0; w0 < kW; w0 += 32) {
+        const int w = w0 + lane;
+        bool nz = false;
+        if (w < kW) nz = bmp64[(w / (2 * kMF)) * kT8 + (wrow >> 3) + w % (2 * kMF)] != 0ull;
+        const unsigned bal = __ballot_sync(0xffffffffu, nz);
+#pragma unroll
+        for (int gq = 0; gq < 32 / kWpg; ++gq)
+          if (w0 + gq * kWpg < kW && ((bal >> (gq * kWpg)) & ((1u << kWpg) - 1u)))
+            gm |= 1u << (w0 / kWpg + gq);
+      }
+    }
+
+#pragma unroll 1
+    for (int sub = 0; sub < kNSub; ++sub) {
+      const unsigned gs = (gm >> (sub * (kNS / 16))) & ((1u << (kNS / 16)) - 1u);
+      float s[kMF][kNB][4];
+      if (gs) {
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+          for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) s[mf][nb][k] = 0.f;
+
+        /* S = Q K^T over this sub-tile's kNS keys. */
+#pragma unroll
+        for (int ks = 0; ks < kKD; ++ks)
+#pragma unroll
+          for (int np = 0; np < kNB / 2; ++np) {
+            if (!((gs >> np) & 1u)) continue;
+            const int q = lane >> 3;
+            const int kr = sub * kNS + np * 16 + (q >> 1) * 8 + (lane & 7);
+            unsigned b0, b1, b2, b3;
+            ldsm_x4(ks_base + swz(kr, 2 * ks + (q & 1)), b0, b1, b2, b3);
+#pragma unroll
+            for (int mf = 0; mf < kMF; ++mf) {
+              mma16816(s[mf][2 * np], qf[mf][ks], b0, b1);
+              mma16816(s[mf][2 * np + 1], qf[mf][ks], b2, b3);
+            }
+          }
+
+        /* Partial tile: keys whose bit is 0 get -inf. */
+        if (partial) {
+#pragma unroll
+          for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int rb = (wrow + mf * 16 + hh * 8) >> 3;
+#pragma unroll
+              for (int nb = 0; nb < kNB; ++nb) {
+                const int cb = sub * kNB + nb;
+                const unsigned w = bmp[2 * (cb * kT8 + rb) + bhi] >> bsh;
+                if (!(w & 1u)) s[mf][nb][2 * hh] = neg_inf();
+                if (!(w & 2u)) s[mf][nb][2 * hh + 1] = neg_inf();
+              }
+            }
+        }
+
+        /* Online softmax: rows g and g+8 of each fragment; a quad shares a row. */
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            float mx = mrow[mf][hh];
+#pragma unroll
+            for (int nb = 0; nb < kNB; ++nb)
+              mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            /* While no valid key has been seen the max is -inf: use 0 as its stand-in, so
+             * that exp2(-inf - 0) = 0 and the (empty) accumulators are scaled by 0. */
+            const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+            const float alpha = ex2(mrow[mf][hh] * sl2 - ms);
+            mrow[mf][hh] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int nb = 0; nb < kNB; ++nb) {
+              const float p0 = ex2(fmaf(s[mf][nb][2 * hh], sl2, -ms));
+              const float p1 = ex2(fmaf(s[mf][nb][2 * hh + 1], sl2, -ms));
+              s[mf][nb][2 * hh] = p0;
+              s[mf][nb][2 * hh + 1] = p1;
+              sum += p0 + p1;
+            }
+            lrow[mf][hh] = lrow[mf][hh] * alpha + sum;
+#pragma unroll
+            for (int db = 0; db < kDB; ++db) {
+              o[mf][db][2 * hh] *= alpha;
+              o[mf][db][2 * hh + 1] *= alpha;
+            }
+          }
+      }
+
+      if (kSplit && sub == 0) {
+        cp_async_wait<kGroups * kStages - 2>(); /* V of tile i landed */
+        __syncthreads();
+      }
+
+      if (gs) {
+        /* O += P V over this sub-tile's keys (groups with no valid key have P = 0). */
+#pragma unroll
+        for (int kk = 0; kk < kNS / 16; ++kk) {
+          if (!((gs >> kk) & 1u)) continue;
+          unsigned a[kMF][4];
+#pragma unroll
+          for (int mf = 0; mf < kMF; ++mf) {
+            a[mf][0] = pack2(s[mf][2 * kk][0], s[mf][2 * kk][1]);
+            a[mf][1] = pack2(s[mf][2 * kk][2], s[mf][2 * kk][3]);
+            a[mf][2] = pack2(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
+            a[mf][3] = pack2(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+          }
+#pragma unroll
+          for (int dp = 0; dp < kDB / 2; ++dp) {
+            const int q = lane >> 3;
+            const int vr = sub * kNS + kk * 16 + (q & 1) * 8 + (lane & 7);
+            unsigned b0, b1, b2, b3;
+            ldsm_x4_t(vs_base + swz(vr, 2 * dp + (q >> 1)), b0, b1, b2, b3);
+#pragma unroll
+            for (int mf = 0; mf < kMF; ++mf) {
+              mma16816(o[mf][2 * dp], a[mf], b0, b1);
+              mma16816(o[mf][2 * dp + 1], a[mf], b2, b3);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /* Epilogue: O / l (0 for a row with no valid key), staged through this warp's own rows of
+   * the Q buffer for 16-byte stores. */
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float l = lrow[mf][hh];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int rr = wrow + mf * 16 + hh * 8 + g;
+#pragma unroll
+      for (int db = 0; db < kDB; ++db) {
+        const unsigned v = pack2(o[mf][db][2 * hh] * inv, o[mf][db][2 * hh + 1] * inv);
+        *reinterpret_cast<unsigned *>(smem + swz(rr, db) + t4 * 4) = v;
+      }
+    }
+  __syncwarp();
+#pragma unroll
+  for (int c = lane; c < kWRows * kCpr; c += 32) {
+    const int rr = wrow + c / kCpr, ch = c % kCpr;
+    if (rr < qrows)
+      *reinterpret_cast<uint4 *>(Og + (unsigned long long)rr * kD + ch * 8) =
+          *reinterpret_cast<const uint4 *>(smem + swz(rr, ch));
+  }
+}

@@ -1,0 +1,166 @@
+/*
+ * Device helpers shared by the sparse attention kernels (attention_block.cu,
+ * attention_row.cu): the element type, inline PTX wrappers (cp.async, ldmatrix,
+ * mma.sync m16n8k16, ex2) and the swizzled shared-memory layout.
+ *
+ * Compiled by NVRTC at run time (and by nvcc in bench/attn_dev.cu): no host headers, no
+ * C++ standard library; only <cuda_fp16.h> and <cuda_bf16.h>. The loader must give this
+ * file to NVRTC as a header named "attention_common.cuh".
+ *
+ * Macros (each has a default):
+ *   STOF_HEAD_DIM  64 or 128 (anything else is a compile error)
+ *   STOF_BF16      0 = half, 1 = bfloat16
+ *   STOF_TILE_M    outer mask tile T (64 or 128); STOF_TILE_N must equal it
+ *
+ * The include guard may be #undef'd by a harness that includes the kernels several times
+ * under different macros, each time inside its own namespace.
+ */
+#ifndef STOF_ATTENTION_COMMON_CUH
+#define STOF_ATTENTION_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef STOF_HEAD_DIM
+#define STOF_HEAD_DIM 64
+#endif
+#if STOF_HEAD_DIM != 64 && STOF_HEAD_DIM != 128
+#error "stof attention: STOF_HEAD_DIM must be 64 or 128 (other head dims are not supported yet)"
+#endif
+
+#ifndef STOF_BF16
+#define STOF_BF16 0
+#endif
+#if STOF_BF16 != 0 && STOF_BF16 != 1
+#error "stof attention: STOF_BF16 must be 0 (half) or 1 (bfloat16)"
+#endif
+
+#ifndef STOF_TILE_M
+#define STOF_TILE_M 64
+#endif
+#ifndef STOF_TILE_N
+#define STOF_TILE_N STOF_TILE_M
+#endif
+#if STOF_TILE_M != 64 && STOF_TILE_M != 128
+#error "stof attention: STOF_TILE_M must be 64 or 128"
+#endif
+#if STOF_TILE_N != STOF_TILE_M
+#error "stof attention: the mask format uses square outer tiles: STOF_TILE_N must equal STOF_TILE_M"
+#endif
+
+namespace stof_attn {
+
+#if STOF_BF16
+typedef __nv_bfloat16 elem_t;
+#else
+typedef __half elem_t;
+#endif
+
+constexpr int kD = STOF_HEAD_DIM;  /* head dim */
+constexpr int kT = STOF_TILE_M;    /* outer mask tile */
+constexpr int kT8 = kT / 8;        /* inner 8x8 tiles per outer tile side */
+constexpr int kBmpWords = kT8 * kT8; /* bitmap words of one partial tile */
+constexpr int kCpr = kD / 8;       /* 16-byte chunks per row of Q/K/V */
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+__device__ __forceinline__ unsigned smem_addr(const void *p)
+{
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+/* 16-byte asynchronous copy; src_bytes = 0 zero-fills the destination (src must still be a
+ * valid address). */
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes)
+{
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async8(unsigned dst, const void *src)
+{
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                        unsigned &r3)
+{
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                          unsigned &r3)
+{
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+/* d += a * b on tensor cores, f32 accumulate; a: 16x16 (4 regs), b: 16x8 (2 regs). */
+__device__ __forceinline__ void mma16816(float *d, const unsigned *a, unsigned b0, unsigned b1)
+{
+#if STOF_BF16
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* 2^x (approximate, flush to zero; ex2(-inf) = +0). */
+__device__ __forceinline__ float ex2(float x)
+{
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* Two floats to a packed pair of elements: lo in the low 16 bits. */
+__device__ __forceinline__ unsigned pack2(float lo, float hi)
+{
+#if STOF_BF16
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+#else
+  __half2 v = __floats2half2_rn(lo, hi);
+#endif
+  return *reinterpret_cast<unsigned *>(&v);
+}
+
+/* A packed pair of elements to two floats. */
+__device__ __forceinline__ float2 unpack2(unsigned u)
+{
+#if STOF_BF16
+  __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162 *>(&u);
+  return __bfloat1622float2(v);
+#else
+  __half2 v = *reinterpret_cast<__half2 *>(&u);
+  return __half22float2(v);
+#endif
+}
+
+/* Byte offset of 16-byte chunk c of row r in a [rows][kD] tile of elements, XOR-swizzled so
+ * that ldmatrix on 8 consecutive rows at one logical chunk touches 8 distinct bank groups. */
+__device__ __forceinline__ unsigned swz(int r, int c)
+{
+  return (unsigned)((r * kCpr + (c ^ (r & 7))) * 16);
+}
+
+} /* namespace stof_attn */
+
+#endif /* STOF_ATTENTION_COMMON_CUH */

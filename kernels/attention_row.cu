@@ -1,0 +1,217 @@
+/*
+ * Row-wise sparse attention, forward (inference): for short sequences and very sparse rows.
+ *
+ * A warp owns one query row. It walks the row's non-empty mask tiles (BSR + bitmap format),
+ * turns each tile's bitmap row into the list of valid key columns (ballot + popc) and
+ * appends them to a small per-warp ring of key indices in shared memory; every time the
+ * ring holds a round of keys, the warp computes them:
+ *   - lanes form groups of D/8 lanes; a group owns one key at a time, each lane 8 of its D
+ *     elements (16-byte loads, a group reads one contiguous row), so a D=64 warp works on 4
+ *     keys at once (D=128: 2) and a round is 8 keys per group;
+ *   - score = q . k with the q row in registers (f32, pre-multiplied by scale*log2 e),
+ *     reduced over the group's lanes by shuffles;
+ *   - each group keeps its own online-softmax state (running max, sum, 8 output elements
+ *     per lane), updated once per round; the groups are merged by shuffles at the end.
+ * Only valid keys are loaded or computed (a round is padded only at its tail). A row with no
+ * valid key writes zeros, never NaN.
+ *
+ * Entry point:
+ *   extern "C" __global__ void stof_attn_row_fwd(
+ *       const elem *Q, const elem *K, const elem *V, elem *O,
+ *       const int *row_ptr, const int *col_idx, const int *bmp_off,
+ *       const unsigned long long *bitmap,
+ *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+ *   the same parameters and layouts as stof_attn_block_fwd (attention_block.cu).
+ *   grid  = (B * H, ceil(Sq / STOF_ROW_WARPS)); blockIdx.y = y owns query rows
+ *           (ceil(Sq/W) - 1 - y) * W + warp, W = STOF_ROW_WARPS (last rows first)
+ *   block = 32 * STOF_ROW_WARPS threads; no dynamic shared memory (static: W * 256 bytes)
+ *
+ * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128: the
+ *   tile of the mask format), STOF_ROW_WARPS (default 4: query rows per CTA),
+ *   STOF_ROW_KEYS (default 8: keys per lane group per round; 2, 4 or 8).
+ */
+#include "attention_common.cuh"
+
+#ifndef STOF_ROW_WARPS
+#define STOF_ROW_WARPS 4
+#endif
+#if STOF_ROW_WARPS < 1 || STOF_ROW_WARPS > 32
+#error "stof attention: STOF_ROW_WARPS must be between 1 and 32"
+#endif
+#ifndef STOF_ROW_KEYS
+#define STOF_ROW_KEYS 8
+#endif
+#if STOF_ROW_KEYS != 2 && STOF_ROW_KEYS != 4 && STOF_ROW_KEYS != 8
+#error "stof attention: STOF_ROW_KEYS (keys per lane group per round) must be 2, 4 or 8"
+#endif
+
+namespace stof_attn {
+namespace row {
+
+constexpr int kRW = STOF_ROW_WARPS;
+constexpr int kLPR = kD / 8;     /* lanes per key row, 8 elements each */
+constexpr int kNG = 32 / kLPR;   /* key groups per warp */
+constexpr int kR = STOF_ROW_KEYS; /* keys per group per round */
+constexpr int kRK = kNG * kR;    /* keys per round */
+constexpr int kRing = 64;        /* ring of pending key indices, per warp */
+
+__device__ __forceinline__ void unpack8(const uint4 &v, float *f)
+{
+  float2 t;
+  t = unpack2(v.x); f[0] = t.x; f[1] = t.y;
+  t = unpack2(v.y); f[2] = t.x; f[3] = t.y;
+  t = unpack2(v.z); f[4] = t.x; f[5] = t.y;
+  t = unpack2(v.w); f[6] = t.x; f[7] = t.y;
+}
+
+/* One round: the nk (<= kRK) keys at ring[head ..] update this group's softmax state. */
+__device__ __forceinline__ void round_keys(const int *ring, int head, int nk, int grp, int dl,
+                                           const elem_t *Kg, const elem_t *Vg, const float *q,
+                                           float &m, float &l, float *o)
+{
+  int idx[kR];
+  uint4 kv[kR], vv[kR];
+#pragma unroll
+  for (int u = 0; u < kR; ++u) {
+    const int k = u * kNG + grp;
+    idx[u] = k < nk ? ring[(head + k) & (kRing - 1)] : -1;
+  }
+#pragma unroll
+  for (int u = 0; u < kR; ++u) {
+    if (idx[u] >= 0) {
+      kv[u] = __ldg(reinterpret_cast<const uint4 *>(Kg + (unsigned long long)idx[u] * kD + dl * 8));
+      vv[u] = __ldg(reinterpret_cast<const uint4 *>(Vg + (unsigned long long)idx[u] * kD + dl * 8));
+    } else {
+      kv[u] = make_uint4(0u, 0u, 0u, 0u);
+      vv[u] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  float s[kR];
+  float mx = m;
+#pragma unroll
+  for (int u = 0; u < kR; ++u) {
+    float kf[8];
+    unpack8(kv[u], kf);
+    float acc = 0.f;
+#pragma unroll
+    for (int d = 0; d < 8; ++d) acc = fmaf(q[d], kf[d], acc);
+#pragma unroll
+    for (int off = 1; off < kLPR; off <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    s[u] = idx[u] >= 0 ? acc : neg_inf();
+    mx = fmaxf(mx, s[u]);
+  }
+  const float ms = mx == neg_inf() ? 0.f : mx;
+  const float alpha = ex2(m - ms);
+  m = mx;
+  l *= alpha;
+#pragma unroll
+  for (int d = 0; d < 8; ++d) o[d] *= alpha;
+#pragma unroll
+  for (int u = 0; u < kR; ++u) {
+    const float p = ex2(s[u] - ms);
+    l += p;
+    float vf[8];
+    unpack8(vv[u], vf);
+#pragma unroll
+    for (int d = 0; d < 8; ++d) o[d] = fmaf(p, vf[d], o[d]);
+  }
+}
+
+} /* namespace row */
+} /* namespace stof_attn */
+
+extern "C" __global__ void __launch_bounds__(STOF_ROW_WARPS * 32)
+stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
+                  const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
+                  const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
+                  const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
+                  int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+{
+  using namespace stof_attn;
+  using namespace stof_attn::row;
+  __shared__ int ring_all[kRW][kRing];
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int bh = blockIdx.x, b = bh / H, h = bh - b * H;
+  const int nyb = (Sq + kRW - 1) / kRW;
+  const int i = (nyb - 1 - (int)blockIdx.y) * kRW + warp;
+  if (i >= Sq) return; /* whole warp; no CTA-wide barrier below */
+
+  const int nrow = (Sq + kT - 1) / kT;
+  const int r = i / kT, lr = i - r * kT, rb = lr >> 3, rsh = (lr & 7) * 8;
+  const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+  const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
+  const int e0 = __ldg(rp), e1 = __ldg(rp + 1);
+  const int hk = h / (H / Hkv);
+  const elem_t *Kg = K + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const elem_t *Vg = V + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const int grp = lane / kLPR, dl = lane % kLPR;
+  const float sl2 = scale * 1.4426950408889634f;
+
+  float q[8];
+  {
+    const uint4 qv =
+        __ldg(reinterpret_cast<const uint4 *>(Q + ((unsigned long long)bh * Sq + i) * kD + dl * 8));
+    unpack8(qv, q);
+#pragma unroll
+    for (int d = 0; d < 8; ++d) q[d] *= sl2;
+  }
+
+  float m = neg_inf(), l = 0.f, o[8];
+#pragma unroll
+  for (int d = 0; d < 8; ++d) o[d] = 0.f;
+
+  int *ring = ring_all[warp];
+  int head = 0, cnt = 0;
+  const unsigned lt = (1u << lane) - 1u;
+  for (int e = e0; e < e1; ++e) {
+    const int col = __ldg(col_idx + e), off = __ldg(bmp_off + e);
+#pragma unroll
+    for (int p = 0; p < kT / 32; ++p) {
+      unsigned bits = 0xffffffffu; /* full tile: every column */
+      if (off >= 0) {
+        const int c = p * 32 + lane;
+        const unsigned long long w = __ldg(bitmap + (unsigned long long)off + (c >> 3) * kT8 + rb);
+        bits = __ballot_sync(0xffffffffu, (unsigned)(w >> (rsh + (c & 7))) & 1u);
+      }
+      if (bits == 0u) continue;
+      if ((bits >> lane) & 1u)
+        ring[(head + cnt + __popc(bits & lt)) & (kRing - 1)] = col * kT + p * 32 + lane;
+      cnt += __popc(bits);
+      __syncwarp();
+      while (cnt >= kRK) {
+        round_keys(ring, head, kRK, grp, dl, Kg, Vg, q, m, l, o);
+        head = (head + kRK) & (kRing - 1);
+        cnt -= kRK;
+        __syncwarp(); /* the slots just read may be written next */
+      }
+    }
+  }
+  if (cnt > 0) round_keys(ring, head, cnt, grp, dl, Kg, Vg, q, m, l, o);
+
+  /* Merge the groups' states (same lane position dl in each group). */
+#pragma unroll
+  for (int off = kLPR; off < 32; off <<= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+    const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+    const float mx = fmaxf(m, m2);
+    const float ms = mx == neg_inf() ? 0.f : mx;
+    const float a = ex2(m - ms), c2 = ex2(m2 - ms);
+    l = l * a + l2 * c2;
+#pragma unroll
+    for (int d = 0; d < 8; ++d) {
+      const float o2 = __shfl_xor_sync(0xffffffffu, o[d], off);
+      o[d] = o[d] * a + o2 * c2;
+    }
+    m = mx;
+  }
+  if (grp == 0) {
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    uint4 ov;
+    ov.x = pack2(o[0] * inv, o[1] * inv);
+    ov.y = pack2(o[2] * inv, o[3] * inv);
+    ov.z = pack2(o[4] * inv, o[5] * inv);
+    ov.w = pack2(o[6] * inv, o[7] * inv);
+    *reinterpret_cast<uint4 *>(O + ((unsigned long long)bh * Sq + i) * kD + dl * 8) = ov;
+  }
+}

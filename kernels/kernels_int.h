@@ -1,0 +1,122 @@
+/*
+ * kernels module internals shared by mask.c, mask_format.c and mask_svg.c: the mask tree,
+ * tile classification and tile filling, and a small string builder.
+ *
+ * A mask is a tree of mask_node in the mask's own arena. Leaves are the primitive kinds;
+ * named composites (longformer, bigbird) are UNION nodes whose description is their name
+ * (atom = 1). sliding, causal_sliding and causal are WINDOW nodes.
+ */
+#ifndef STOF_KERNELS_INT_H
+#define STOF_KERNELS_INT_H
+
+#include <stof/kernels.h>
+
+/* Mask node kinds: X(name, text); the last three combine two masks. */
+#define KERNELS_MASK_KIND_LIST(X)     \
+  X(DENSE, "dense")                   \
+  X(WINDOW, "window")                 \
+  X(GLOBAL, "global")                 \
+  X(RANDOM_BLOCKS, "random_blocks")   \
+  X(DOCUMENT, "document")             \
+  X(DILATED, "dilated")               \
+  X(TENSOR, "from_tensor")            \
+  X(FN, "fn")                         \
+  X(UNION, "|")                       \
+  X(INTERSECT, "&")                   \
+  X(DIFF, "-")
+
+typedef enum kernels_mask_kind {
+#define KERNELS_X(name, text) KERNELS_MASK_##name,
+  KERNELS_MASK_KIND_LIST(KERNELS_X)
+#undef KERNELS_X
+  KERNELS_MASK_KIND_COUNT
+} kernels_mask_kind;
+
+/* "causal" as a window: l this large never cuts a position. */
+#define KERNELS_WINDOW_INF ((int64_t)1 << 60)
+
+typedef struct kernels_mask_node kernels_mask_node;
+struct kernels_mask_node {
+  kernels_mask_kind kind;
+  const char *desc; /* in the owning mask's arena */
+  int atom;         /* printed without parentheses inside a combination */
+  int varies_b, varies_h;
+  union {
+    struct { int64_t l, r; } window;
+    struct { int64_t g; } global;
+    struct { int64_t b; double p; uint64_t seed; } rnd;
+    struct {
+      int64_t nbatch;
+      const int64_t *seq_begin; /* [nbatch + 1]: batch b has sequences
+                                   seq_begin[b] .. seq_begin[b + 1] */
+      const int64_t *pos;       /* batch b's sequence k spans
+                                   [pos[seq_begin[b] + b + k], pos[seq_begin[b] + b + k + 1]) */
+      int64_t npos;             /* seq_begin[nbatch] + nbatch */
+    } doc;
+    struct { int64_t w, d; } dilated;
+    struct {
+      int64_t nb, nh, S, wpr;   /* wpr: 64-bit words per row */
+      const uint64_t *bits;     /* row (bb, hh, i) at ((bb * nh + hh) * S + i) * wpr */
+    } tensor;
+    struct { stof_mask_pred f; void *ud; } fn;
+    struct { const kernels_mask_node *a, *b; } bin;
+  } u;
+};
+
+struct stof_mask {
+  stof_ctx *ctx;
+  stof_arena arena;
+  const kernels_mask_node *root;
+  int cacheable; /* no fn node inside */
+};
+
+/* Tile classification: every element 0, every element 1, or unknown / mixed. */
+enum { KERNELS_TILE_ZERO = 0, KERNELS_TILE_ONE = 1, KERNELS_TILE_MIXED = 2 };
+
+/* A tile row of up to 128 columns: bit c of column c at [c >> 6] >> (c & 63). */
+#define KERNELS_TILE_MAX 128
+typedef uint64_t kernels_tile_row[2];
+
+/* Element value (0/1, -1 when an fn predicate failed). */
+int kernels_mask_node_eval(const kernels_mask_node *n, int64_t b, int64_t h, int64_t i,
+                           int64_t j);
+/* Classifies rows [i0, i1) x columns [j0, j1) (non-empty, inside the domain). */
+int kernels_mask_classify(const kernels_mask_node *n, int64_t b, int64_t h, int64_t i0,
+                          int64_t i1, int64_t j0, int64_t j1);
+/* Exact bits of rows [i0, i0 + nrows) x columns [j0, j0 + ncols), nrows, ncols <= 128,
+ * into rows[0 .. nrows) (bits past ncols are 0). 0, or -1 when an fn predicate failed. */
+int kernels_mask_fill(const kernels_mask_node *n, int64_t b, int64_t h, int64_t i0,
+                      int nrows, int64_t j0, int ncols, kernels_tile_row *rows);
+/* Checks that the mask fits a format of these dims; records the error (naming "who"). */
+stof_status kernels_mask_check_dims(stof_ctx *ctx, const char *who, const stof_mask *m,
+                                    int64_t B, int64_t H, int64_t Sq, int64_t Sk);
+
+/* Sets columns [a, b) of a tile row (0 <= a <= b <= 128). */
+static inline void kernels_row_set(uint64_t *row, int64_t a, int64_t b) {
+  for (int w = 0; w < 2; w++) {
+    int64_t lo = a > 64 * w ? a : 64 * w, hi = b < 64 * w + 64 ? b : 64 * w + 64;
+    if (lo >= hi) continue;
+    int n = (int)(hi - lo), s = (int)(lo - 64 * w);
+    uint64_t m = n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
+    row[w] |= m << s;
+  }
+}
+
+/* A growing string through the context's allocator. On NOMEM it stops growing and
+ * kernels_buf_finish reports it. */
+typedef struct kernels_buf {
+  stof_ctx *ctx;
+  char *p;
+  size_t len, cap;
+  int failed;
+} kernels_buf;
+
+void kernels_buf_init(kernels_buf *s, stof_ctx *ctx);
+void kernels_buf_printf(kernels_buf *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The string, owned by the caller (stof_ctx_dealloc(ctx, p, strlen(p) + 1)), exactly
+ * sized; NULL (NOMEM recorded) when any growth failed. */
+char *kernels_buf_finish(kernels_buf *s);
+void kernels_buf_discard(kernels_buf *s);
+
+#endif

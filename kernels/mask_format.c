@@ -1,0 +1,432 @@
+/*
+ * The two-level mask format (BSR of outer tiles + bitmaps of 8 x 8 inner tiles), built on
+ * the CPU, decoded for tests, and cached per (mask, dims, tile size).
+ *
+ * Invariants: the arrays follow the layout documented in include/stof/kernels.h exactly;
+ * a tile is "full" only when it lies inside [0, Sq) x [0, Sk) and every element is kept,
+ * "partial" when some but not all of its elements are kept (edge tiles included), absent
+ * when none is. Every array is allocated to its exact size (freed from the counts).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels_int.h"
+
+/* ---------------------------------------------------------------- building */
+
+typedef struct builder {
+  stof_ctx *ctx;
+  int32_t *col, *off;
+  int64_t ne, ccap, ocap; /* entries; capacities of col and of off */
+  uint64_t *bits;
+  int64_t nw, wcap;
+} builder;
+
+static stof_status push_entry(builder *bd, int32_t col, int32_t off) {
+  if (bd->ne == bd->ccap || bd->ne == bd->ocap) {
+    if (bd->ne >= INT32_MAX)
+      return stof_ctx_error(bd->ctx, STOF_ERR_UNSUPPORTED,
+                            "mask_format_build: more than 2^31 - 1 non-empty tiles");
+    int64_t cap = bd->ne ? bd->ne * 2 : 1024;
+    if (cap > INT32_MAX) cap = INT32_MAX;
+    if (bd->ccap < cap) {
+      int32_t *c = stof_ctx_realloc(bd->ctx, bd->col, (size_t)bd->ccap * 4, (size_t)cap * 4);
+      if (!c) return STOF_ERR_NOMEM;
+      bd->col = c;
+      bd->ccap = cap;
+    }
+    if (bd->ocap < cap) {
+      int32_t *o = stof_ctx_realloc(bd->ctx, bd->off, (size_t)bd->ocap * 4, (size_t)cap * 4);
+      if (!o) return STOF_ERR_NOMEM;
+      bd->off = o;
+      bd->ocap = cap;
+    }
+  }
+  bd->col[bd->ne] = col;
+  bd->off[bd->ne] = off;
+  bd->ne++;
+  return STOF_OK;
+}
+
+/* Room for n more words; their index in *at. */
+static stof_status reserve_words(builder *bd, int64_t n, int64_t *at) {
+  if (bd->nw + n > INT32_MAX)
+    return stof_ctx_error(bd->ctx, STOF_ERR_UNSUPPORTED,
+                          "mask_format_build: bitmap past 2^31 - 1 words (too many partial "
+                          "tiles)");
+  if (bd->nw + n > bd->wcap) {
+    int64_t cap = bd->wcap ? bd->wcap : 4096;
+    while (cap < bd->nw + n) cap *= 2;
+    uint64_t *b = stof_ctx_realloc(bd->ctx, bd->bits, (size_t)bd->wcap * 8, (size_t)cap * 8);
+    if (!b) return STOF_ERR_NOMEM;
+    bd->bits = b;
+    bd->wcap = cap;
+  }
+  *at = bd->nw;
+  bd->nw += n;
+  return STOF_OK;
+}
+
+/* Shrinks *p from cap to n elements of size es (NULL when n == 0). */
+static stof_status shrink(stof_ctx *ctx, void **p, int64_t cap, int64_t n, size_t es) {
+  if (cap == n) return STOF_OK;
+  if (n == 0) {
+    stof_ctx_dealloc(ctx, *p, (size_t)cap * es);
+    *p = NULL;
+    return STOF_OK;
+  }
+  void *q = stof_ctx_realloc(ctx, *p, (size_t)cap * es, (size_t)n * es);
+  if (!q) return STOF_ERR_NOMEM;
+  *p = q;
+  return STOF_OK;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void stof_mask_format_free(stof_mask_format *f) {
+  if (!f) return;
+  stof_ctx *ctx = f->ctx;
+  size_t nrp = (size_t)f->nmask * (size_t)(f->nrow + 1), nr = (size_t)f->nmask * f->nrow;
+  if (f->desc) stof_ctx_dealloc(ctx, f->desc, strlen(f->desc) + 1);
+  if (f->row_ptr) stof_ctx_dealloc(ctx, f->row_ptr, nrp * 4);
+  if (f->col_idx) stof_ctx_dealloc(ctx, f->col_idx, (size_t)f->nentry * 4);
+  if (f->bmp_off) stof_ctx_dealloc(ctx, f->bmp_off, (size_t)f->nentry * 4);
+  if (f->bitmap) stof_ctx_dealloc(ctx, f->bitmap, (size_t)f->nword * 8);
+  if (f->nfull) stof_ctx_dealloc(ctx, f->nfull, nr * 4);
+  if (f->npartial) stof_ctx_dealloc(ctx, f->npartial, nr * 4);
+  stof_ctx_dealloc(ctx, f, sizeof *f);
+}
+
+/* Inner-tile words of a T x T tile from its rows (rows past nr are 0). */
+static void tile_words(const kernels_tile_row *rows, int nr, int T, uint64_t *out) {
+  int nb8 = T / 8;
+  for (int ci = 0; ci < nb8; ci++) {
+    int w = (ci * 8) >> 6, s = (ci * 8) & 63;
+    for (int ri = 0; ri < nb8; ri++) {
+      uint64_t word = 0;
+      for (int r = 0; r < 8 && ri * 8 + r < nr; r++)
+        word |= ((rows[ri * 8 + r][w] >> s) & 0xff) << (8 * r);
+      out[ci * nb8 + ri] = word;
+    }
+  }
+}
+
+/* Non-empty 16 x 16 sub-tiles of a tile of nr x nc from its rows. */
+static int64_t count16(const kernels_tile_row *rows, int nr, int nc) {
+  int64_t n = 0;
+  for (int si = 0; si * 16 < nr; si++)
+    for (int sj = 0; sj * 16 < nc; sj++) {
+      int w = (sj * 16) >> 6, s = (sj * 16) & 63;
+      uint64_t any = 0;
+      for (int r = si * 16; r < si * 16 + 16 && r < nr; r++) any |= (rows[r][w] >> s) & 0xffff;
+      n += any != 0;
+    }
+  return n;
+}
+
+stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
+                                   int64_t Sq, int64_t Sk, int T, stof_mask_format **out) {
+  const char *who = "mask_format_build";
+  if (!mask || !out) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask or out is NULL", who);
+  if (T < 16 || T > KERNELS_TILE_MAX || T % 16)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "%s: tile size T = %d must be a multiple of 16 in [16, 128]", who, T);
+  if (B < 1 || H < 1 || Sq < 1 || Sk < 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "%s: extents must be >= 1 (B = %lld, H = %lld, Sq = %lld, Sk = %lld)",
+                          who, (long long)B, (long long)H, (long long)Sq, (long long)Sk);
+  stof_status st = kernels_mask_check_dims(ctx, who, mask, B, H, Sq, Sk);
+  if (st) return st;
+  int64_t nrow = (Sq + T - 1) / T, ncol = (Sk + T - 1) / T;
+  int64_t mask_b = stof_mask_varies_b(mask) ? B : 1, mask_h = stof_mask_varies_h(mask) ? H : 1;
+  if (nrow >= INT32_MAX || ncol >= INT32_MAX || mask_b * mask_h > INT32_MAX ||
+      mask_b * mask_h * (nrow + 1) > INT32_MAX)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: %lld instances of %lld x %lld tiles is too large", who,
+                          (long long)(mask_b * mask_h), (long long)nrow, (long long)ncol);
+  double t0 = now_ms();
+  int64_t nmask = mask_b * mask_h;
+
+  stof_mask_format *f = stof_ctx_alloc(ctx, sizeof *f);
+  if (!f) return STOF_ERR_NOMEM;
+  f->ctx = ctx;
+  f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
+  f->nrow = (int32_t)nrow, f->ncol = (int32_t)ncol;
+  f->mask_b = (int32_t)mask_b, f->mask_h = (int32_t)mask_h, f->nmask = (int32_t)nmask;
+  f->desc = stof_ctx_strdup(ctx, stof_mask_description(mask));
+  f->row_ptr = stof_ctx_alloc(ctx, (size_t)(nmask * (nrow + 1)) * 4);
+  f->nfull = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  f->npartial = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  if (!f->desc || !f->row_ptr || !f->nfull || !f->npartial) {
+    stof_mask_format_free(f);
+    return STOF_ERR_NOMEM;
+  }
+
+  builder bd = {ctx, NULL, NULL, 0, 0, 0, NULL, 0, 0};
+  kernels_tile_row rows[KERNELS_TILE_MAX];
+  const kernels_mask_node *root = mask->root;
+  int wpt = (T / 8) * (T / 8), n16 = T / 16;
+  int64_t nvalid = 0, nfull = 0, npartial = 0, valid16 = 0;
+  for (int64_t m = 0; m < nmask && !st; m++) {
+    int64_t bb = mask_b > 1 ? m / mask_h : 0, hh = mask_h > 1 ? m % mask_h : 0;
+    int32_t *rp = f->row_ptr + m * (nrow + 1);
+    for (int64_t r = 0; r < nrow && !st; r++) {
+      int64_t i0 = r * T;
+      int nr = (int)(Sq - i0 < T ? Sq - i0 : T);
+      rp[r] = (int32_t)bd.ne;
+      int32_t *rf = f->nfull + m * nrow + r, *rpart = f->npartial + m * nrow + r;
+      for (int64_t c = 0; c < ncol; c++) {
+        int64_t j0 = c * T;
+        int nc = (int)(Sk - j0 < T ? Sk - j0 : T);
+        int edge = nr < T || nc < T;
+        int k = kernels_mask_classify(root, bb, hh, i0, i0 + nr, j0, j0 + nc);
+        if (k == KERNELS_TILE_ZERO) continue;
+        int64_t count = (int64_t)nr * nc;
+        if (k == KERNELS_TILE_ONE) {
+          for (int q = 0; q < nr; q++) {
+            rows[q][0] = rows[q][1] = 0;
+            kernels_row_set(rows[q], 0, nc);
+          }
+        } else {
+          if (kernels_mask_fill(root, bb, hh, i0, nr, j0, nc, rows)) {
+            st = stof_ctx_error(ctx, STOF_ERR_ARG,
+                                "%s: the predicate of mask %s failed in tile (%lld, %lld) of "
+                                "instance (b %lld, h %lld)",
+                                who, f->desc, (long long)r, (long long)c, (long long)bb,
+                                (long long)hh);
+            break;
+          }
+          count = 0;
+          for (int q = 0; q < nr; q++)
+            count += __builtin_popcountll(rows[q][0]) + __builtin_popcountll(rows[q][1]);
+          if (count == 0) continue;
+        }
+        if (!edge && count == (int64_t)T * T) {
+          if ((st = push_entry(&bd, (int32_t)c, -1))) break;
+          (*rf)++;
+          nfull++;
+          nvalid += count;
+          valid16 += n16 * n16;
+          continue;
+        }
+        int64_t at = 0;
+        if ((st = reserve_words(&bd, wpt, &at)) || (st = push_entry(&bd, (int32_t)c, (int32_t)at)))
+          break;
+        tile_words(rows, nr, T, bd.bits + at);
+        (*rpart)++;
+        npartial++;
+        nvalid += count;
+        valid16 += count16(rows, nr, nc);
+      }
+    }
+    rp[nrow] = (int32_t)bd.ne;
+  }
+  if (!st && !(st = shrink(ctx, (void **)&bd.col, bd.ccap, bd.ne, 4))) bd.ccap = bd.ne;
+  if (!st && !(st = shrink(ctx, (void **)&bd.off, bd.ocap, bd.ne, 4))) bd.ocap = bd.ne;
+  if (!st && !(st = shrink(ctx, (void **)&bd.bits, bd.wcap, bd.nw, 8))) bd.wcap = bd.nw;
+  if (st) {
+    if (bd.col) stof_ctx_dealloc(ctx, bd.col, (size_t)bd.ccap * 4);
+    if (bd.off) stof_ctx_dealloc(ctx, bd.off, (size_t)bd.ocap * 4);
+    if (bd.bits) stof_ctx_dealloc(ctx, bd.bits, (size_t)bd.wcap * 8);
+    stof_mask_format_free(f);
+    return st;
+  }
+  f->col_idx = bd.col;
+  f->bmp_off = bd.off;
+  f->nentry = (int32_t)bd.ne;
+  f->bitmap = bd.bits;
+  f->nword = bd.nw;
+
+  int64_t ntile = nmask * nrow * ncol;
+  int64_t ntile16 = nmask * ((Sq + 15) / 16) * ((Sk + 15) / 16);
+  f->nvalid = nvalid;
+  f->density = (double)nvalid / ((double)nmask * (double)Sq * (double)Sk);
+  f->frac16 = (double)valid16 / (double)ntile16;
+  f->ntile_full = nfull;
+  f->ntile_partial = npartial;
+  f->ntile_empty = ntile - nfull - npartial;
+  f->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)bd.ne * 8 + (size_t)bd.nw * 8;
+  f->build_ms = now_ms() - t0;
+  *out = f;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+int32_t stof_mask_format_instance(const stof_mask_format *f, int64_t b, int64_t h) {
+  if (b < 0 || b >= f->B || h < 0 || h >= f->H) return -1;
+  return (int32_t)((f->mask_b > 1 ? b : 0) * f->mask_h + (f->mask_h > 1 ? h : 0));
+}
+
+int stof_mask_format_get(const stof_mask_format *f, int64_t b, int64_t h, int64_t i,
+                         int64_t j) {
+  int32_t m = stof_mask_format_instance(f, b, h);
+  if (m < 0 || i < 0 || j < 0 || i >= f->Sq || j >= f->Sk) return 0;
+  int64_t r = i / f->T, c = j / f->T;
+  const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1) + r;
+  int32_t lo = rp[0], hi = rp[1] - 1;
+  while (lo <= hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (f->col_idx[mid] < c) lo = mid + 1;
+    else if (f->col_idx[mid] > c) hi = mid - 1;
+    else {
+      int32_t off = f->bmp_off[mid];
+      if (off < 0) return 1;
+      int64_t ii = i - r * f->T, jj = j - c * f->T;
+      uint64_t w = f->bitmap[off + (jj / 8) * (f->T / 8) + ii / 8];
+      return (int)((w >> ((ii % 8) * 8 + jj % 8)) & 1);
+    }
+  }
+  return 0;
+}
+
+int64_t stof_mask_format_count(const stof_mask_format *f, int64_t b, int64_t h) {
+  int32_t m = stof_mask_format_instance(f, b, h);
+  if (m < 0) return -1;
+  const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
+  int wpt = (f->T / 8) * (f->T / 8);
+  int64_t n = 0;
+  for (int32_t e = rp[0]; e < rp[f->nrow]; e++) {
+    if (f->bmp_off[e] < 0) {
+      n += (int64_t)f->T * f->T;
+      continue;
+    }
+    for (int w = 0; w < wpt; w++) n += __builtin_popcountll(f->bitmap[f->bmp_off[e] + w]);
+  }
+  return n;
+}
+
+stof_status stof_mask_format_expand(const stof_mask_format *f, int64_t b, int64_t h,
+                                    stof_tensor *out) {
+  stof_ctx *ctx = f->ctx;
+  int32_t m = stof_mask_format_instance(f, b, h);
+  if (m < 0)
+    return stof_ctx_error(ctx, STOF_ERR_RANGE,
+                          "mask_format_expand: (b, h) = (%lld, %lld) outside B x H = %lld x %lld",
+                          (long long)b, (long long)h, (long long)f->B, (long long)f->H);
+  if (!out || out->device != STOF_DEVICE_CPU || out->ndim != 2 || out->shape[0] != f->Sq ||
+      out->shape[1] != f->Sk)
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE,
+                          "mask_format_expand: output must be a CPU tensor [%lld, %lld]",
+                          (long long)f->Sq, (long long)f->Sk);
+  stof_tensor_fill(out, 0);
+  int64_t s0 = out->strides[0], s1 = out->strides[1];
+  int T = f->T, nb8 = T / 8;
+  const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
+  for (int64_t r = 0; r < f->nrow; r++) {
+    int64_t i0 = r * T, nr = f->Sq - i0 < T ? f->Sq - i0 : T;
+    for (int32_t e = rp[r]; e < rp[r + 1]; e++) {
+      int64_t j0 = (int64_t)f->col_idx[e] * T, nc = f->Sk - j0 < T ? f->Sk - j0 : T;
+      int32_t off = f->bmp_off[e];
+      for (int64_t ii = 0; ii < nr; ii++)
+        for (int64_t jj = 0; jj < nc; jj++) {
+          int v = off < 0 || ((f->bitmap[off + (jj / 8) * nb8 + ii / 8] >>
+                               ((ii % 8) * 8 + jj % 8)) & 1);
+          if (v) stof_tensor_store(out, (i0 + ii) * s0 + (j0 + jj) * s1, 1.0);
+        }
+    }
+  }
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- cache */
+
+typedef struct cache_entry {
+  char *key;      /* NULL: never matches (fn masks) */
+  stof_mask_format *fmt;
+  uint64_t used;  /* clock of the last use */
+} cache_entry;
+
+struct stof_mask_cache {
+  stof_ctx *ctx;
+  int cap, n;
+  cache_entry *e;
+  uint64_t clock;
+  int64_t hits, misses;
+};
+
+stof_status stof_mask_cache_new(stof_ctx *ctx, int capacity, stof_mask_cache **out) {
+  if (capacity < 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "mask_cache_new: capacity %d must be >= 1",
+                          capacity);
+  stof_mask_cache *c = stof_ctx_alloc(ctx, sizeof *c);
+  if (!c) return STOF_ERR_NOMEM;
+  c->e = stof_ctx_alloc(ctx, (size_t)capacity * sizeof *c->e);
+  if (!c->e) {
+    stof_ctx_dealloc(ctx, c, sizeof *c);
+    return STOF_ERR_NOMEM;
+  }
+  c->ctx = ctx;
+  c->cap = capacity;
+  *out = c;
+  return STOF_OK;
+}
+
+static void entry_clear(stof_ctx *ctx, cache_entry *e) {
+  if (e->key) stof_ctx_dealloc(ctx, e->key, strlen(e->key) + 1);
+  stof_mask_format_free(e->fmt);
+  e->key = NULL;
+  e->fmt = NULL;
+}
+
+void stof_mask_cache_free(stof_mask_cache *c) {
+  if (!c) return;
+  for (int k = 0; k < c->n; k++) entry_clear(c->ctx, &c->e[k]);
+  stof_ctx_dealloc(c->ctx, c->e, (size_t)c->cap * sizeof *c->e);
+  stof_ctx_dealloc(c->ctx, c, sizeof *c);
+}
+
+stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64_t B,
+                                int64_t H, int64_t Sq, int64_t Sk, int T,
+                                const stof_mask_format **out) {
+  stof_ctx *ctx = c->ctx;
+  if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "mask_cache_get: mask is NULL");
+  char *key = NULL;
+  if (mask->cacheable) {
+    kernels_buf s;
+    kernels_buf_init(&s, ctx);
+    kernels_buf_printf(&s, "%s|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d",
+                       stof_mask_description(mask), (long long)B, (long long)H, (long long)Sq,
+                       (long long)Sk, T);
+    if (!(key = kernels_buf_finish(&s))) return STOF_ERR_NOMEM;
+    for (int k = 0; k < c->n; k++)
+      if (c->e[k].key && !strcmp(c->e[k].key, key)) {
+        stof_ctx_dealloc(ctx, key, strlen(key) + 1);
+        c->e[k].used = ++c->clock;
+        c->hits++;
+        *out = c->e[k].fmt;
+        return STOF_OK;
+      }
+  }
+  stof_mask_format *f;
+  stof_status st = stof_mask_format_build(ctx, mask, B, H, Sq, Sk, T, &f);
+  if (st) {
+    if (key) stof_ctx_dealloc(ctx, key, strlen(key) + 1);
+    return st;
+  }
+  c->misses++;
+  int slot = c->n;
+  if (c->n == c->cap) {
+    slot = 0;
+    for (int k = 1; k < c->n; k++)
+      if (c->e[k].used < c->e[slot].used) slot = k;
+    entry_clear(ctx, &c->e[slot]);
+  } else {
+    c->n++;
+  }
+  c->e[slot].key = key;
+  c->e[slot].fmt = f;
+  c->e[slot].used = ++c->clock;
+  *out = f;
+  return STOF_OK;
+}
+
+void stof_mask_cache_stats(const stof_mask_cache *c, int64_t *hits, int64_t *misses) {
+  if (hits) *hits = c->hits;
+  if (misses) *misses = c->misses;
+}

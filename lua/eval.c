@@ -1,0 +1,110 @@
+/*
+ * stof.eval(outputs, feed): runs the reference interpreter.
+ *
+ *   outputs  a TE tensor, or a list of them (all from one graph)
+ *   feed     a table mapping placeholders (TE tensors) to CPU data tensors; may be nil
+ *            when nothing is read
+ *   returns  one new CPU tensor per output, in order
+ *
+ * The result handles are created before the interpreter runs, so nothing it returns can
+ * leak when a later allocation raises.
+ */
+#include "lua_int.h"
+
+static int l_eval(lua_State *L) {
+  const char *fname = "stof.eval";
+  lua_settop(L, 2);
+  int nout;
+  if (slua_test_teop(L, 1)) {
+    nout = 1;
+  } else if (lua_istable(L, 1)) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    if (n == 0) return slua_argerror(L, 1, fname, "the list of outputs is empty");
+    if (n > 4096) return slua_argerror(L, 1, fname, "%I outputs, at most 4096", n);
+    nout = (int)n;
+  } else {
+    return slua_typeerror(L, 1, fname, "te tensor or list of te tensors");
+  }
+  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
+    return slua_typeerror(L, 2, fname, "feed table (placeholder -> tensor)");
+
+  /* Outputs: slot 3 keeps them while we work. */
+  const stof_op **outs = slua_scratch(L, sizeof *outs * (size_t)nout);
+  stof_graph *g = NULL;
+  for (int i = 0; i < nout; i++) {
+    if (nout == 1 && slua_test_teop(L, 1))
+      lua_pushvalue(L, 1);
+    else
+      lua_rawgeti(L, 1, i + 1);
+    slua_teop *t = slua_test_teop(L, -1);
+    if (!t)
+      return slua_argerror(L, 1, fname, "output %d: te tensor expected, got %s", i + 1,
+                           slua_typename(L, -1));
+    if (g && t->g != g)
+      return slua_error(L, "ValueError", "%s: outputs from different graphs (te.reset() was called "
+                        "between building them)", fname);
+    g = t->g;
+    outs[i] = t->op;
+    lua_pop(L, 1);
+  }
+
+  /* Feed. */
+  int nfeed = 0;
+  if (lua_istable(L, 2)) {
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      nfeed++;
+      lua_pop(L, 1);
+    }
+  }
+  const stof_op **fops = slua_scratch(L, sizeof *fops * (size_t)(nfeed + 1));
+  const stof_tensor **fts = slua_scratch(L, sizeof *fts * (size_t)(nfeed + 1));
+  if (nfeed) {
+    int i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      slua_teop *k = slua_test_teop(L, -2);
+      if (!k)
+        return slua_argerror(L, 2, fname, "feed key: placeholder expected, got %s",
+                             slua_typename(L, -2));
+      if (k->g != g)
+        return slua_error(L, "ValueError", "%s: placeholder %s is from another graph than the outputs",
+                          fname, k->op->name);
+      if (k->op->kind != STOF_OP_PLACEHOLDER)
+        return slua_argerror(L, 2, fname, "feed key %s is not a placeholder", k->op->name);
+      slua_tensor *h = luaL_testudata(L, -1, SLUA_TENSOR);
+      if (!h)
+        return slua_argerror(L, 2, fname, "value fed to %s: stof.Tensor expected, got %s",
+                             k->op->name, slua_typename(L, -1));
+      if (!h->t)
+        return slua_error(L, "ValueError", "%s: the tensor fed to %s is closed", fname, k->op->name);
+      if (h->t->device != STOF_DEVICE_CPU)
+        return slua_error(L, "ValueError", "%s: the tensor fed to %s is on cuda: copy it with "
+                          "t:to(\"cpu\")", fname, k->op->name);
+      fops[i] = k->op;
+      fts[i] = h->t;
+      i++;
+      lua_pop(L, 1);
+    }
+    nfeed = i;
+  }
+
+  /* Results: handles first, then the run. */
+  stof_tensor **res = slua_scratch(L, sizeof *res * (size_t)nout);
+  slua_tensor **hs = slua_scratch(L, sizeof *hs * (size_t)nout);
+  luaL_checkstack(L, nout + 4, fname);
+  for (int i = 0; i < nout; i++) hs[i] = slua_new_tensor(L);
+  stof_ctx *ctx = stof_graph_ctx(g);
+  stof_status st = stof_interp_eval(g, nout, (const stof_op *const *)outs, nfeed,
+                                    (const stof_op *const *)fops,
+                                    (const stof_tensor *const *)fts, res);
+  if (st) return slua_raise(L, ctx, st, fname);
+  for (int i = 0; i < nout; i++) hs[i]->t = res[i];
+  return nout;
+}
+
+void slua_open_eval(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_pushcfunction(L, l_eval);
+  lua_setfield(L, idx, "eval");
+}

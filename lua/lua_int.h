@@ -1,0 +1,147 @@
+/*
+ * The Lua bindings' cross-file internals: userdata layouts and metatable names, the
+ * per-state context, argument checkers, and raising errors with a kind prefix.
+ *
+ * Internal cross-file functions carry the prefix slua_ (the module prefix "lua_" would read
+ * as Lua's own API). The opener stof_lua_open is what the executable and the loadable
+ * module share.
+ *
+ * Lifetimes:
+ *  - One stof_ctx per Lua state, reference-counted by the handles that use it (the state
+ *    record in the registry, each graph, each tensor), so that finalizers may run in any
+ *    order at lua_close.
+ *  - One current graph per state (registry field "stof.graph"), created lazily; te.reset()
+ *    starts a new one. Expressions and TE tensors point into a graph's arena and keep its
+ *    userdata alive through their user value 1.
+ *  - Bindings never longjmp across the core: they call it, free their temporaries, and only
+ *    then raise (slua_raise).
+ */
+#ifndef STOF_LUA_INT_H
+#define STOF_LUA_INT_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include <stof/core.h>
+
+#ifndef STOF_VERSION
+#define STOF_VERSION "0.1.0"
+#endif
+
+/* Metatable names (also the __name shown in messages). */
+#define SLUA_STATE "stof.State"
+#define SLUA_GRAPH "stof.Graph"
+#define SLUA_TENSOR "stof.Tensor"
+#define SLUA_EXPR "stof.Expr"
+#define SLUA_TETENSOR "stof.TeTensor"
+#define SLUA_SCRATCH "stof.Scratch"
+
+/* The context shared by every handle of one Lua state. */
+typedef struct slua_ctx {
+  stof_ctx *ctx;
+  int refs;
+} slua_ctx;
+
+typedef struct slua_tensor { /* stof.Tensor: owns t (NULL once closed) */
+  stof_tensor *t;
+  slua_ctx *lc;
+} slua_tensor;
+
+typedef struct slua_graph { /* stof.Graph: owns g; user value 1: weak op -> TeTensor cache */
+  stof_graph *g;
+  slua_ctx *lc;
+} slua_graph;
+
+typedef struct slua_expr { /* stof.Expr: borrowed from g; user value 1: the graph */
+  const stof_expr *e;
+  stof_graph *g;
+} slua_expr;
+
+typedef struct slua_teop { /* stof.TeTensor: borrowed from g; user value 1: the graph */
+  const stof_op *op;
+  stof_graph *g;
+} slua_teop;
+
+/* ---------------------------------------------------------------- stof_lua.c */
+
+/** Opens the module: pushes the `stof` table (also package.loaded.stof and .te). Returns 1.
+ *  Safe to call more than once per state: later calls return the same table. */
+int stof_lua_open(lua_State *L);
+/** Adds to package.path the lua/ folders where stof's pure-Lua modules live: relative to
+ *  anchor_dir (the executable's or the module's folder; NULL for none), then the source
+ *  tree (STOF_SOURCE_DIR). Entries already present are not added twice. */
+void stof_lua_add_path(lua_State *L, const char *anchor_dir);
+
+/** The state's context (created on first use). Borrowed; slua_ctx_ref to keep it. */
+slua_ctx *slua_state_ctx(lua_State *L);
+slua_ctx *slua_ctx_ref(slua_ctx *lc);
+void slua_ctx_unref(slua_ctx *lc);
+
+/** The error kind for a status ("TypeError", "ShapeError", ...). */
+const char *slua_kind(stof_status s);
+/** Raises "<file:line:> <Kind>: [<where>: ]<ctx message>" and clears the context's error.
+ *  where may be NULL (core messages name their object already). */
+int slua_raise(lua_State *L, stof_ctx *ctx, stof_status s, const char *where);
+/** Raises "<file:line:> <kind>: <formatted>" (lua_pushfstring formats). */
+int slua_error(lua_State *L, const char *kind, const char *fmt, ...);
+/** Raises "TypeError: fname: bad argument #arg (<formatted>)". */
+int slua_argerror(lua_State *L, int arg, const char *fname, const char *fmt, ...);
+/** Raises "TypeError: fname: bad argument #arg (<expected> expected, got <type>)". */
+int slua_typeerror(lua_State *L, int arg, const char *fname, const char *expected);
+/** The type of a value for messages: the metatable's __name, or Lua's type name; for a
+ *  number, "integer" or "number". */
+const char *slua_typename(lua_State *L, int idx);
+
+/** The userdata of metatable tname at idx; raises a TypeError naming fname otherwise. */
+void *slua_checkudata(lua_State *L, int idx, const char *tname, const char *fname);
+/** An integer argument (floats with an integral value accepted). */
+lua_Integer slua_check_integer(lua_State *L, int arg, const char *fname, const char *what);
+/** A shape table of non-negative integers into shape[STOF_MAX_DIMS]; returns ndim. */
+int slua_check_shape(lua_State *L, int arg, const char *fname, int64_t *shape);
+/** A dtype name (required). */
+stof_dtype slua_check_dtype(lua_State *L, int arg, const char *fname);
+/** An optional dtype name: none or nil gives def (which may be -1). */
+int slua_opt_dtype(lua_State *L, int arg, const char *fname, int def);
+/** An optional number: none or nil gives def. */
+double slua_opt_number(lua_State *L, int arg, const char *fname, const char *what, double def);
+/** An optional string: none or nil gives def. */
+const char *slua_opt_string(lua_State *L, int arg, const char *fname, const char *what,
+                            const char *def);
+/** Pushes a table {d0, d1, ...}. */
+void slua_push_shape(lua_State *L, int ndim, const int64_t *shape);
+/** Pushes a holder for a string a core printer will return (owned by the state's
+ *  context): pass the slot to the printer, then slua_owned_push. The holder frees the
+ *  string if anything raises in between. */
+char **slua_owned_new(lua_State *L);
+/** Pushes the string of the holder at idx, less trailing newlines, and frees it (the
+ *  holder stays, empty). */
+void slua_owned_push(lua_State *L, int idx);
+/** A scratch buffer of n bytes owned by a userdata pushed on the stack (freed by GC). */
+void *slua_scratch(lua_State *L, size_t n);
+
+/* ---------------------------------------------------------------- te.c */
+
+/** Pushes the stof.te table (creating the Expr and TeTensor metatables). */
+int slua_open_te(lua_State *L);
+/** Pushes the current graph's userdata (creating the graph on first use). */
+slua_graph *slua_current_graph(lua_State *L);
+/** The TE tensor at idx, or NULL. */
+slua_teop *slua_test_teop(lua_State *L, int idx);
+/** Pushes the TE tensor handle of op (one handle per op); gidx holds its graph's userdata. */
+void slua_push_teop(lua_State *L, const stof_op *op, int gidx);
+
+/* ---------------------------------------------------------------- tensor.c */
+
+/** Sets stof.tensor, stof.zeros, ... in the table at idx (creates the Tensor metatable). */
+void slua_open_tensor(lua_State *L, int idx);
+/** Pushes a new, empty tensor handle (t NULL) holding a reference on the context. */
+slua_tensor *slua_new_tensor(lua_State *L);
+/** The open tensor at idx; raises a TypeError naming fname otherwise. */
+stof_tensor *slua_check_tensor(lua_State *L, int arg, const char *fname);
+
+/* ---------------------------------------------------------------- eval.c */
+
+/** Sets stof.eval in the table at idx. */
+void slua_open_eval(lua_State *L, int idx);
+
+#endif

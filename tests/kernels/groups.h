@@ -1,0 +1,6 @@
+/* The test groups of test_kernels: one line per file, X(name) runs run_<name>_tests(). */
+#define STOF_TEST_GROUPS(X) \
+  X(mask)                   \
+  X(mask_format)            \
+  X(mask_svg)               \
+  X(mask_nomem)
