@@ -40,6 +40,8 @@ namespace ATTN_NS {
 #undef STOF_ROW_WARPS
 #undef STOF_ROW_KEYS
 #undef STOF_KV_SPLIT
+#undef STOF_SUB_UNROLL
+#undef STOF_MIN_BLOCKS
 #undef stof_attn_block_fwd
 #undef stof_attn_row_fwd
 #else /* the harness */
@@ -65,8 +67,9 @@ namespace ATTN_NS {
 #include <vector>
 
 /* ------------------------------------------------------------------ configurations */
-/* name: h<D>_t<T>_w<warps>_s<stages>[_j: STOF_KV_SPLIT=0][_bf: bfloat16]; each also carries
- * a row-wise kernel (STOF_ROW_WARPS, STOF_ROW_KEYS listed in g_cfgs). */
+/* name: h<D>_t<T>_w<warps>_s<stages>[_j: STOF_KV_SPLIT=0][_u1: STOF_SUB_UNROLL=0]
+ * [_bf: bfloat16]; each also carries a row-wise kernel (STOF_ROW_WARPS, STOF_ROW_KEYS listed
+ * in g_cfgs). */
 #define ATTN_DEV_INSTANTIATE
 
 #define ATTN_NS h64_t64_w4_s2
@@ -77,8 +80,9 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h64_t64_w4_s2_block
 #define stof_attn_row_fwd h64_t64_w4_s2_row
 #include "attn_dev.cu"
@@ -91,8 +95,9 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 0
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 8
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h64_t64_w4_s2_j_block
 #define stof_attn_row_fwd h64_t64_w4_s2_j_row
 #include "attn_dev.cu"
@@ -105,8 +110,9 @@ namespace ATTN_NS {
 #define STOF_STAGES 3
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 0
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 4
+#define STOF_ROW_KEYS 8
 #define stof_attn_block_fwd h64_t64_w4_s3_j_block
 #define stof_attn_row_fwd h64_t64_w4_s3_j_row
 #include "attn_dev.cu"
@@ -119,24 +125,11 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 8
-#define STOF_ROW_KEYS 4
+#define STOF_ROW_KEYS 8
 #define stof_attn_block_fwd h64_t64_w2_s2_block
 #define stof_attn_row_fwd h64_t64_w2_s2_row
-#include "attn_dev.cu"
-
-#define ATTN_NS h64_t64_w2_s2_j
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_WARPS 2
-#define STOF_STAGES 2
-#define STOF_SUB_N 64
-#define STOF_KV_SPLIT 0
-#define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
-#define stof_attn_block_fwd h64_t64_w2_s2_j_block
-#define stof_attn_row_fwd h64_t64_w2_s2_j_row
 #include "attn_dev.cu"
 
 #define ATTN_NS h64_t128_w4_s2
@@ -147,10 +140,26 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h64_t128_w4_s2_block
 #define stof_attn_row_fwd h64_t128_w4_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t128_w4_s2_u1
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t128_w4_s2_u1_block
+#define stof_attn_row_fwd h64_t128_w4_s2_u1_row
 #include "attn_dev.cu"
 
 #define ATTN_NS h64_t128_w4_s2_j
@@ -161,24 +170,11 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 0
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h64_t128_w4_s2_j_block
 #define stof_attn_row_fwd h64_t128_w4_s2_j_row
-#include "attn_dev.cu"
-
-#define ATTN_NS h64_t128_w4_s3_j
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_WARPS 4
-#define STOF_STAGES 3
-#define STOF_SUB_N 64
-#define STOF_KV_SPLIT 0
-#define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
-#define stof_attn_block_fwd h64_t128_w4_s3_j_block
-#define stof_attn_row_fwd h64_t128_w4_s3_j_row
 #include "attn_dev.cu"
 
 #define ATTN_NS h128_t64_w4_s2
@@ -189,8 +185,9 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h128_t64_w4_s2_block
 #define stof_attn_row_fwd h128_t64_w4_s2_row
 #include "attn_dev.cu"
@@ -203,7 +200,8 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 0
-#define STOF_ROW_WARPS 4
+#define STOF_SUB_UNROLL 1
+#define STOF_ROW_WARPS 8
 #define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h128_t64_w4_s2_j_block
 #define stof_attn_row_fwd h128_t64_w4_s2_j_row
@@ -217,10 +215,26 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
 #define STOF_ROW_KEYS 8
 #define stof_attn_block_fwd h128_t128_w8_s2_block
 #define stof_attn_row_fwd h128_t128_w8_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t128_w8_s2_u1
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_WARPS 8
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h128_t128_w8_s2_u1_block
+#define stof_attn_row_fwd h128_t128_w8_s2_u1_row
 #include "attn_dev.cu"
 
 #define ATTN_NS h128_t128_w8_s2_j
@@ -231,8 +245,9 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 0
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h128_t128_w8_s2_j_block
 #define stof_attn_row_fwd h128_t128_w8_s2_j_row
 #include "attn_dev.cu"
@@ -245,8 +260,9 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h64_t64_w4_s2_bf_block
 #define stof_attn_row_fwd h64_t64_w4_s2_bf_row
 #include "attn_dev.cu"
@@ -259,8 +275,9 @@ namespace ATTN_NS {
 #define STOF_STAGES 2
 #define STOF_SUB_N 64
 #define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
 #define STOF_ROW_WARPS 4
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h128_t128_w8_s2_bf_block
 #define stof_attn_row_fwd h128_t128_w8_s2_bf_row
 #include "attn_dev.cu"
@@ -269,31 +286,31 @@ namespace ATTN_NS {
 
 struct Cfg {
   const char *name;
-  int D, T, bf16, warps, stages, subn, split, row_warps, row_keys, smem;
+  int D, T, bf16, warps, stages, subn, split, unroll, row_warps, row_keys, smem;
   const void *blk, *row;
 };
 
-#define CFG(ns, D, T, BF, W, S, N, SP, RW, RK)                                              \
+#define CFG(ns, D, T, BF, W, S, N, SP, UN, RW, RK)                                          \
   {                                                                                        \
-    #ns, D, T, BF, W, S, N, SP, RW, RK, ns::stof_attn::blk::kSmemBytes,                    \
+    #ns, D, T, BF, W, S, N, SP, UN, RW, RK, ns::stof_attn::blk::kSmemBytes,                \
         (const void *)&ns::ns##_block, (const void *)&ns::ns##_row                         \
   }
 
 static const Cfg g_cfgs[] = {
-    CFG(h64_t64_w4_s2, 64, 64, 0, 4, 2, 64, 1, 4, 8),
-    CFG(h64_t64_w4_s2_j, 64, 64, 0, 4, 2, 64, 0, 8, 8),
-    CFG(h64_t64_w4_s3_j, 64, 64, 0, 4, 3, 64, 0, 4, 4),
-    CFG(h64_t64_w2_s2, 64, 64, 0, 2, 2, 64, 1, 8, 4),
-    CFG(h64_t64_w2_s2_j, 64, 64, 0, 2, 2, 64, 0, 4, 8),
-    CFG(h64_t128_w4_s2, 64, 128, 0, 4, 2, 64, 1, 4, 8),
-    CFG(h64_t128_w4_s2_j, 64, 128, 0, 4, 2, 64, 0, 4, 8),
-    CFG(h64_t128_w4_s3_j, 64, 128, 0, 4, 3, 64, 0, 4, 8),
-    CFG(h128_t64_w4_s2, 128, 64, 0, 4, 2, 64, 1, 4, 8),
-    CFG(h128_t64_w4_s2_j, 128, 64, 0, 4, 2, 64, 0, 4, 4),
-    CFG(h128_t128_w8_s2, 128, 128, 0, 8, 2, 64, 1, 4, 8),
-    CFG(h128_t128_w8_s2_j, 128, 128, 0, 8, 2, 64, 0, 4, 8),
-    CFG(h64_t64_w4_s2_bf, 64, 64, 1, 4, 2, 64, 1, 4, 8),
-    CFG(h128_t128_w8_s2_bf, 128, 128, 1, 8, 2, 64, 1, 4, 8),
+    CFG(h64_t64_w4_s2, 64, 64, 0, 4, 2, 64, 1, 1, 4, 4),
+    CFG(h64_t64_w4_s2_j, 64, 64, 0, 4, 2, 64, 0, 1, 8, 4),
+    CFG(h64_t64_w4_s3_j, 64, 64, 0, 4, 3, 64, 0, 1, 4, 8),
+    CFG(h64_t64_w2_s2, 64, 64, 0, 2, 2, 64, 1, 1, 8, 8),
+    CFG(h64_t128_w4_s2, 64, 128, 0, 4, 2, 64, 1, 1, 4, 4),
+    CFG(h64_t128_w4_s2_u1, 64, 128, 0, 4, 2, 64, 1, 0, 4, 4),
+    CFG(h64_t128_w4_s2_j, 64, 128, 0, 4, 2, 64, 0, 1, 4, 4),
+    CFG(h128_t64_w4_s2, 128, 64, 0, 4, 2, 64, 1, 1, 4, 4),
+    CFG(h128_t64_w4_s2_j, 128, 64, 0, 4, 2, 64, 0, 1, 8, 4),
+    CFG(h128_t128_w8_s2, 128, 128, 0, 8, 2, 64, 1, 1, 4, 8),
+    CFG(h128_t128_w8_s2_u1, 128, 128, 0, 8, 2, 64, 1, 0, 4, 4),
+    CFG(h128_t128_w8_s2_j, 128, 128, 0, 8, 2, 64, 0, 1, 4, 4),
+    CFG(h64_t64_w4_s2_bf, 64, 64, 1, 4, 2, 64, 1, 1, 4, 4),
+    CFG(h128_t128_w8_s2_bf, 128, 128, 1, 8, 2, 64, 1, 1, 4, 4),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 
@@ -850,7 +867,8 @@ static int nvrtc_check(const std::string &dir)
     std::vector<std::string> d = {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
                                   "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_TILE_N=" + std::to_string(c.T),
                                   "-DSTOF_WARPS=" + std::to_string(c.warps), "-DSTOF_STAGES=" + std::to_string(c.stages),
-                                  "-DSTOF_SUB_N=" + std::to_string(c.subn), "-DSTOF_KV_SPLIT=" + std::to_string(c.split)};
+                                  "-DSTOF_SUB_N=" + std::to_string(c.subn), "-DSTOF_KV_SPLIT=" + std::to_string(c.split),
+                                  "-DSTOF_SUB_UNROLL=" + std::to_string(c.unroll)};
     bad += !nvrtc_one(dir, "attention_block.cu", d, false);
     std::vector<std::string> dr = {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
                                    "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_ROW_WARPS=" + std::to_string(c.row_warps),
@@ -945,10 +963,11 @@ int main(int argc, char **argv)
   }
   if (list) {
     for (int k = 0; k < g_ncfg; ++k)
-      printf("%-22s D=%d T=%d %s warps=%d stages=%d subN=%d kv_split=%d smem=%d | row: warps=%d keys=%d\n",
+      printf("%-22s D=%d T=%d %s warps=%d stages=%d subN=%d kv_split=%d sub_unroll=%d smem=%d | row: "
+             "warps=%d keys=%d\n",
              g_cfgs[k].name, g_cfgs[k].D, g_cfgs[k].T, g_cfgs[k].bf16 ? "bf16" : "f16", g_cfgs[k].warps,
-             g_cfgs[k].stages, g_cfgs[k].subn, g_cfgs[k].split, g_cfgs[k].smem, g_cfgs[k].row_warps,
-             g_cfgs[k].row_keys);
+             g_cfgs[k].stages, g_cfgs[k].subn, g_cfgs[k].split, g_cfgs[k].unroll, g_cfgs[k].smem,
+             g_cfgs[k].row_warps, g_cfgs[k].row_keys);
     return 0;
   }
   if (!nvrtc_dir.empty()) return nvrtc_check(nvrtc_dir);

@@ -35,7 +35,9 @@
  *   STOF_STAGES (default 2; 2..4), STOF_SUB_N (default 64; the key columns whose scores
  *   are held in registers at once, divides T), STOF_KV_SPLIT (default 1: K and V of a tile
  *   in separate cp.async groups, S = QK^T starts before V lands, two CTA barriers per tile;
- *   0: one group and one barrier per tile).
+ *   0: one group and one barrier per tile), STOF_SUB_UNROLL (default 1: unroll the sub-tile
+ *   loop; 0: keep it rolled, fewer registers), STOF_MIN_BLOCKS (CTAs per SM promised to the
+ *   register allocator; default 4 for D=64 with 16 rows per warp, else 1).
  */
 #include "attention_common.cuh"
 
@@ -50,6 +52,16 @@
 #endif
 #ifndef STOF_KV_SPLIT
 #define STOF_KV_SPLIT 1
+#endif
+#ifndef STOF_SUB_UNROLL
+#define STOF_SUB_UNROLL 1
+#endif
+#ifndef STOF_MIN_BLOCKS
+#if STOF_HEAD_DIM == 64 && STOF_TILE_M / STOF_WARPS == 16
+#define STOF_MIN_BLOCKS 4
+#else
+#define STOF_MIN_BLOCKS 1
+#endif
 #endif
 #if STOF_STAGES < 2 || STOF_STAGES > 4
 #error "stof attention: STOF_STAGES must be 2, 3 or 4"
@@ -71,6 +83,7 @@ constexpr int kWRows = kT / kWarps;   /* query rows per warp */
 constexpr int kMF = kWRows / 16;      /* 16-row mma fragments per warp */
 constexpr int kNS = STOF_SUB_N;       /* score columns in registers at once */
 constexpr int kNSub = kT / kNS;       /* sub-tiles per outer tile */
+constexpr int kSubUnroll = STOF_SUB_UNROLL ? kNSub : 1;
 constexpr int kNB = kNS / 8;          /* 8-column n-blocks of S per sub-tile */
 constexpr int kKD = kD / 16;          /* k-steps of Q K^T */
 constexpr int kDB = kD / 8;           /* 8-column n-blocks of O */
@@ -120,10 +133,138 @@ __device__ __forceinline__ void load_v(unsigned sbase, int st, const elem_t *Vg,
   }
 }
 
+/* One K/V tile for one warp: S = Q K^T, mask (partial tiles), online softmax, O += P V.
+ * kPartial = false is straight-line code (no mask, no skipping: branches between the
+ * ldmatrix and mma instructions cost ptxas its scheduling). kPartial = true applies the
+ * bitmap and skips the 16-key groups (bit set in gm: has a valid key for one of this warp's
+ * rows) that are empty for this warp. With STOF_KV_SPLIT the CTA-wide wait for V sits
+ * between the softmax and P V of the first sub-tile, so every warp reaches it. */
+template <bool kPartial>
+__device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, const unsigned *bmp,
+                                          unsigned gm, const unsigned (&qf)[kMF][kKD][4],
+                                          float (&o)[kMF][kDB][4], float (&mrow)[kMF][2],
+                                          float (&lrow)[kMF][2], int lane, int wrow, int bsh,
+                                          int bhi, float sl2)
+{
+#pragma unroll kSubUnroll
+  for (int sub = 0; sub < kNSub; ++sub) {
+    const unsigned gs = kPartial ? (gm >> (sub * (kNS / 16))) & ((1u << (kNS / 16)) - 1u) : 1u;
+    float s[kMF][kNB][4];
+    if (!kPartial || gs) {
+#pragma unroll
+      for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) s[mf][nb][k] = 0.f;
+
+      /* S = Q K^T over this sub-tile's kNS keys. */
+#pragma unroll
+      for (int ks = 0; ks < kKD; ++ks)
+#pragma unroll
+        for (int np = 0; np < kNB / 2; ++np) {
+          if (kPartial && !((gs >> np) & 1u)) continue;
+          const int q = lane >> 3;
+          const int kr = sub * kNS + np * 16 + (q >> 1) * 8 + (lane & 7);
+          unsigned b0, b1, b2, b3;
+          ldsm_x4(ks_base + swz(kr, 2 * ks + (q & 1)), b0, b1, b2, b3);
+#pragma unroll
+          for (int mf = 0; mf < kMF; ++mf) {
+            mma16816(s[mf][2 * np], qf[mf][ks], b0, b1);
+            mma16816(s[mf][2 * np + 1], qf[mf][ks], b2, b3);
+          }
+        }
+
+      /* Partial tile: keys whose bit is 0 get -inf (skipped groups too: their bits are 0). */
+      if (kPartial) {
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int rb = (wrow + mf * 16 + hh * 8) >> 3;
+#pragma unroll
+            for (int nb = 0; nb < kNB; ++nb) {
+              const int cb = sub * kNB + nb;
+              const unsigned w = bmp[2 * (cb * kT8 + rb) + bhi] >> bsh;
+              if (!(w & 1u)) s[mf][nb][2 * hh] = neg_inf();
+              if (!(w & 2u)) s[mf][nb][2 * hh + 1] = neg_inf();
+            }
+          }
+      }
+
+      /* Online softmax: rows g and g+8 of each fragment; a quad shares a row. */
+#pragma unroll
+      for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          float mx = mrow[mf][hh];
+#pragma unroll
+          for (int nb = 0; nb < kNB; ++nb)
+            mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          /* While no valid key has been seen the max is -inf: use 0 as its stand-in, so that
+           * exp2(-inf - 0) = 0 and the (empty) accumulators are scaled by 0. */
+          const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+          const float alpha = ex2(mrow[mf][hh] * sl2 - ms);
+          mrow[mf][hh] = mx;
+          float sum = 0.f;
+#pragma unroll
+          for (int nb = 0; nb < kNB; ++nb) {
+            const float p0 = ex2(fmaf(s[mf][nb][2 * hh], sl2, -ms));
+            const float p1 = ex2(fmaf(s[mf][nb][2 * hh + 1], sl2, -ms));
+            s[mf][nb][2 * hh] = p0;
+            s[mf][nb][2 * hh + 1] = p1;
+            sum += p0 + p1;
+          }
+          lrow[mf][hh] = lrow[mf][hh] * alpha + sum;
+#pragma unroll
+          for (int db = 0; db < kDB; ++db) {
+            o[mf][db][2 * hh] *= alpha;
+            o[mf][db][2 * hh + 1] *= alpha;
+          }
+        }
+    }
+
+    if (kSplit && sub == 0) {
+      cp_async_wait<kGroups * kStages - 2>(); /* V of the tile landed */
+      __syncthreads();
+    }
+
+    if (!kPartial || gs) {
+      /* O += P V over this sub-tile's keys. */
+#pragma unroll
+      for (int kk = 0; kk < kNS / 16; ++kk) {
+        if (kPartial && !((gs >> kk) & 1u)) continue;
+        unsigned a[kMF][4];
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf) {
+          a[mf][0] = pack2(s[mf][2 * kk][0], s[mf][2 * kk][1]);
+          a[mf][1] = pack2(s[mf][2 * kk][2], s[mf][2 * kk][3]);
+          a[mf][2] = pack2(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
+          a[mf][3] = pack2(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < kDB / 2; ++dp) {
+          const int q = lane >> 3;
+          const int vr = sub * kNS + kk * 16 + (q & 1) * 8 + (lane & 7);
+          unsigned b0, b1, b2, b3;
+          ldsm_x4_t(vs_base + swz(vr, 2 * dp + (q >> 1)), b0, b1, b2, b3);
+#pragma unroll
+          for (int mf = 0; mf < kMF; ++mf) {
+            mma16816(o[mf][2 * dp], a[mf], b0, b1);
+            mma16816(o[mf][2 * dp + 1], a[mf], b2, b3);
+          }
+        }
+      }
+    }
+  }
+}
+
 } /* namespace blk */
 } /* namespace stof_attn */
 
-extern "C" __global__ void __launch_bounds__(STOF_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(STOF_WARPS * 32, STOF_MIN_BLOCKS)
 stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
                     const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
                     const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
@@ -251,14 +392,13 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
 
     /* Which 16-column groups of this tile hold a valid key for one of this warp's rows (bit
      * per group; all groups for a full tile). A group with none skips its mma work. */
-    unsigned gm = 0xffffffffu;
+    unsigned gm = 0u;
     if (partial) {
       constexpr int kWpg = 4 * kMF; /* bitmap words per (warp, 16-column group) */
       constexpr int kW = kT8 * 2 * kMF;
       const unsigned long long *bmp64 =
           reinterpret_cast<const unsigned long long *>(reinterpret_cast<const unsigned char *>(bmp64_all) +
                                                        st * kStageBytes);
-      gm = 0;
 #pragma unroll
       for (int w0 = 0; w0 < kW; w0 += 32) {
         const int w = w0 + lane;
@@ -272,119 +412,10 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
       }
     }
 
-#pragma unroll 1
-    for (int sub = 0; sub < kNSub; ++sub) {
-      const unsigned gs = (gm >> (sub * (kNS / 16))) & ((1u << (kNS / 16)) - 1u);
-      float s[kMF][kNB][4];
-      if (gs) {
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-          for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) s[mf][nb][k] = 0.f;
-
-        /* S = Q K^T over this sub-tile's kNS keys. */
-#pragma unroll
-        for (int ks = 0; ks < kKD; ++ks)
-#pragma unroll
-          for (int np = 0; np < kNB / 2; ++np) {
-            if (!((gs >> np) & 1u)) continue;
-            const int q = lane >> 3;
-            const int kr = sub * kNS + np * 16 + (q >> 1) * 8 + (lane & 7);
-            unsigned b0, b1, b2, b3;
-            ldsm_x4(ks_base + swz(kr, 2 * ks + (q & 1)), b0, b1, b2, b3);
-#pragma unroll
-            for (int mf = 0; mf < kMF; ++mf) {
-              mma16816(s[mf][2 * np], qf[mf][ks], b0, b1);
-              mma16816(s[mf][2 * np + 1], qf[mf][ks], b2, b3);
-            }
-          }
-
-        /* Partial tile: keys whose bit is 0 get -inf. */
-        if (partial) {
-#pragma unroll
-          for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int rb = (wrow + mf * 16 + hh * 8) >> 3;
-#pragma unroll
-              for (int nb = 0; nb < kNB; ++nb) {
-                const int cb = sub * kNB + nb;
-                const unsigned w = bmp[2 * (cb * kT8 + rb) + bhi] >> bsh;
-                if (!(w & 1u)) s[mf][nb][2 * hh] = neg_inf();
-                if (!(w & 2u)) s[mf][nb][2 * hh + 1] = neg_inf();
-              }
-            }
-        }
-
-        /* Online softmax: rows g and g+8 of each fragment; a quad shares a row. */
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            float mx = mrow[mf][hh];
-#pragma unroll
-            for (int nb = 0; nb < kNB; ++nb)
-              mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            /* While no valid key has been seen the max is -inf: use 0 as its stand-in, so
-             * that exp2(-inf - 0) = 0 and the (empty) accumulators are scaled by 0. */
-            const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-            const float alpha = ex2(mrow[mf][hh] * sl2 - ms);
-            mrow[mf][hh] = mx;
-            float sum = 0.f;
-#pragma unroll
-            for (int nb = 0; nb < kNB; ++nb) {
-              const float p0 = ex2(fmaf(s[mf][nb][2 * hh], sl2, -ms));
-              const float p1 = ex2(fmaf(s[mf][nb][2 * hh + 1], sl2, -ms));
-              s[mf][nb][2 * hh] = p0;
-              s[mf][nb][2 * hh + 1] = p1;
-              sum += p0 + p1;
-            }
-            lrow[mf][hh] = lrow[mf][hh] * alpha + sum;
-#pragma unroll
-            for (int db = 0; db < kDB; ++db) {
-              o[mf][db][2 * hh] *= alpha;
-              o[mf][db][2 * hh + 1] *= alpha;
-            }
-          }
-      }
-
-      if (kSplit && sub == 0) {
-        cp_async_wait<kGroups * kStages - 2>(); /* V of tile i landed */
-        __syncthreads();
-      }
-
-      if (gs) {
-        /* O += P V over this sub-tile's keys (groups with no valid key have P = 0). */
-#pragma unroll
-        for (int kk = 0; kk < kNS / 16; ++kk) {
-          if (!((gs >> kk) & 1u)) continue;
-          unsigned a[kMF][4];
-#pragma unroll
-          for (int mf = 0; mf < kMF; ++mf) {
-            a[mf][0] = pack2(s[mf][2 * kk][0], s[mf][2 * kk][1]);
-            a[mf][1] = pack2(s[mf][2 * kk][2], s[mf][2 * kk][3]);
-            a[mf][2] = pack2(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
-            a[mf][3] = pack2(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
-          }
-#pragma unroll
-          for (int dp = 0; dp < kDB / 2; ++dp) {
-            const int q = lane >> 3;
-            const int vr = sub * kNS + kk * 16 + (q & 1) * 8 + (lane & 7);
-            unsigned b0, b1, b2, b3;
-            ldsm_x4_t(vs_base + swz(vr, 2 * dp + (q >> 1)), b0, b1, b2, b3);
-#pragma unroll
-            for (int mf = 0; mf < kMF; ++mf) {
-              mma16816(o[mf][2 * dp], a[mf], b0, b1);
-              mma16816(o[mf][2 * dp + 1], a[mf], b2, b3);
-            }
-          }
-        }
-      }
-    }
+    if (partial)
+      tile_body<true>(ks_base, vs_base, bmp, gm, qf, o, mrow, lrow, lane, wrow, bsh, bhi, sl2);
+    else
+      tile_body<false>(ks_base, vs_base, bmp, gm, qf, o, mrow, lrow, lane, wrow, bsh, bhi, sl2);
   }
 
   /* Epilogue: O / l (0 for a row with no valid key), staged through this warp's own rows of

@@ -1,13 +1,14 @@
 /*
  * Row-wise sparse attention, forward (inference): for short sequences and very sparse rows.
  *
- * A warp owns one query row. It walks the row's non-empty mask tiles (BSR + bitmap format),
- * turns each tile's bitmap row into the list of valid key columns (ballot + popc) and
+ * A warp owns one query row. It walks the row's non-empty mask tiles (BSR + bitmap format)
+ * 32 at a time (lane l loads tile l's column and the row's T-bit mask in it, so a batch
+ * costs one memory latency), turns each mask into the list of valid key columns (popc) and
  * appends them to a small per-warp ring of key indices in shared memory; every time the
  * ring holds a round of keys, the warp computes them:
  *   - lanes form groups of D/8 lanes; a group owns one key at a time, each lane 8 of its D
  *     elements (16-byte loads, a group reads one contiguous row), so a D=64 warp works on 4
- *     keys at once (D=128: 2) and a round is 8 keys per group;
+ *     keys at once (D=128: 2) and a round is STOF_ROW_KEYS keys per group;
  *   - score = q . k with the q row in registers (f32, pre-multiplied by scale*log2 e),
  *     reduced over the group's lanes by shuffles;
  *   - each group keeps its own online-softmax state (running max, sum, 8 output elements
@@ -28,7 +29,7 @@
  *
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128: the
  *   tile of the mask format), STOF_ROW_WARPS (default 4: query rows per CTA),
- *   STOF_ROW_KEYS (default 8: keys per lane group per round; 2, 4 or 8).
+ *   STOF_ROW_KEYS (default 4: keys per lane group per round; 2, 4 or 8).
  */
 #include "attention_common.cuh"
 
@@ -39,7 +40,7 @@
 #error "stof attention: STOF_ROW_WARPS must be between 1 and 32"
 #endif
 #ifndef STOF_ROW_KEYS
-#define STOF_ROW_KEYS 8
+#define STOF_ROW_KEYS 4
 #endif
 #if STOF_ROW_KEYS != 2 && STOF_ROW_KEYS != 4 && STOF_ROW_KEYS != 8
 #error "stof attention: STOF_ROW_KEYS (keys per lane group per round) must be 2, 4 or 8"
@@ -164,26 +165,50 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
   int *ring = ring_all[warp];
   int head = 0, cnt = 0;
   const unsigned lt = (1u << lane) - 1u;
-  for (int e = e0; e < e1; ++e) {
-    const int col = __ldg(col_idx + e), off = __ldg(bmp_off + e);
+  /* Tiles in batches of 32: lane l fetches tile e + l's column and this row's T-bit mask in
+   * it (independent loads, one latency per batch, not per tile); the warp then walks the
+   * batch's non-empty masks, broadcast by shuffles, appending the valid keys to the ring. */
+  for (int eb = e0; eb < e1; eb += 32) {
+    const int e = eb + lane;
+    int col = 0;
+    unsigned mw[kT / 32];
 #pragma unroll
-    for (int p = 0; p < kT / 32; ++p) {
-      unsigned bits = 0xffffffffu; /* full tile: every column */
-      if (off >= 0) {
-        const int c = p * 32 + lane;
-        const unsigned long long w = __ldg(bitmap + (unsigned long long)off + (c >> 3) * kT8 + rb);
-        bits = __ballot_sync(0xffffffffu, (unsigned)(w >> (rsh + (c & 7))) & 1u);
+    for (int p = 0; p < kT / 32; ++p) mw[p] = 0u;
+    if (e < e1) {
+      col = __ldg(col_idx + e);
+      const int off = __ldg(bmp_off + e);
+      if (off < 0) {
+#pragma unroll
+        for (int p = 0; p < kT / 32; ++p) mw[p] = 0xffffffffu; /* full tile: every column */
+      } else {
+        const unsigned long long *bw = bitmap + (unsigned long long)off + rb;
+#pragma unroll
+        for (int ci = 0; ci < kT8; ++ci)
+          mw[ci >> 2] |= (unsigned)((__ldg(bw + ci * kT8) >> rsh) & 0xffull) << (8 * (ci & 3));
       }
-      if (bits == 0u) continue;
-      if ((bits >> lane) & 1u)
-        ring[(head + cnt + __popc(bits & lt)) & (kRing - 1)] = col * kT + p * 32 + lane;
-      cnt += __popc(bits);
-      __syncwarp();
-      while (cnt >= kRK) {
-        round_keys(ring, head, kRK, grp, dl, Kg, Vg, q, m, l, o);
-        head = (head + kRK) & (kRing - 1);
-        cnt -= kRK;
-        __syncwarp(); /* the slots just read may be written next */
+    }
+    bool any = false;
+#pragma unroll
+    for (int p = 0; p < kT / 32; ++p) any |= mw[p] != 0u;
+    unsigned todo = __ballot_sync(0xffffffffu, any);
+    while (todo) {
+      const int src = __ffs(todo) - 1;
+      todo &= todo - 1u;
+      const int c = __shfl_sync(0xffffffffu, col, src);
+#pragma unroll
+      for (int p = 0; p < kT / 32; ++p) {
+        const unsigned bits = __shfl_sync(0xffffffffu, mw[p], src);
+        if (bits == 0u) continue;
+        if ((bits >> lane) & 1u)
+          ring[(head + cnt + __popc(bits & lt)) & (kRing - 1)] = c * kT + p * 32 + lane;
+        cnt += __popc(bits);
+        __syncwarp();
+        while (cnt >= kRK) {
+          round_keys(ring, head, kRK, grp, dl, Kg, Vg, q, m, l, o);
+          head = (head + kRK) & (kRing - 1);
+          cnt -= kRK;
+          __syncwarp(); /* the slots just read may be written next */
+        }
       }
     }
   }

@@ -144,4 +144,10 @@ stof_tensor *slua_check_tensor(lua_State *L, int arg, const char *fname);
 /** Sets stof.eval in the table at idx. */
 void slua_open_eval(lua_State *L, int idx);
 
+/* ---------------------------------------------------------------- mask.c */
+
+/** Sets stof.mask (also package.loaded["stof.mask"]) in the table at idx (creates the Mask
+ *  and MaskFormat metatables). */
+void slua_open_mask(lua_State *L, int idx);
+
 #endif
