@@ -67,7 +67,8 @@ namespace ATTN_NS {
 #include <vector>
 
 /* ------------------------------------------------------------------ configurations */
-/* name: h<D>_t<T>_w<warps>_s<stages>[_j: STOF_KV_SPLIT=0][_u1: STOF_SUB_UNROLL=0]
+/* name: h<D>_t<T>_w<warps>_s<stages>[_m3: STOF_MIN_BLOCKS=3][_j: STOF_KV_SPLIT=0]
+ * [_u1: STOF_SUB_UNROLL=0]
  * [_bf: bfloat16]; each also carries a row-wise kernel (STOF_ROW_WARPS, STOF_ROW_KEYS listed
  * in g_cfgs). */
 #define ATTN_DEV_INSTANTIATE
@@ -85,6 +86,22 @@ namespace ATTN_NS {
 #define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h64_t64_w4_s2_block
 #define stof_attn_row_fwd h64_t64_w4_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t64_w4_s2_m3
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_WARPS 4
+#define STOF_STAGES 2
+#define STOF_SUB_N 64
+#define STOF_KV_SPLIT 1
+#define STOF_SUB_UNROLL 1
+#define STOF_MIN_BLOCKS 3
+#define STOF_ROW_WARPS 8
+#define STOF_ROW_KEYS 2
+#define stof_attn_block_fwd h64_t64_w4_s2_m3_block
+#define stof_attn_row_fwd h64_t64_w4_s2_m3_row
 #include "attn_dev.cu"
 
 #define ATTN_NS h64_t64_w4_s2_j
@@ -298,6 +315,7 @@ struct Cfg {
 
 static const Cfg g_cfgs[] = {
     CFG(h64_t64_w4_s2, 64, 64, 0, 4, 2, 64, 1, 1, 4, 4),
+    CFG(h64_t64_w4_s2_m3, 64, 64, 0, 4, 2, 64, 1, 1, 8, 2),
     CFG(h64_t64_w4_s2_j, 64, 64, 0, 4, 2, 64, 0, 1, 8, 4),
     CFG(h64_t64_w4_s3_j, 64, 64, 0, 4, 3, 64, 0, 1, 4, 8),
     CFG(h64_t64_w2_s2, 64, 64, 0, 2, 2, 64, 1, 1, 8, 8),

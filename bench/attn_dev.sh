@@ -36,3 +36,23 @@ fi
 [ $# -eq 0 ] && exit 0
 # A hung kernel must not eat the whole lease: ATTN_DEV_TIMEOUT seconds per run (default 300).
 timeout "${ATTN_DEV_TIMEOUT:-300}" "$BIN" "$@" --json "$OUT/attn.jsonl" 2>&1 | tee -a "$OUT/attn.log"
+
+# ATTN_DEV_PIVOT=1: after the run, one line per (kernel, mask, shape) with each
+# configuration's median ms from all of $OUT/attn.jsonl (the last measurement wins).
+if [ "${ATTN_DEV_PIVOT:-0}" = 1 ] && command -v python3 >/dev/null; then
+  python3 - "$OUT/attn.jsonl" <<'PY'
+import json, sys, collections
+t = collections.OrderedDict(); cfgs = []
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if d["ms"] <= 0: continue
+    k = (d["kernel"], d["mask"], d["B"], d["H"], d["Sq"], d["D"])
+    t.setdefault(k, {})[d["cfg"]] = d["ms"]
+    if d["cfg"] not in cfgs: cfgs.append(d["cfg"])
+print("pivot (ms):", " | ".join("%d=%s" % (i, c) for i, c in enumerate(cfgs)))
+for k, v in t.items():
+    best = min(v.values())
+    cells = " ".join(("%8.4f%s" % (v[c], "*" if v[c] == best else " ")) if c in v else "       - " for c in cfgs)
+    print("%-5s %-14s %2dx%-5d H%-2d D%-3d %s" % (k[0], k[1], k[2], k[4], k[3], k[5], cells))
+PY
+fi

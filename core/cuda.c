@@ -55,7 +55,13 @@
   X(launch_kernel, cuLaunchKernel)                  \
   X(func_set_attribute, cuFuncSetAttribute)         \
   X(get_error_name, cuGetErrorName)                 \
-  X(get_error_string, cuGetErrorString)
+  X(get_error_string, cuGetErrorString)             \
+  X(memset_d16, cuMemsetD16_v2)                     \
+  X(event_create, cuEventCreate)                    \
+  X(event_record, cuEventRecord)                    \
+  X(event_synchronize, cuEventSynchronize)          \
+  X(event_elapsed, cuEventElapsedTime)              \
+  X(event_destroy, cuEventDestroy_v2)
 
 static struct {
   void *lib;
@@ -284,6 +290,64 @@ stof_status stof_cuda_synchronize(stof_ctx *ctx) {
   return STOF_OK;
 }
 
+stof_status stof_cuda_memset16(stof_ctx *ctx, uint64_t dst, uint16_t value, size_t count) {
+  stof_status st = drv_ready(ctx);
+  if (st || count == 0) return st;
+  CUresult r = drv.memset_d16((CUdeviceptr)dst, value, count);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemsetD16_v2", "(%zu elements)", count);
+  return STOF_OK;
+}
+
+struct stof_cuda_timer {
+  stof_ctx *ctx;
+  CUevent start, stop;
+};
+
+stof_status stof_cuda_timer_new(stof_ctx *ctx, stof_cuda_timer **out) {
+  *out = NULL;
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  stof_cuda_timer *t = stof_ctx_alloc(ctx, sizeof *t);
+  if (!t) return STOF_ERR_NOMEM;
+  t->ctx = ctx;
+  CUresult r = drv.event_create(&t->start, CU_EVENT_DEFAULT);
+  if (r == CUDA_SUCCESS) {
+    r = drv.event_create(&t->stop, CU_EVENT_DEFAULT);
+    if (r != CUDA_SUCCESS) drv.event_destroy(t->start);
+  }
+  if (r != CUDA_SUCCESS) {
+    stof_ctx_dealloc(ctx, t, sizeof *t);
+    return cu_error(ctx, r, "cuEventCreate", "%s", "");
+  }
+  *out = t;
+  return STOF_OK;
+}
+
+stof_status stof_cuda_timer_start(stof_cuda_timer *t) {
+  stof_status st = drv_ready(t->ctx);
+  if (st) return st;
+  CUresult r = drv.event_record(t->start, NULL);
+  return r == CUDA_SUCCESS ? STOF_OK : cu_error(t->ctx, r, "cuEventRecord", "%s", "");
+}
+
+stof_status stof_cuda_timer_stop(stof_cuda_timer *t, float *ms) {
+  stof_status st = drv_ready(t->ctx);
+  if (st) return st;
+  CUresult r = drv.event_record(t->stop, NULL);
+  if (r == CUDA_SUCCESS) r = drv.event_synchronize(t->stop);
+  if (r == CUDA_SUCCESS) r = drv.event_elapsed(ms, t->start, t->stop);
+  return r == CUDA_SUCCESS ? STOF_OK : cu_error(t->ctx, r, "cuEventElapsedTime", "%s", "");
+}
+
+void stof_cuda_timer_free(stof_cuda_timer *t) {
+  if (!t) return;
+  if (drv.status == STOF_OK && drv.ctx_set_current(drv.primary) == CUDA_SUCCESS) {
+    drv.event_destroy(t->start);
+    drv.event_destroy(t->stop);
+  }
+  stof_ctx_dealloc(t->ctx, t, sizeof *t);
+}
+
 /* ---------------------------------------------------------------- NVRTC */
 
 #define MAX_LOG_SHOWN 4096 /* bytes of NVRTC log kept in a message */
@@ -345,7 +409,16 @@ static stof_status compile_failed(stof_ctx *ctx, nvrtcProgram prog, nvrtcResult 
 stof_status stof_cuda_compile(stof_ctx *ctx, const char *src, const char *name,
                               const char *arch, int nopt, const char *const *opts,
                               void **cubin, size_t *size) {
+  return stof_cuda_compile_ex(ctx, src, name, arch, nopt, opts, 0, NULL, NULL, cubin, size);
+}
+
+stof_status stof_cuda_compile_ex(stof_ctx *ctx, const char *src, const char *name,
+                                 const char *arch, int nopt, const char *const *opts,
+                                 int nheader, const char *const *header_names,
+                                 const char *const *header_srcs, void **cubin, size_t *size) {
   if (!name) name = "<source>";
+  if (nheader < 0 || (nheader > 0 && (!header_names || !header_srcs)))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda compile %s: bad headers (%d)", name, nheader);
   if (!src || !cubin || !size)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda compile %s: null %s", name,
                           !src ? "source" : "output");
@@ -373,7 +446,8 @@ stof_status stof_cuda_compile(stof_ctx *ctx, const char *src, const char *name,
 
   stof_status st = STOF_OK;
   nvrtcProgram prog = NULL;
-  nvrtcResult r = nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL);
+  nvrtcResult r = nvrtcCreateProgram(&prog, src, name, nheader, (const char **)header_srcs,
+                                     (const char **)header_names);
   if (r != NVRTC_SUCCESS) {
     st = nvrtc_error(ctx, r, "nvrtcCreateProgram", name, arch);
     prog = NULL;
@@ -551,5 +625,51 @@ stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned 
     return cu_error(ctx, r, "cuLaunchKernel",
                     "for kernel %s (grid %u x %u x %u, block %u x %u x %u, %u bytes shared)",
                     k->name, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- cubin cache */
+
+static uint64_t hash_str(uint64_t h, const char *s) {
+  return stof_hash_bytes(h, s, strlen(s) + 1); /* the NUL separates fields */
+}
+
+stof_status stof_cuda_compile_cached(stof_ctx *ctx, const char *src, const char *name,
+                                     const char *arch, int nopt, const char *const *opts,
+                                     int nheader, const char *const *header_names,
+                                     const char *const *header_srcs, void **cubin,
+                                     size_t *size) {
+  *cubin = NULL;
+  *size = 0;
+  if (!src || !arch) return stof_cuda_compile_ex(ctx, src, name, arch, nopt, opts, nheader,
+                                                 header_names, header_srcs, cubin, size);
+  uint64_t h = hash_str(STOF_HASH_INIT, src);
+  h = hash_str(h, arch);
+  int ver = stof_cuda_nvrtc_version();
+  h = stof_hash_bytes(h, &ver, sizeof ver);
+  for (int i = 0; i < nopt && opts; i++) h = hash_str(h, opts[i]);
+  for (int i = 0; i < nheader && header_names && header_srcs; i++)
+    h = hash_str(hash_str(h, header_names[i]), header_srcs[i]);
+  char dir[4096], path[4200];
+  stof_status st = stof_cache_dir(ctx, "cubin", dir, sizeof dir);
+  if (st == STOF_OK) {
+    snprintf(path, sizeof path, "%s/%016llx-%s.cubin", dir, (unsigned long long)h, arch);
+    void *data;
+    size_t n;
+    if (stof_cache_read(ctx, path, &data, &n) == STOF_OK) {
+      if (n > 4 && memcmp(data, "\177ELF", 4) == 0) {
+        *cubin = data;
+        *size = n;
+        return STOF_OK;
+      }
+      stof_ctx_dealloc(ctx, data, n); /* corrupt: compile again and replace it */
+    }
+    stof_ctx_clear_error(ctx);
+  }
+  stof_status cst = stof_cuda_compile_ex(ctx, src, name, arch, nopt, opts, nheader,
+                                         header_names, header_srcs, cubin, size);
+  if (cst) return cst;
+  if (st == STOF_OK && stof_cache_write(ctx, path, *cubin, *size) != STOF_OK)
+    stof_ctx_clear_error(ctx); /* a cache that cannot be written only costs time */
   return STOF_OK;
 }

@@ -398,6 +398,22 @@ stof_status stof_te_print(stof_graph *g, int nout, const stof_op *const *outputs
 stof_status stof_te_hash(stof_graph *g, int nout, const stof_op *const *outputs,
                          uint64_t *out);
 
+/* ---------------------------------------------------------------- on-disk cache */
+
+/**
+ * The directory for cached artefacts of one kind (subdir: "cubin", "so", ...), created if
+ * missing: $STOF_CACHE_DIR/subdir, else $XDG_CACHE_HOME/stof/subdir, else
+ * $HOME/.cache/stof/subdir, else /tmp/stof-cache/subdir. Written into buf (n bytes).
+ */
+stof_status stof_cache_dir(stof_ctx *ctx, const char *subdir, char *buf, size_t n);
+/** Reads a whole cache file. STOF_ERR_NOT_FOUND when absent. Owned: stof_ctx_dealloc. */
+stof_status stof_cache_read(stof_ctx *ctx, const char *path, void **data, size_t *size);
+/** Writes a cache file atomically (a temporary name in the same directory, then rename). */
+stof_status stof_cache_write(stof_ctx *ctx, const char *path, const void *data, size_t size);
+/** FNV-1a 64 over bytes, chained from h (start with STOF_HASH_INIT). */
+#define STOF_HASH_INIT 0xcbf29ce484222325ull
+uint64_t stof_hash_bytes(uint64_t h, const void *data, size_t size);
+
 /* ---------------------------------------------------------------- interpreter */
 
 /**
@@ -442,6 +458,16 @@ stof_status stof_cuda_htod(stof_ctx *ctx, uint64_t dst, const void *src, size_t 
 stof_status stof_cuda_dtoh(stof_ctx *ctx, void *dst, uint64_t src, size_t size);
 stof_status stof_cuda_dtod(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size);
 stof_status stof_cuda_synchronize(stof_ctx *ctx);
+/** Sets count 16-bit words at dst to value (poisoning f16 outputs with NaN: 0x7e00). */
+stof_status stof_cuda_memset16(stof_ctx *ctx, uint64_t dst, uint16_t value, size_t count);
+
+/** Device-event timing on the default stream. Owned: stof_cuda_timer_free. */
+typedef struct stof_cuda_timer stof_cuda_timer;
+stof_status stof_cuda_timer_new(stof_ctx *ctx, stof_cuda_timer **out);
+stof_status stof_cuda_timer_start(stof_cuda_timer *t);
+/** Records the stop event, waits for it, and gives the milliseconds since start. */
+stof_status stof_cuda_timer_stop(stof_cuda_timer *t, float *ms);
+void stof_cuda_timer_free(stof_cuda_timer *t);
 
 /**
  * Compiles CUDA C with NVRTC for arch ("sm_90", "sm_90a", ...) to a cubin. name names the
@@ -451,6 +477,23 @@ stof_status stof_cuda_synchronize(stof_ctx *ctx);
 stof_status stof_cuda_compile(stof_ctx *ctx, const char *src, const char *name,
                               const char *arch, int nopt, const char *const *opts,
                               void **cubin, size_t *size);
+/** stof_cuda_compile with in-memory headers: `#include "header_names[i]"` in src finds
+ *  header_srcs[i]. */
+stof_status stof_cuda_compile_ex(stof_ctx *ctx, const char *src, const char *name,
+                                 const char *arch, int nopt, const char *const *opts,
+                                 int nheader, const char *const *header_names,
+                                 const char *const *header_srcs, void **cubin, size_t *size);
+/**
+ * stof_cuda_compile_ex through the on-disk cubin cache (stof_cache_dir "cubin"), keyed by
+ * a hash of the source, headers, options, arch and NVRTC version. A cached file is written
+ * to a temporary name and renamed, so concurrent processes never read half a cubin; an
+ * unreadable or corrupt entry is recompiled and replaced. Owned cubin as above.
+ */
+stof_status stof_cuda_compile_cached(stof_ctx *ctx, const char *src, const char *name,
+                                     const char *arch, int nopt, const char *const *opts,
+                                     int nheader, const char *const *header_names,
+                                     const char *const *header_srcs, void **cubin,
+                                     size_t *size);
 /** The NVRTC version as major*1000 + minor*10. */
 int stof_cuda_nvrtc_version(void);
 /** Loads a cubin. Owned: stof_cuda_module_free. */

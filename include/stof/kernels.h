@@ -209,6 +209,87 @@ stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64
 /** Hits and misses so far. */
 void stof_mask_cache_stats(const stof_mask_cache *c, int64_t *hits, int64_t *misses);
 
+/* ---------------------------------------------------------------- attention */
+
+/*
+ * Sparse attention, forward: O = softmax(scale * Q K^T, masked) V per (b, h), softmax in
+ * f32 (f64 on the CPU); rows with no kept key give zeros. Q, O [B, H, Sq, D]; K, V
+ * [B, Hkv, Sk, D] (head h reads K/V head h / (H / Hkv)); contiguous.
+ */
+#define STOF_ATTN_KERNEL_LIST(X) X(AUTO, "auto") X(BLOCK, "block") X(ROW, "row")
+typedef enum stof_attn_kernel {
+#define STOF_X(name, text) STOF_ATTN_##name,
+  STOF_ATTN_KERNEL_LIST(STOF_X)
+#undef STOF_X
+  STOF_ATTN_KERNEL_COUNT
+} stof_attn_kernel;
+const char *stof_attn_kernel_name(stof_attn_kernel k);
+
+typedef struct stof_attn_opts {
+  stof_attn_kernel kernel; /* AUTO: the selector decides */
+  int tile;                /* outer tile of the mask format, 64 or 128; 0: the selector's */
+  float scale;             /* 0: 1 / sqrt(D) */
+  int warps;               /* 0: the kernel's default */
+  int stages;              /* block-wise pipeline depth, 0: default */
+} stof_attn_opts;
+
+/** The CPU implementation (the intrinsic's, and a reference): walks only the kept
+ *  entries of fmt, f64 accumulation, two-pass softmax. q, k, v, out: CPU tensors of any
+ *  float dtype with the shapes above; fmt built for (B, H, Sq, Sk). */
+stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
+                               const stof_tensor *v, const stof_mask_format *fmt, float scale,
+                               stof_tensor *out);
+
+/* What the selector decided, and why. */
+typedef struct stof_attn_choice {
+  stof_attn_kernel kernel;
+  int tile, warps, stages;
+  double frac16;     /* the format statistic the rule reads */
+  double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
+  char why[512];
+} stof_attn_choice;
+
+/** The selector: kernel and tile from the mask's statistics at tile 64, the shape and the
+ *  device (sm_count, 0 when unknown). Respects whatever opts fixes. */
+stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, int64_t B,
+                                  int64_t H, int64_t D, int sm_count,
+                                  const stof_attn_opts *opts, stof_attn_choice *out);
+
+/* The GPU engine: compiled kernel variants (NVRTC, cubins cached on disk), formats. */
+typedef struct stof_attn_engine stof_attn_engine;
+typedef struct stof_attn_plan stof_attn_plan;
+
+/** Owned: stof_attn_engine_free. Needs a GPU (STOF_ERR_NO_DEVICE otherwise). */
+stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out);
+void stof_attn_engine_free(stof_attn_engine *e);
+
+/**
+ * Prepares attention of one shape and mask: builds the format (CPU), picks the kernel,
+ * compiles it and copies the format to the GPU. Errors: a head dim other than 64 or 128
+ * and dtypes other than f16/bf16 (STOF_ERR_UNSUPPORTED), H not a multiple of Hkv or
+ * non-positive sizes (STOF_ERR_SHAPE), a mask that keeps nothing (STOF_ERR_ARG).
+ * Owned: stof_attn_plan_free (before the engine).
+ */
+stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
+                               int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, stof_dtype dtype,
+                               const stof_attn_opts *opts, stof_attn_plan **out);
+/** Launches on the default stream (asynchronous). The tensors must be CUDA tensors of the
+ *  plan's shapes and dtype (STOF_ERR_SHAPE / _TYPE / _ARG naming the argument). */
+stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
+                               const stof_tensor *v, stof_tensor *out);
+/** The choice and its reasons. Borrowed. */
+const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p);
+/** The (query, key) pairs the mask keeps over all B x H: the useful work is
+ *  4 * D * nvalid FLOPs. */
+int64_t stof_attn_plan_nvalid(const stof_attn_plan *p);
+/** Milliseconds spent building the format, compiling and uploading (reported apart from
+ *  attention time). */
+double stof_attn_plan_prepare_ms(const stof_attn_plan *p);
+void stof_attn_plan_free(stof_attn_plan *p);
+
+/** The embedded text of a source under kernels/ (e.g. "attention_block.cu"), or NULL. */
+const char *stof_kernels_source(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -142,10 +142,6 @@ local function show(args)
   local ok, f = pcall(m.format, m, {o.Sq, o.Sk}, {tile = o.tile, batch = o.batch, heads = o.heads})
   if not ok then fail("%s", tostring(f)) end
   print(tostring(f))
-  local st = f.stats
-  print(("density %.4f (%d of %d elements), non-empty 16x16 tiles %.4f, tiles %d full / %d partial / %d empty of %d")
-    :format(st.density, st.nvalid, st.nmask * o.Sq * o.Sk, st.frac16, st.full, st.partial,
-            st.empty, st.tiles))
   -- Instance (0, 0) is in the map above; up to 3 more of the distinct ones.
   for n = 1, math.min(f.nmask, 4) - 1 do
     print(f:map(n // f.mask_h, n % f.mask_h))
@@ -153,6 +149,10 @@ local function show(args)
   if f.nmask > 4 then
     print(("(%d more distinct instances: MaskFormat:map(b, h) in Lua draws them)"):format(f.nmask - 4))
   end
+  local st = f.stats
+  print(("density %.4f (%d of %d elements), non-empty 16x16 tiles %.4f, tiles %d full / %d partial / %d empty of %d")
+    :format(st.density, st.nvalid, st.nmask * o.Sq * o.Sk, st.frac16, st.full, st.partial,
+            st.empty, st.tiles))
   if o.output then
     local okw, err = pcall(f.svg, f, o.output, 0, 0)
     if not okw then fail("%s", tostring(err)) end

@@ -1,0 +1,413 @@
+/*
+ * Sparse attention as an intrinsic: the CPU implementation (walks the two-level format),
+ * the selector (block-wise vs row-wise, tile size), and the GPU engine that compiles the
+ * hand-written kernels (kernels/attention_*.cu, embedded) with NVRTC and launches them on
+ * a format copied to the GPU. A plan fixes one shape and mask, so the format build,
+ * compilation and upload (reported apart) stay out of the timed launch.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels_int.h"
+
+static const char *const kernel_names[] = {
+#define STOF_X(name, text) text,
+    STOF_ATTN_KERNEL_LIST(STOF_X)
+#undef STOF_X
+};
+
+const char *stof_attn_kernel_name(stof_attn_kernel k) {
+  return (unsigned)k < STOF_ATTN_KERNEL_COUNT ? kernel_names[k] : "?";
+}
+
+extern const struct stof_embedded_source {
+  const char *name;
+  const char *text;
+} stof_embedded_sources[];
+
+const char *stof_kernels_source(const char *name) {
+  for (const struct stof_embedded_source *s = stof_embedded_sources; s->name; s++)
+    if (strcmp(s->name, name) == 0) return s->text;
+  return NULL;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---------------------------------------------------------------- shapes */
+
+/* Checks q [B, H, Sq, D], k and v [B, Hkv, Sk, D], out like q; fills dims[6] =
+ * {B, H, Hkv, Sq, Sk, D}. */
+static stof_status check_shapes(stof_ctx *ctx, const char *who, const stof_tensor *q,
+                                const stof_tensor *k, const stof_tensor *v,
+                                const stof_tensor *out, int64_t dims[6]) {
+  const stof_tensor *t[4] = {q, k, v, out};
+  static const char *const names[4] = {"q", "k", "v", "out"};
+  for (int i = 0; i < 4; i++) {
+    if (!t[i]) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: missing tensor %s", who, names[i]);
+    if (t[i]->ndim != 4)
+      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: %s has %d dimensions, [B, H, S, D] expected",
+                            who, names[i], t[i]->ndim);
+  }
+  int64_t B = q->shape[0], H = q->shape[1], Sq = q->shape[2], D = q->shape[3];
+  int64_t Hkv = k->shape[1], Sk = k->shape[2];
+  if (k->shape[0] != B || k->shape[3] != D)
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: k is [%lld, %lld, %lld, %lld], q is [%lld, %lld, %lld, %lld]: batch and head dim must agree",
+                          who, (long long)k->shape[0], (long long)k->shape[1], (long long)k->shape[2],
+                          (long long)k->shape[3], (long long)B, (long long)H, (long long)Sq, (long long)D);
+  if (memcmp(v->shape, k->shape, sizeof k->shape[0] * 4))
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: v must have k's shape", who);
+  if (memcmp(out->shape, q->shape, sizeof q->shape[0] * 4))
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: out must have q's shape", who);
+  if (Hkv <= 0 || H % Hkv != 0)
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: %lld query heads is not a multiple of %lld key/value heads",
+                          who, (long long)H, (long long)Hkv);
+  dims[0] = B, dims[1] = H, dims[2] = Hkv, dims[3] = Sq, dims[4] = Sk, dims[5] = D;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- CPU */
+
+static int format_bit(const stof_mask_format *f, int32_t e, int64_t ii, int64_t jj) {
+  if (f->bmp_off[e] < 0) return 1;
+  int64_t nt = f->T / 8;
+  uint64_t w = f->bitmap[f->bmp_off[e] + (jj / 8) * nt + ii / 8];
+  return (int)((w >> ((ii % 8) * 8 + jj % 8)) & 1);
+}
+
+stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
+                               const stof_tensor *v, const stof_mask_format *f, float scale,
+                               stof_tensor *out) {
+  int64_t d[6];
+  stof_status st = check_shapes(ctx, "attention (cpu)", q, k, v, out, d);
+  if (st) return st;
+  int64_t B = d[0], H = d[1], Hkv = d[2], Sq = d[3], Sk = d[4], D = d[5];
+  const stof_tensor *t[4] = {q, k, v, out};
+  for (int i = 0; i < 4; i++)
+    if (t[i]->device != STOF_DEVICE_CPU || !stof_tensor_is_contiguous(t[i]))
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention (cpu): tensors must be contiguous CPU tensors");
+  if (!f || f->B != B || f->H != H || f->Sq != Sq || f->Sk != Sk)
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention (cpu): the mask format was built for other dims");
+  double sc = scale > 0 ? scale : 1.0 / sqrt((double)D);
+  size_t nkey = (size_t)(Sk ? Sk : 1);
+  double *s = stof_ctx_alloc(ctx, sizeof *s * nkey), *acc = stof_ctx_alloc(ctx, sizeof *acc * (size_t)D);
+  int64_t *keys = stof_ctx_alloc(ctx, sizeof *keys * nkey);
+  if (!s || !acc || !keys) {
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++) {
+      int32_t m = stof_mask_format_instance(f, b, h);
+      int64_t hk = h / (H / Hkv);
+      int64_t qo = ((b * H + h) * Sq) * D, ko = ((b * Hkv + hk) * Sk) * D;
+      for (int64_t i = 0; i < Sq; i++) {
+        int64_t r = i / f->T, n = 0;
+        const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
+        double mx = -INFINITY;
+        for (int32_t e = rp[r]; e < rp[r + 1]; e++)
+          for (int64_t jj = 0; jj < f->T; jj++) {
+            int64_t j = (int64_t)f->col_idx[e] * f->T + jj;
+            if (j >= Sk) break;
+            if (!format_bit(f, e, i - r * f->T, jj)) continue;
+            double dot = 0;
+            for (int64_t x = 0; x < D; x++)
+              dot += stof_tensor_load(q, qo + i * D + x) * stof_tensor_load(k, ko + j * D + x);
+            s[n] = dot * sc;
+            if (s[n] > mx) mx = s[n];
+            keys[n++] = j;
+          }
+        double sum = 0;
+        for (int64_t x = 0; x < D; x++) acc[x] = 0;
+        for (int64_t a = 0; a < n; a++) {
+          double p = exp(s[a] - mx);
+          sum += p;
+          for (int64_t x = 0; x < D; x++) acc[x] += p * stof_tensor_load(v, ko + keys[a] * D + x);
+        }
+        for (int64_t x = 0; x < D; x++) stof_tensor_store(out, qo + i * D + x, n ? acc[x] / sum : 0.0);
+      }
+    }
+done:
+  stof_ctx_dealloc(ctx, s, sizeof *s * nkey);
+  stof_ctx_dealloc(ctx, acc, sizeof *acc * (size_t)D);
+  stof_ctx_dealloc(ctx, keys, sizeof *keys * nkey);
+  return st;
+}
+
+/* ---------------------------------------------------------------- selector */
+
+/* The paper's rule: block-wise iff the fraction of non-empty 16 x 16 tiles is at least
+ * SELECT_C / log2(S / 16)^2. SELECT_C is calibrated on the GPU machine (docs/PERFORMANCE.md). */
+#define SELECT_C 1.2
+
+stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int64_t B,
+                                  int64_t H, int64_t D, int sm_count,
+                                  const stof_attn_opts *opts, stof_attn_choice *out) {
+  stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
+  memset(out, 0, sizeof *out);
+  if ((unsigned)o.kernel >= STOF_ATTN_KERNEL_COUNT)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: unknown kernel %d", (int)o.kernel);
+  if (o.tile != 0 && o.tile != 64 && o.tile != 128)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tile %d (64 or 128)", o.tile);
+  double S = (double)(f->Sk > f->Sq ? f->Sk : f->Sq);
+  double l = S > 32 ? log2(S / 16.0) : 1.0;
+  out->frac16 = f->frac16;
+  out->threshold = SELECT_C / (l * l);
+  int n = 0;
+  if (o.kernel != STOF_ATTN_AUTO) {
+    out->kernel = o.kernel;
+    n = snprintf(out->why, sizeof out->why, "%s-wise: asked for", stof_attn_kernel_name(o.kernel));
+  } else {
+    out->kernel = f->frac16 >= out->threshold ? STOF_ATTN_BLOCK : STOF_ATTN_ROW;
+    n = snprintf(out->why, sizeof out->why,
+                 "%s-wise: %.1f%% of the 16x16 tiles are non-empty, %s the threshold "
+                 "%.2f / log2(S/16)^2 = %.1f%% at S = %.0f",
+                 stof_attn_kernel_name(out->kernel), 100 * f->frac16,
+                 out->kernel == STOF_ATTN_BLOCK ? "at or above" : "below", SELECT_C,
+                 100 * out->threshold, S);
+  }
+  out->tile = o.tile ? o.tile : 64;
+  out->warps = o.warps ? o.warps : out->kernel == STOF_ATTN_BLOCK ? out->tile / 16 : 4;
+  out->stages = o.stages ? o.stages : 2;
+  if (n > 0 && (size_t)n < sizeof out->why)
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps%s (B*H = %lld, D = %lld, %d SMs)",
+             out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? (out->stages == 3 ? ", 3 stages" : ", 2 stages") : "",
+             (long long)(B * H), (long long)D, sm_count);
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- GPU engine */
+
+#define MAX_VARIANTS 32
+
+typedef struct attn_variant {
+  char key[256];
+  stof_cuda_module *mod;
+  stof_cuda_kernel *fn;
+} attn_variant;
+
+struct stof_attn_engine {
+  stof_ctx *ctx;
+  stof_cuda_props props;
+  char arch[16];
+  stof_mask_cache *formats;
+  int nvariant;
+  attn_variant variant[MAX_VARIANTS];
+};
+
+struct stof_attn_plan {
+  stof_attn_engine *e;
+  stof_attn_choice choice;
+  int64_t B, H, Hkv, Sq, Sk, D;
+  stof_dtype dtype;
+  int mask_b, mask_h;
+  float scale;
+  uint64_t row_ptr, col_idx, bmp_off, bitmap; /* device copies of the format */
+  size_t nrow_ptr, nentry, nword;
+  stof_cuda_kernel *fn;
+  unsigned grid[3], block[3], smem;
+  int64_t nvalid;
+  double prepare_ms;
+};
+
+stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
+  *out = NULL;
+  stof_status st = stof_cuda_init(ctx);
+  if (st) return st;
+  stof_attn_engine *e = stof_ctx_alloc(ctx, sizeof *e);
+  if (!e) return STOF_ERR_NOMEM;
+  e->ctx = ctx;
+  if ((st = stof_cuda_props_get(ctx, &e->props)) || (st = stof_mask_cache_new(ctx, 16, &e->formats))) {
+    stof_ctx_dealloc(ctx, e, sizeof *e);
+    return st;
+  }
+  snprintf(e->arch, sizeof e->arch, "sm_%d%d", e->props.cc_major, e->props.cc_minor);
+  if (e->props.cc_major < 8) {
+    stof_attn_engine_free(e);
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "attention: the kernels need compute capability 8.0 or newer (this GPU is %d.%d)",
+                          e->props.cc_major, e->props.cc_minor);
+  }
+  *out = e;
+  return STOF_OK;
+}
+
+void stof_attn_engine_free(stof_attn_engine *e) {
+  if (!e) return;
+  for (int i = 0; i < e->nvariant; i++) stof_cuda_module_free(e->variant[i].mod);
+  stof_mask_cache_free(e->formats);
+  stof_ctx_dealloc(e->ctx, e, sizeof *e);
+}
+
+/* The compiled kernel for a choice, D and dtype (compiled once per engine; cubins are
+ * also cached on disk). */
+static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
+                               stof_dtype dtype, stof_cuda_kernel **fn) {
+  int block = c->kernel == STOF_ATTN_BLOCK;
+  char o[5][48];
+  snprintf(o[0], sizeof o[0], "-DSTOF_HEAD_DIM=%lld", (long long)D);
+  snprintf(o[1], sizeof o[1], "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
+  snprintf(o[2], sizeof o[2], "-DSTOF_TILE_M=%d", c->tile);
+  snprintf(o[3], sizeof o[3], block ? "-DSTOF_WARPS=%d" : "-DSTOF_ROW_WARPS=%d", c->warps);
+  snprintf(o[4], sizeof o[4], "-DSTOF_STAGES=%d", c->stages);
+  const char *opts[5] = {o[0], o[1], o[2], o[3], o[4]};
+  int nopt = block ? 5 : 4;
+  char key[256];
+  snprintf(key, sizeof key, "%s %s %s %s %s %s", block ? "block" : "row", o[0], o[1], o[2], o[3], block ? o[4] : "");
+  for (int i = 0; i < e->nvariant; i++)
+    if (strcmp(e->variant[i].key, key) == 0) return *fn = e->variant[i].fn, STOF_OK;
+  if (e->nvariant == MAX_VARIANTS) {
+    stof_cuda_module_free(e->variant[0].mod); /* the oldest goes */
+    memmove(e->variant, e->variant + 1, sizeof e->variant[0] * (MAX_VARIANTS - 1));
+    e->nvariant--;
+  }
+  const char *file = block ? "attention_block.cu" : "attention_row.cu";
+  const char *src = stof_kernels_source(file);
+  const char *hname[1] = {"attention_common.cuh"};
+  const char *hsrc[1] = {stof_kernels_source("attention_common.cuh")};
+  if (!src || !hsrc[0])
+    return stof_ctx_error(e->ctx, STOF_ERR_INTERNAL, "attention: %s is not embedded in the library", file);
+  void *cubin;
+  size_t size;
+  stof_status st = stof_cuda_compile_cached(e->ctx, src, file, e->arch, nopt, opts, 1, hname, hsrc, &cubin, &size);
+  if (st) return st;
+  attn_variant *v = &e->variant[e->nvariant];
+  st = stof_cuda_module_load(e->ctx, cubin, size, &v->mod);
+  stof_ctx_dealloc(e->ctx, cubin, size);
+  if (st) return st;
+  st = stof_cuda_module_kernel(v->mod, block ? "stof_attn_block_fwd" : "stof_attn_row_fwd", &v->fn);
+  if (st) {
+    stof_cuda_module_free(v->mod);
+    return st;
+  }
+  snprintf(v->key, sizeof v->key, "%s", key);
+  e->nvariant++;
+  *fn = v->fn;
+  return STOF_OK;
+}
+
+static stof_status upload(stof_ctx *ctx, const void *src, size_t bytes, uint64_t *dst) {
+  stof_status st = stof_cuda_malloc(ctx, bytes ? bytes : 8, dst);
+  if (!st && bytes) st = stof_cuda_htod(ctx, *dst, src, bytes);
+  return st;
+}
+
+void stof_attn_plan_free(stof_attn_plan *p) {
+  if (!p) return;
+  stof_ctx *ctx = p->e->ctx;
+  stof_cuda_mem_free(ctx, p->row_ptr);
+  stof_cuda_mem_free(ctx, p->col_idx);
+  stof_cuda_mem_free(ctx, p->bmp_off);
+  stof_cuda_mem_free(ctx, p->bitmap);
+  stof_ctx_dealloc(ctx, p, sizeof *p);
+}
+
+stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
+                               int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, stof_dtype dtype,
+                               const stof_attn_opts *opts, stof_attn_plan **out) {
+  stof_ctx *ctx = e->ctx;
+  *out = NULL;
+  double t0 = now_ms();
+  if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: missing mask");
+  if (B <= 0 || H <= 0 || Hkv <= 0 || Sq <= 0 || Sk <= 0)
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: sizes must be positive (B %lld, H %lld, Hkv %lld, Sq %lld, Sk %lld)",
+                          (long long)B, (long long)H, (long long)Hkv, (long long)Sq, (long long)Sk);
+  if (H % Hkv)
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: %lld query heads is not a multiple of %lld key/value heads",
+                          (long long)H, (long long)Hkv);
+  if (D != 64 && D != 128)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: head dim %lld is not supported (64 or 128)", (long long)D);
+  if (dtype != STOF_DTYPE_F16 && dtype != STOF_DTYPE_BF16)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: dtype %s is not supported on the GPU (float16 or bfloat16)",
+                          stof_dtype_name(dtype));
+  if (B * H > 0x7fffffff || Sq > 0x7fffffff || Sk > 0x7fffffff)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: sizes past 2^31");
+  stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
+  const stof_mask_format *f;
+  stof_status st = stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
+  if (st) return st;
+  if (f->nvalid == 0)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: the mask %s keeps no (query, key) pair at Sq = %lld, Sk = %lld",
+                          f->desc, (long long)Sq, (long long)Sk);
+  stof_attn_plan *p = stof_ctx_alloc(ctx, sizeof *p);
+  if (!p) return STOF_ERR_NOMEM;
+  p->e = e;
+  if ((st = stof_attention_select(ctx, f, B, H, D, e->props.sm_count, &o, &p->choice))) goto fail;
+  if (p->choice.tile != f->T && (st = stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, p->choice.tile, &f)))
+    goto fail;
+  p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
+  p->mask_b = f->mask_b, p->mask_h = f->mask_h;
+  p->scale = o.scale > 0 ? o.scale : (float)(1.0 / sqrt((double)D));
+  p->nvalid = f->nvalid * (f->mask_b == 1 ? B : 1) * (f->mask_h == 1 ? H : 1);
+  p->nrow_ptr = (size_t)f->nmask * (size_t)(f->nrow + 1);
+  p->nentry = (size_t)f->nentry;
+  p->nword = (size_t)f->nword;
+  if ((st = upload(ctx, f->row_ptr, p->nrow_ptr * 4, &p->row_ptr)) ||
+      (st = upload(ctx, f->col_idx, p->nentry * 4, &p->col_idx)) ||
+      (st = upload(ctx, f->bmp_off, p->nentry * 4, &p->bmp_off)) ||
+      (st = upload(ctx, f->bitmap, p->nword * 8, &p->bitmap)))
+    goto fail;
+  if ((st = get_variant(e, &p->choice, D, dtype, &p->fn))) goto fail;
+  int T = p->choice.tile, W = p->choice.warps;
+  if (p->choice.kernel == STOF_ATTN_BLOCK) {
+    p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + T - 1) / T), p->grid[2] = 1;
+    p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;
+    p->smem = (unsigned)(T * D * 2 + p->choice.stages * (2 * T * D * 2 + (T / 8) * (T / 8) * 8));
+  } else {
+    p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + W - 1) / W), p->grid[2] = 1;
+    p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;
+    p->smem = 0;
+  }
+  if (p->grid[1] > 65535) {
+    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: %u query blocks exceed the grid limit", p->grid[1]);
+    goto fail;
+  }
+  p->prepare_ms = now_ms() - t0;
+  *out = p;
+  return STOF_OK;
+fail:
+  stof_attn_plan_free(p);
+  return st;
+}
+
+stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
+                               const stof_tensor *v, stof_tensor *out) {
+  stof_ctx *ctx = p->e->ctx;
+  int64_t d[6];
+  stof_status st = check_shapes(ctx, "attention", q, k, v, out, d);
+  if (st) return st;
+  int64_t want[6] = {p->B, p->H, p->Hkv, p->Sq, p->Sk, p->D};
+  if (memcmp(d, want, sizeof d))
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE,
+                          "attention: tensors are (B %lld, H %lld, Hkv %lld, Sq %lld, Sk %lld, D %lld), the plan is for (%lld, %lld, %lld, %lld, %lld, %lld)",
+                          (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5],
+                          (long long)want[0], (long long)want[1], (long long)want[2], (long long)want[3], (long long)want[4], (long long)want[5]);
+  const stof_tensor *t[4] = {q, k, v, out};
+  static const char *const names[4] = {"q", "k", "v", "out"};
+  for (int i = 0; i < 4; i++) {
+    if (t[i]->device != STOF_DEVICE_CUDA)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %s is on the CPU (move it with :to(\"cuda\"))", names[i]);
+    if (t[i]->dtype != p->dtype)
+      return stof_ctx_error(ctx, STOF_ERR_TYPE, "attention: %s is %s, the plan is for %s", names[i],
+                            stof_dtype_name(t[i]->dtype), stof_dtype_name(p->dtype));
+    if (!stof_tensor_is_contiguous(t[i]))
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %s is not contiguous", names[i]);
+  }
+  uint64_t pq = (uint64_t)(uintptr_t)q->data, pk = (uint64_t)(uintptr_t)k->data,
+           pv = (uint64_t)(uintptr_t)v->data, po = (uint64_t)(uintptr_t)out->data;
+  int iB = (int)p->B, iH = (int)p->H, iHkv = (int)p->Hkv, iSq = (int)p->Sq, iSk = (int)p->Sk,
+      mb = p->mask_b, mh = p->mask_h;
+  float scale = p->scale;
+  void *args[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
+                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale};
+  return stof_cuda_launch(ctx, p->fn, p->grid, p->block, p->smem, args);
+}
+
+const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p) { return &p->choice; }
+double stof_attn_plan_prepare_ms(const stof_attn_plan *p) { return p->prepare_ms; }
+int64_t stof_attn_plan_nvalid(const stof_attn_plan *p) { return p->nvalid; }
