@@ -1,0 +1,240 @@
+/*
+ * stof's attention benchmark (DESIGN.md section 9): times stof's sparse attention on the
+ * protocol grid with device events (warm-up, median of --reps runs, inputs rotated over
+ * three sets so caches do not flatter), after a correctness check of sampled rows against
+ * a float64 CPU reference with the output poisoned first. One JSON object per case on
+ * stdout and in --out (jansson); a table on stderr.
+ *
+ *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64]
+ *                   [--masks dense,causal,...] [--kernels auto,block,row] [--tiles 0,64,128]
+ *                   [--reps 30] [--peer-masks DIR] [--out FILE]
+ *
+ * --peer-masks DIR: for a mask NAME at sequence length S, if DIR/NAME_S.u8 exists (S*S
+ * bytes, written by bench/dump_peer_masks.py from the peers' own generators), stof uses
+ * that exact mask (from_tensor), so random masks compare at equal density.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stof/core.h>
+#include <stof/kernels.h>
+
+#define MAXL 64
+
+static int split_list(char *s, char **out, int max) {
+  int n = 0;
+  for (char *t = strtok(s, ","); t && n < max; t = strtok(NULL, ",")) out[n++] = t;
+  return n;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void die(stof_ctx *ctx, const char *what) {
+  fprintf(stderr, "bench_attention: %s: %s\n", what, stof_ctx_message(ctx));
+  exit(1);
+}
+
+/* Reads DIR/name_S.u8 into a bool tensor [S, S]; NULL when absent. */
+static stof_tensor *peer_mask(stof_ctx *ctx, const char *dir, const char *name, int64_t S) {
+  if (!dir) return NULL;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s_%lld.u8", dir, name, (long long)S);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  int64_t shape[2] = {S, S};
+  stof_tensor *t;
+  if (stof_tensor_new(ctx, STOF_DTYPE_BOOL, 2, shape, STOF_DEVICE_CPU, &t)) die(ctx, "peer mask");
+  size_t n = fread(t->data, 1, (size_t)(S * S), f);
+  fclose(f);
+  if (n != (size_t)(S * S)) {
+    fprintf(stderr, "bench_attention: %s is short (%zu bytes)\n", path, n);
+    exit(1);
+  }
+  return t;
+}
+
+/* Relative L2 error of rows `rows` of (b, h) = (0, 0) and (B-1, H-1) against float64. */
+static double check_rows(stof_ctx *ctx, const stof_mask *mask, const stof_tensor *q,
+                         const stof_tensor *k, const stof_tensor *v, const stof_tensor *o,
+                         int nrows, const int64_t *rows, int *nan_seen) {
+  int64_t B = q->shape[0], H = q->shape[1], S = q->shape[2], D = q->shape[3];
+  double num = 0, den = 0, scale = 1.0 / sqrt((double)D);
+  double *s = malloc(sizeof *s * (size_t)S), *acc = malloc(sizeof *acc * (size_t)D);
+  int64_t bh[2][2] = {{0, 0}, {B - 1, H - 1}};
+  for (int p = 0; p < 2; p++) {
+    int64_t b = bh[p][0], h = bh[p][1], base = (b * H + h) * S * D;
+    for (int r = 0; r < nrows; r++) {
+      int64_t i = rows[r];
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < S; j++) {
+        s[j] = -INFINITY;
+        if (stof_mask_eval(mask, b, h, i, j) != 1) continue;
+        double d = 0;
+        for (int64_t x = 0; x < D; x++)
+          d += stof_tensor_load(q, base + i * D + x) * stof_tensor_load(k, base + j * D + x);
+        s[j] = d * scale;
+        if (s[j] > mx) mx = s[j];
+      }
+      double sum = 0;
+      for (int64_t x = 0; x < D; x++) acc[x] = 0;
+      for (int64_t j = 0; j < S; j++) {
+        if (s[j] == -INFINITY) continue;
+        double e = exp(s[j] - mx);
+        sum += e;
+        for (int64_t x = 0; x < D; x++) acc[x] += e * stof_tensor_load(v, base + j * D + x);
+      }
+      for (int64_t x = 0; x < D; x++) {
+        double ref = sum > 0 ? acc[x] / sum : 0, got = stof_tensor_load(o, base + i * D + x);
+        if (isnan(got)) *nan_seen = 1;
+        num += (got - ref) * (got - ref);
+        den += ref * ref;
+      }
+    }
+  }
+  free(s);
+  free(acc);
+  (void)ctx;
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+int main(int argc, char **argv) {
+  char shapes_s[512] = "8x1024,16x4096", masks_s[512] = "dense,causal,sliding,causal_sliding,longformer,bigbird,document",
+       kernels_s[128] = "auto", tiles_s[128] = "0";
+  int heads = 12, dim = 64, reps = 30;
+  const char *out_path = NULL, *peer_dir = NULL, *dtype_s = "float16";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) {
+      fprintf(stderr, "bench_attention: %s needs a value\n", a);
+      return 2;
+    }
+    if (!strcmp(a, "--shapes")) snprintf(shapes_s, sizeof shapes_s, "%s", v);
+    else if (!strcmp(a, "--masks")) snprintf(masks_s, sizeof masks_s, "%s", v);
+    else if (!strcmp(a, "--kernels")) snprintf(kernels_s, sizeof kernels_s, "%s", v);
+    else if (!strcmp(a, "--tiles")) snprintf(tiles_s, sizeof tiles_s, "%s", v);
+    else if (!strcmp(a, "--heads")) heads = atoi(v);
+    else if (!strcmp(a, "--dim")) dim = atoi(v);
+    else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--dtype")) dtype_s = v;
+    else if (!strcmp(a, "--out")) out_path = v;
+    else if (!strcmp(a, "--peer-masks")) peer_dir = v;
+    else {
+      fprintf(stderr, "bench_attention: unknown option %s\n", a);
+      return 2;
+    }
+    i++;
+  }
+  if (reps < 3) reps = 3;
+  stof_ctx *ctx = stof_ctx_new(NULL, NULL);
+  stof_dtype dtype;
+  if (stof_dtype_parse(ctx, dtype_s, &dtype)) die(ctx, "--dtype");
+  stof_attn_engine *eng;
+  if (stof_attn_engine_new(ctx, &eng)) die(ctx, "engine");
+  stof_cuda_props props;
+  stof_cuda_props_get(ctx, &props);
+  /* ceilings measured on these GPUs (GPU.md, KINDS.md): fp16 dense GEMM and copy */
+  double peak_tflops = strstr(props.name, "H200") ? 768 : 798, peak_tbs = strstr(props.name, "H200") ? 4.2 : 3.0;
+  FILE *out = out_path ? fopen(out_path, "a") : NULL;
+  char *shapes[MAXL], *masks[MAXL], *kernels[8], *tiles[8];
+  int nshape = split_list(shapes_s, shapes, MAXL), nmask = split_list(masks_s, masks, MAXL),
+      nkern = split_list(kernels_s, kernels, 8), ntile = split_list(tiles_s, tiles, 8);
+  stof_cuda_timer *timer;
+  if (stof_cuda_timer_new(ctx, &timer)) die(ctx, "timer");
+  fprintf(stderr, "%-15s %5s %3s %4s %6s %5s %4s %9s %8s %7s %7s %9s\n", "mask", "B", "H", "S", "kernel",
+          "tile", "D", "ms", "TFLOP/s", "roof%", "density", "rel_err");
+  float *ts = malloc(sizeof *ts * (size_t)reps);
+  for (int si = 0; si < nshape; si++) {
+    long long Bl, Sl;
+    if (sscanf(shapes[si], "%lldx%lld", &Bl, &Sl) != 2) {
+      fprintf(stderr, "bench_attention: bad shape %s (BxS)\n", shapes[si]);
+      return 2;
+    }
+    int64_t B = Bl, S = Sl, H = heads, D = dim, shape[4] = {B, H, S, D};
+    stof_tensor *hq[3], *hk[3], *hv[3], *dq[3], *dk[3], *dv[3], *dout, *hout;
+    for (int r = 0; r < 3; r++) {
+      if (stof_tensor_rand(ctx, dtype, 4, shape, 100 + 3 * r, &hq[r]) ||
+          stof_tensor_rand(ctx, dtype, 4, shape, 101 + 3 * r, &hk[r]) ||
+          stof_tensor_rand(ctx, dtype, 4, shape, 102 + 3 * r, &hv[r]) ||
+          stof_tensor_to(hq[r], STOF_DEVICE_CUDA, &dq[r]) || stof_tensor_to(hk[r], STOF_DEVICE_CUDA, &dk[r]) ||
+          stof_tensor_to(hv[r], STOF_DEVICE_CUDA, &dv[r]))
+        die(ctx, "inputs");
+    }
+    if (stof_tensor_new(ctx, dtype, 4, shape, STOF_DEVICE_CUDA, &dout)) die(ctx, "output");
+    for (int mi = 0; mi < nmask; mi++) {
+      stof_mask *mask = NULL;
+      stof_tensor *pm = peer_mask(ctx, peer_dir, masks[mi], S);
+      int from_peer = pm != NULL;
+      if (pm ? stof_mask_from_tensor(ctx, pm, &mask) : stof_mask_suite(ctx, masks[mi], S, &mask)) die(ctx, masks[mi]);
+      stof_tensor_free(pm);
+      for (int ki = 0; ki < nkern; ki++)
+        for (int ti = 0; ti < ntile; ti++) {
+          stof_attn_opts o = {0};
+          o.kernel = !strcmp(kernels[ki], "block") ? STOF_ATTN_BLOCK : !strcmp(kernels[ki], "row") ? STOF_ATTN_ROW : STOF_ATTN_AUTO;
+          o.tile = atoi(tiles[ti]);
+          stof_attn_plan *plan;
+          if (stof_attn_plan_new(eng, mask, B, H, H, S, S, D, dtype, &o, &plan)) {
+            fprintf(stderr, "%-15s skipped: %s\n", masks[mi], stof_ctx_message(ctx));
+            stof_ctx_clear_error(ctx);
+            continue;
+          }
+          const stof_attn_choice *c = stof_attn_plan_choice(plan);
+          /* correctness first: poison, run, check sampled rows */
+          if (stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)dout->data, 0x7e00, (size_t)(B * H * S * D)) ||
+              stof_attn_plan_run(plan, dq[0], dk[0], dv[0], dout) || stof_cuda_synchronize(ctx) ||
+              stof_tensor_to(dout, STOF_DEVICE_CPU, &hout))
+            die(ctx, "run");
+          int64_t rows[6] = {0, 1, S / 3, S / 2 + 7, S - 2, S - 1};
+          int nan_seen = 0;
+          double err = check_rows(ctx, mask, hq[0], hk[0], hv[0], hout, 6, rows, &nan_seen);
+          stof_tensor_free(hout);
+          for (int w = 0; w < 5; w++) stof_attn_plan_run(plan, dq[w % 3], dk[w % 3], dv[w % 3], dout);
+          for (int r = 0; r < reps; r++) {
+            if (stof_cuda_timer_start(timer) || stof_attn_plan_run(plan, dq[r % 3], dk[r % 3], dv[r % 3], dout) ||
+                stof_cuda_timer_stop(timer, &ts[r]))
+              die(ctx, "timing");
+          }
+          qsort(ts, (size_t)reps, sizeof *ts, cmp_float);
+          double ms = ts[reps / 2];
+          int64_t nvalid = stof_attn_plan_nvalid(plan);
+          double flops = 4.0 * (double)D * (double)nvalid, bytes = 4.0 * (double)(B * H * S * D) * 2.0;
+          double tflops = flops / (ms * 1e-3) / 1e12;
+          double floor_ms = fmax(flops / (peak_tflops * 1e12), bytes / (peak_tbs * 1e12)) * 1e3;
+          double density = (double)nvalid / ((double)B * H * S * S);
+          fprintf(stderr, "%-15s %5lld %3lld %4lld %6s %5d %4lld %9.4f %8.1f %6.1f%% %7.4f %9.2e%s\n", masks[mi],
+                  (long long)B, (long long)H, (long long)S, stof_attn_kernel_name(c->kernel), c->tile, (long long)D, ms,
+                  tflops, 100 * floor_ms / ms, density, err, nan_seen ? " NaN!" : "");
+          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
+                                "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
+                                "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
+                                stof_attn_kernel_name(c->kernel), "tile", c->tile, "warps", c->warps, "stages", c->stages,
+                                "ms", ms, "tflops", tflops, "roofline", floor_ms / ms, "density", density, "rel_err", err,
+                                "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
+                                props.name, "peer_mask", from_peer);
+          char *line = json_dumps(j, JSON_COMPACT);
+          printf("%s\n", line);
+          if (out) fprintf(out, "%s\n", line);
+          free(line);
+          json_decref(j);
+          stof_attn_plan_free(plan);
+        }
+      stof_mask_free(mask);
+    }
+    for (int r = 0; r < 3; r++) {
+      stof_tensor_free(hq[r]), stof_tensor_free(hk[r]), stof_tensor_free(hv[r]);
+      stof_tensor_free(dq[r]), stof_tensor_free(dk[r]), stof_tensor_free(dv[r]);
+    }
+    stof_tensor_free(dout);
+  }
+  free(ts);
+  if (out) fclose(out);
+  stof_cuda_timer_free(timer);
+  stof_attn_engine_free(eng);
+  stof_ctx_free(ctx);
+  return 0;
+}

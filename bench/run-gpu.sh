@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The attention benchmark on the GPU machine, stof and its peers in one run. From the
+# repository root, with build-gpu/ (make gpu-build) and .peers/peers.py carried along:
+#   bash bench/run-gpu.sh [shapes] [masks]
+# Writes $OUT/stof.jsonl and $OUT/peers.jsonl; bench/report.py turns them into the table
+# and chart of docs/PERFORMANCE.md.
+set -u
+out=${OUT:-/tmp/bench}
+mkdir -p "$out"
+shapes=${1:-1x128,8x512,8x1024,16x2048,16x4096}
+masks=${2:-dense,causal,sliding,causal_sliding,longformer,bigbird,document}
+sizes=$(echo "$shapes" | tr ',' '\n' | cut -dx -f2 | sort -un | tr '\n' ' ')
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+python3 bench/dump_peer_masks.py .peers/peers.py "$out/masks" $sizes
+build-gpu/bench_attention --shapes "$shapes" --masks "$masks" --kernels ${KERNELS:-auto} \
+  --tiles ${TILES:-0} --peer-masks "$out/masks" --out "$out/stof.jsonl" > /dev/null
+PYTHONUNBUFFERED=1 python3 .peers/peers.py attn --shapes "$shapes" --masks "$masks" --out "$out/peers.jsonl" > /dev/null
+rm -rf "$out/masks"
