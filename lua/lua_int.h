@@ -23,6 +23,7 @@
 #include <lua.h>
 
 #include <stof/core.h>
+#include <stof/kernels.h>
 
 #ifndef STOF_VERSION
 #define STOF_VERSION "0.1.0"
@@ -149,5 +150,23 @@ void slua_open_eval(lua_State *L, int idx);
 /** Sets stof.mask (also package.loaded["stof.mask"]) in the table at idx (creates the Mask
  *  and MaskFormat metatables). */
 void slua_open_mask(lua_State *L, int idx);
+/** The open mask at arg; raises a TypeError / ValueError naming fname otherwise. */
+stof_mask *slua_check_mask(lua_State *L, int arg, const char *fname);
+/* A record of Lua predicate calls: open one (slua_pred_begin pushes a table: leave it on
+ * the stack) around any core call that may evaluate an fn mask, close it with
+ * slua_pred_end, and only then raise (slua_pred_raise when the core call failed because a
+ * predicate did, c.failed). */
+typedef struct slua_pred_call {
+  lua_State *L;
+  int fns;    /* stack index of the REG_FNS table on L */
+  int failed; /* a predicate failed: msg says why */
+  int64_t b, h, i, j;
+  char msg[1024];
+  struct slua_pred_call *prev;
+} slua_pred_call;
+void slua_pred_begin(lua_State *L, slua_pred_call *c);
+void slua_pred_end(slua_pred_call *c);
+int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_mask *m,
+                    const slua_pred_call *c);
 
 #endif

@@ -24,13 +24,12 @@
  *
  * Predicates: the C predicate of an fn mask gets an id (no pointer); the function is found
  * in a registry table with weak values (id -> function). A binding that may evaluate
- * predicates (eval, format) opens a pred_call record first (a thread-local stack of them,
+ * predicates (eval, format) opens a slua_pred_call record first (a thread-local stack of them,
  * for predicates that evaluate masks themselves); the C predicate calls the function with
  * lua_pcall on that record's thread and, on failure, stashes the message there and
  * returns -1. The core call then fails cleanly and the binding raises the stashed message:
  * no longjmp ever crosses the core.
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +48,7 @@
 typedef struct slua_mask { /* stof.Mask: owns m (NULL once closed) */
   stof_mask *m;
   slua_ctx *lc;
+  int busy; /* evaluations in progress: its predicates may not close it */
 } slua_mask;
 
 typedef struct slua_mask_format { /* stof.MaskFormat: owns f; user value 1: the mask */
@@ -58,16 +58,8 @@ typedef struct slua_mask_format { /* stof.MaskFormat: owns f; user value 1: the 
 
 /* ---------------------------------------------------------------- predicate calls */
 
-typedef struct pred_call {
-  lua_State *L;
-  int fns;    /* stack index of the REG_FNS table on L */
-  int failed; /* a predicate failed: msg says why */
-  int64_t b, h, i, j;
-  char msg[1024];
-  struct pred_call *prev;
-} pred_call;
 
-static _Thread_local pred_call *current_call;
+static _Thread_local slua_pred_call *current_call;
 
 /* Pushes the table of predicate functions (created on first use). */
 static void push_fns(lua_State *L) {
@@ -83,7 +75,7 @@ static void push_fns(lua_State *L) {
 }
 
 /* Pushes the table of predicates and opens a record; nothing may raise until call_end. */
-static void call_begin(lua_State *L, pred_call *c) {
+void slua_pred_begin(lua_State *L, slua_pred_call *c) {
   push_fns(L);
   c->L = L;
   c->fns = lua_gettop(L);
@@ -95,9 +87,9 @@ static void call_begin(lua_State *L, pred_call *c) {
 }
 
 /* Closes the record (its table stays on the stack). */
-static void call_end(pred_call *c) { current_call = c->prev; }
+void slua_pred_end(slua_pred_call *c) { current_call = c->prev; }
 
-static int call_fail(pred_call *c, int64_t b, int64_t h, int64_t i, int64_t j,
+static int call_fail(slua_pred_call *c, int64_t b, int64_t h, int64_t i, int64_t j,
                      const char *msg) {
   if (!c->failed) {
     c->failed = 1;
@@ -110,7 +102,7 @@ static int call_fail(pred_call *c, int64_t b, int64_t h, int64_t i, int64_t j,
 /* The C predicate of every fn mask: ud is the id of its function. Calls only API functions
  * that cannot raise (the stack room is checked first; lua_pcall catches the rest). */
 static int pred_trampoline(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
-  pred_call *c = current_call;
+  slua_pred_call *c = current_call;
   if (!c) return -1; /* evaluated outside a binding: there is no Lua thread to call */
   if (c->failed) return -1;
   lua_State *L = c->L;
@@ -152,14 +144,15 @@ static int pred_trampoline(void *ud, int64_t b, int64_t h, int64_t i, int64_t j)
 /* Raises the failure of a predicate (after a core call that failed, or an eval of -1),
  * clearing the core's message: "<where>: predicate failed in mask <desc> at (b, h, i, j):
  * <the predicate's error>". */
-static int raise_pred(lua_State *L, stof_ctx *ctx, const char *where, const stof_mask *m,
-                      const pred_call *c) {
+int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_mask *m,
+                      const slua_pred_call *c) {
   if (ctx) stof_ctx_clear_error(ctx);
   if (!c->failed)
     return slua_error(L, "ValueError", "%s: predicate failed in mask %s", where,
                       stof_mask_description(m));
-  return slua_error(L, "ValueError", "%s: predicate failed in mask %s at (b %I, h %I, i %I, j %I): %s",
-                    where, stof_mask_description(m), (lua_Integer)c->b, (lua_Integer)c->h,
+  return slua_error(L, "ValueError",
+                    "%s: predicate failed in mask %s at (b %I, h %I, i %I, j %I): %s", where,
+                    stof_mask_description(m), (lua_Integer)c->b, (lua_Integer)c->h,
                     (lua_Integer)c->i, (lua_Integer)c->j, c->msg);
 }
 
@@ -184,12 +177,13 @@ static slua_mask *new_mask(lua_State *L) {
   slua_mask *h = lua_newuserdatauv(L, sizeof *h, 2);
   h->m = NULL;
   h->lc = NULL;
+  h->busy = 0;
   luaL_setmetatable(L, SLUA_MASK);
   h->lc = slua_ctx_ref(lc);
   return h;
 }
 
-static stof_mask *check_mask(lua_State *L, int arg, const char *fname) {
+stof_mask *slua_check_mask(lua_State *L, int arg, const char *fname) {
   slua_mask *h = luaL_testudata(L, arg, SLUA_MASK);
   if (!h) return slua_typeerror(L, arg, fname, SLUA_MASK), NULL;
   if (!h->m)
@@ -220,7 +214,8 @@ static double check_prob(lua_State *L, int arg, const char *fname) {
 static uint64_t opt_seed(lua_State *L, int arg, const char *fname) {
   if (lua_isnoneornil(L, arg)) return 0;
   int64_t s = check_int(L, arg, fname, "seed");
-  if (s < 0) return slua_error(L, "ValueError", "%s: seed = %I must be >= 0", fname, (lua_Integer)s);
+  if (s < 0)
+    return slua_error(L, "ValueError", "%s: seed = %I must be >= 0", fname, (lua_Integer)s);
   return (uint64_t)s;
 }
 
@@ -409,7 +404,8 @@ static void check_option_keys(lua_State *L, int idx, const char *const *keys, co
     if (lua_type(L, -1) == LUA_TSTRING)
       for (const char *const *k = keys; *k && !known; k++) known = !strcmp(*k, lua_tostring(L, -1));
     if (!known) {
-      const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : slua_typename(L, -1);
+      const char *name =
+          lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : slua_typename(L, -1);
       luaL_Buffer b;
       luaL_buffinit(L, &b);
       for (const char *const *k = keys; *k; k++) {
@@ -502,7 +498,7 @@ static int combine(lua_State *L, const char *op,
     if (!luaL_testudata(L, k, SLUA_MASK))
       return slua_error(L, "TypeError", "%s: the %s operand must be a stof.Mask, got %s", fname,
                         k == 1 ? "left" : "right", slua_typename(L, k));
-  stof_mask *a = check_mask(L, 1, fname), *b = check_mask(L, 2, fname);
+  stof_mask *a = slua_check_mask(L, 1, fname), *b = slua_check_mask(L, 2, fname);
   lua_settop(L, 2);
   slua_mask *h = new_mask(L);
   lua_pushvalue(L, 1); /* the operands' predicates must stay callable */
@@ -529,7 +525,7 @@ static int mask_tostring(lua_State *L) {
 
 static int m_eval(lua_State *L) {
   const char *fname = "Mask:eval";
-  stof_mask *m = check_mask(L, 1, fname);
+  stof_mask *m = slua_check_mask(L, 1, fname);
   int64_t b = 0, hh = 0, i, j;
   if (lua_gettop(L) <= 3) { /* m:eval(i, j) */
     i = check_int(L, 2, fname, "i");
@@ -540,23 +536,34 @@ static int m_eval(lua_State *L) {
     i = check_int(L, 4, fname, "i");
     j = check_int(L, 5, fname, "j");
   }
-  pred_call c;
-  call_begin(L, &c);
+  slua_mask *self = lua_touserdata(L, 1);
+  slua_pred_call c;
+  self->busy++;
+  slua_pred_begin(L, &c);
   int v = stof_mask_eval(m, b, hh, i, j);
-  call_end(&c);
-  if (v < 0) return raise_pred(L, NULL, fname, m, &c);
+  slua_pred_end(&c);
+  self->busy--;
+  if (v < 0) return slua_pred_raise(L, NULL, fname, m, &c);
   lua_pushboolean(L, v);
   return 1;
 }
 
 static int m_varies(lua_State *L) {
-  stof_mask *m = check_mask(L, 1, "Mask:varies");
+  stof_mask *m = slua_check_mask(L, 1, "Mask:varies");
   lua_pushboolean(L, stof_mask_varies_b(m));
   lua_pushboolean(L, stof_mask_varies_h(m));
   return 2;
 }
 
-static int m_close(lua_State *L) { return mask_gc(L); }
+/* Mask:close() and __close: as __gc (which never meets a busy mask: a mask being evaluated
+ * is on the stack), but refused while a predicate runs inside an evaluation of the mask. */
+static int m_close(lua_State *L) {
+  slua_mask *h = slua_checkudata(L, 1, SLUA_MASK, "Mask:close");
+  if (h->busy)
+    return slua_error(L, "ValueError", "Mask:close: the mask %s is being evaluated (closed "
+                      "from its own predicate)", h->m ? stof_mask_description(h->m) : "");
+  return mask_gc(L);
+}
 
 /* An optional positive integer field of the options table at idx. */
 static int64_t opt_int_field(lua_State *L, int idx, const char *key, int64_t def,
@@ -579,7 +586,7 @@ static int64_t opt_int_field(lua_State *L, int idx, const char *key, int64_t def
 
 static int m_format(lua_State *L) {
   const char *fname = "Mask:format";
-  stof_mask *m = check_mask(L, 1, fname);
+  stof_mask *m = slua_check_mask(L, 1, fname);
   int64_t Sq, Sk;
   if (lua_type(L, 2) == LUA_TNUMBER) {
     Sq = Sk = check_int(L, 2, fname, "S");
@@ -619,11 +626,14 @@ static int m_format(lua_State *L) {
   h->lc = slua_ctx_ref(lc);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, 4, 1);
-  pred_call c;
-  call_begin(L, &c); /* 5 */
+  slua_mask *self = lua_touserdata(L, 1);
+  slua_pred_call c;
+  self->busy++;
+  slua_pred_begin(L, &c); /* 5 */
   stof_status st = stof_mask_format_build(lc->ctx, m, B, H, Sq, Sk, (int)T, &h->f);
-  call_end(&c);
-  if (st && c.failed) return raise_pred(L, lc->ctx, fname, m, &c);
+  slua_pred_end(&c);
+  self->busy--;
+  if (st && c.failed) return slua_pred_raise(L, lc->ctx, fname, m, &c);
   if (st) return slua_raise(L, lc->ctx, st, NULL);
   lua_settop(L, 4);
   return 1;
@@ -694,7 +704,8 @@ static void add_header(luaL_Buffer *b, const stof_mask_format *f) {
   char s[512];
   luaL_addstring(b, "stof.MaskFormat ");
   luaL_addstring(b, f->desc);
-  snprintf(s, sizeof s, ": Sq %lld x Sk %lld, tile %d (%d x %d tiles), B %lld x H %lld (%d instance%s)\n",
+  snprintf(s, sizeof s,
+           ": Sq %lld x Sk %lld, tile %d (%d x %d tiles), B %lld x H %lld (%d instance%s)\n",
            (long long)f->Sq, (long long)f->Sk, f->T, f->nrow, f->ncol, (long long)f->B,
            (long long)f->H, f->nmask, f->nmask == 1 ? "" : "s");
   luaL_addstring(b, s);
@@ -896,7 +907,7 @@ void slua_open_mask(lua_State *L, int idx) {
     lua_setfield(L, -2, "__index");
     static const luaL_Reg meta[] = {
         {"__bor", mask_bor},   {"__band", mask_band}, {"__sub", mask_sub},
-        {"__tostring", mask_tostring}, {"__gc", mask_gc}, {"__close", mask_gc},
+        {"__tostring", mask_tostring}, {"__gc", mask_gc}, {"__close", m_close},
         {NULL, NULL},
     };
     luaL_setfuncs(L, meta, 0);

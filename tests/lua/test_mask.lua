@@ -378,6 +378,14 @@ do
   u.raises(function() M.fn(function() error({}) end):eval(0, 0) end, "error object is a table")
   local inner_bad = M.fn(function() return bad:eval(3, 2) end, nocare)
   u.raises(function() inner_bad:format(64) end, "no attention at (3, 2)")
+  local selfclose
+  selfclose = M.fn(function() selfclose:close() return true end)
+  u.raises(function() selfclose:format(16) end, "predicate failed", "is being evaluated")
+  assert(tostring(selfclose):match("^fn%("), "still open: the close was refused")
+  u.raises(function() selfclose:eval(1, 1) end, "is being evaluated")
+  local rec
+  rec = M.fn(function(b, h, i, j) return rec:eval(b, h, i, j) end)
+  u.raises(function() rec:eval(0, 0) end, "ValueError", "predicate failed") -- endless recursion
   check_format(fc, fc:format(100), P.causal(), "fn after failures")
   u.raises(function() M.fn(42) end, "TypeError", "predicate function")
   u.raises(function() M.fn(function() return true end, {nme = "x"}) end, "ValueError", "unknown option 'nme'")

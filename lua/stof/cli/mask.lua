@@ -147,10 +147,12 @@ local function show(args)
     print(f:map(n // f.mask_h, n % f.mask_h))
   end
   if f.nmask > 4 then
-    print(("(%d more distinct instances: MaskFormat:map(b, h) in Lua draws them)"):format(f.nmask - 4))
+    print(("(%d more distinct instances: MaskFormat:map(b, h) in Lua draws them)")
+      :format(f.nmask - 4))
   end
   local st = f.stats
-  print(("density %.4f (%d of %d elements), non-empty 16x16 tiles %.4f, tiles %d full / %d partial / %d empty of %d")
+  print(("density %.4f (%d of %d elements), non-empty 16x16 tiles %.4f, "
+         .. "tiles %d full / %d partial / %d empty of %d")
     :format(st.density, st.nvalid, st.nmask * o.Sq * o.Sk, st.frac16, st.full, st.partial,
             st.empty, st.tiles))
   if o.output then
