@@ -175,9 +175,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   out->warps = o.warps ? o.warps : out->kernel == STOF_ATTN_BLOCK ? out->tile / 16 : 4;
   out->stages = o.stages ? o.stages : 2;
   if (n > 0 && (size_t)n < sizeof out->why)
-    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps%s (B*H = %lld, D = %lld, %d SMs)",
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps%s (B*H = %lld, D = %lld%s)",
              out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? (out->stages == 3 ? ", 3 stages" : ", 2 stages") : "",
-             (long long)(B * H), (long long)D, sm_count);
+             (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
 }
 

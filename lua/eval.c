@@ -95,9 +95,14 @@ static int l_eval(lua_State *L) {
   luaL_checkstack(L, nout + 4, fname);
   for (int i = 0; i < nout; i++) hs[i] = slua_new_tensor(L);
   stof_ctx *ctx = stof_graph_ctx(g);
+  slua_pred_call c; /* an extern (attention) may evaluate an fn mask */
+  slua_pred_begin(L, &c);
   stof_status st = stof_interp_eval(g, nout, (const stof_op *const *)outs, nfeed,
                                     (const stof_op *const *)fops,
                                     (const stof_tensor *const *)fts, res);
+  slua_pred_end(&c);
+  lua_pop(L, 1);
+  if (st && c.failed) return slua_pred_raise(L, ctx, fname, NULL, &c);
   if (st) return slua_raise(L, ctx, st, fname);
   for (int i = 0; i < nout; i++) hs[i]->t = res[i];
   return nout;

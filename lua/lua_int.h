@@ -169,4 +169,9 @@ void slua_pred_end(slua_pred_call *c);
 int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_mask *m,
                     const slua_pred_call *c);
 
+/* ---------------------------------------------------------------- attention.c */
+
+/** Sets stof.attention, stof.attention_plan, stof.explain and stof.te.attention. */
+void slua_open_attention(lua_State *L, int idx);
+
 #endif

@@ -149,10 +149,10 @@ int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_m
   if (ctx) stof_ctx_clear_error(ctx);
   if (!c->failed)
     return slua_error(L, "ValueError", "%s: predicate failed in mask %s", where,
-                      stof_mask_description(m));
+                      m ? stof_mask_description(m) : "fn");
   return slua_error(L, "ValueError",
                     "%s: predicate failed in mask %s at (b %I, h %I, i %I, j %I): %s", where,
-                    stof_mask_description(m), (lua_Integer)c->b, (lua_Integer)c->h,
+                    m ? stof_mask_description(m) : "fn", (lua_Integer)c->b, (lua_Integer)c->h,
                     (lua_Integer)c->i, (lua_Integer)c->j, c->msg);
 }
 

@@ -16,6 +16,8 @@ local M = stof.mask
 
 local USAGE = [[
 usage: stof mask show MASK --seq S [--tile T] [--batch B --heads H] [-o FILE.svg]
+       stof mask explain MASK --seq S [--batch B --heads H --dim D] [--kernel K] [--tile T]
+       stof explain MASK --seq S ...     (the same)
        stof mask list
        stof mask --help
 
@@ -31,6 +33,8 @@ its densities.
   --batch B     batch elements (default 1)
   --heads H     heads (default 1)
   -o FILE.svg   also write the SVG picture of instance (b 0, h 0)
+  --dim D       head dim, for explain (default 64)
+  --kernel K    explain with a forced kernel: auto, block or row
   -h, --help    this text
 
 example: stof mask show "causal() & sliding(64)" --seq 512 -o causal_sliding.svg]]
@@ -64,7 +68,7 @@ end
 
 -- Parses the arguments after "show".
 local function parse_show(args)
-  local o = {tile = 64, batch = 1, heads = 1}
+  local o = {tile = 64, batch = 1, heads = 1, dim = 64}
   local k = 1
   local function value(opt, inline)
     if inline then return inline end
@@ -89,10 +93,16 @@ local function parse_show(args)
       end
     elseif name == "--tile" then
       o.tile = positive(name, value(name, inline))
+      o.tile_given = true
     elseif name == "--batch" then
       o.batch = positive(name, value(name, inline))
     elseif name == "--heads" then
       o.heads = positive(name, value(name, inline))
+    elseif name == "--dim" then
+      o.dim = positive(name, value(name, inline))
+    elseif name == "--kernel" then
+      o.kernel = value(name, inline)
+      o.tile_given = o.tile_given
     elseif name == "-o" or name == "--output" then
       o.output = value(name, inline)
     elseif a:sub(1, 1) == "-" and a ~= "-" then
@@ -162,6 +172,22 @@ local function show(args)
   end
 end
 
+-- Which attention kernel the selector picks for the mask, and why (stof.explain).
+local function explain(args)
+  local o = parse_show(args)
+  if o.help then
+    print(USAGE)
+    return
+  end
+  if not o.expr then fail("missing MASK (see stof mask --help)") end
+  if not o.Sq then fail("missing --seq S (the sequence length)") end
+  local m = eval_mask(o.expr, o.Sq, o.Sk)
+  local ok, text = pcall(stof.explain, m, {Sq = o.Sq, Sk = o.Sk, B = o.batch, H = o.heads, D = o.dim},
+                         {kernel = o.kernel, tile = o.tile_given and o.tile or nil})
+  if not ok then fail("%s", tostring(text)) end
+  print(text)
+end
+
 local function list()
   print("constructors (combine with |, &, -):")
   for _, c in ipairs(CONSTRUCTORS) do print(("  %-26s %s"):format(c[1], c[2])) end
@@ -182,9 +208,10 @@ local function main(...)
   table.remove(args, 1)
   local ok, err = pcall(function()
     if cmd == "show" then show(args)
+    elseif cmd == "explain" then explain(args)
     elseif cmd == "list" then list()
     elseif cmd:sub(1, 1) == "-" then fail("unknown option '%s' (see stof mask --help)", cmd)
-    else fail("unknown subcommand '%s' (show, list; see stof mask --help)", cmd) end
+    else fail("unknown subcommand '%s' (show, explain, list; see stof mask --help)", cmd) end
   end)
   if ok then return 0 end
   if getmetatable(err) == Fail then

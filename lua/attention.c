@@ -1,0 +1,462 @@
+/*
+ * Attention from Lua: stof.attention(q, k, v, mask[, opts]) runs the sparse attention
+ * kernels (GPU tensors) or the CPU implementation (CPU tensors); stof.attention_plan fixes
+ * a shape and mask for repeated runs; stof.explain says which kernel the selector picks
+ * and why; stof.te.attention(q, k, v, mask[, scale]) puts attention into a TE graph as an
+ * opaque extern op whose CPU implementation the interpreter calls.
+ *
+ * The GPU engine is one per Lua state (registry "stof.attn_engine"). Plans made by
+ * stof.attention are cached per mask handle (a weak-keyed table), per dims and options.
+ * Masks used inside a graph are kept alive by the graph (weak-keyed table graph -> masks).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lua_int.h"
+
+#define SLUA_ENGINE "stof.AttnEngine"
+#define SLUA_PLAN "stof.AttnPlan"
+#define REG_ENGINE "stof.attn_engine"
+#define REG_PLANS "stof.attn_plans"     /* mask handle -> {key -> plan}, weak keys */
+#define REG_GRAPH_MASKS "stof.graph_masks" /* graph handle -> {masks}, weak keys */
+
+typedef struct slua_engine {
+  stof_attn_engine *e;
+  slua_ctx *lc;
+} slua_engine;
+
+typedef struct slua_plan { /* user value 1: the engine handle; 2: the mask handle */
+  stof_attn_plan *p;
+  slua_ctx *lc;
+} slua_plan;
+
+static int engine_gc(lua_State *L) {
+  slua_engine *h = luaL_checkudata(L, 1, SLUA_ENGINE);
+  if (h->e) stof_attn_engine_free(h->e);
+  h->e = NULL;
+  if (h->lc) slua_ctx_unref(h->lc);
+  h->lc = NULL;
+  return 0;
+}
+
+static int plan_gc(lua_State *L) {
+  slua_plan *h = luaL_checkudata(L, 1, SLUA_PLAN);
+  if (h->p) stof_attn_plan_free(h->p);
+  h->p = NULL;
+  if (h->lc) slua_ctx_unref(h->lc);
+  h->lc = NULL;
+  return 0;
+}
+
+/* Pushes the state's engine handle (created on first use: needs a GPU). */
+static slua_engine *push_engine(lua_State *L, const char *fname) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_ENGINE) == LUA_TUSERDATA) return lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  slua_ctx *lc = slua_state_ctx(L);
+  slua_engine *h = lua_newuserdatauv(L, sizeof *h, 0);
+  h->e = NULL;
+  h->lc = NULL;
+  luaL_setmetatable(L, SLUA_ENGINE);
+  stof_status st = stof_attn_engine_new(lc->ctx, &h->e);
+  if (st) return slua_raise(L, lc->ctx, st, fname), NULL;
+  h->lc = slua_ctx_ref(lc);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, REG_ENGINE);
+  return h;
+}
+
+/* Reads the options table at idx (absent or nil: defaults). */
+static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname) {
+  stof_attn_opts o = {0};
+  if (lua_isnoneornil(L, idx)) return o;
+  if (!lua_istable(L, idx)) return slua_typeerror(L, idx, fname, "options table"), o;
+  if (lua_getfield(L, idx, "kernel") != LUA_TNIL) {
+    const char *k = lua_tostring(L, -1);
+    int found = 0;
+    for (int i = 0; k && i < STOF_ATTN_KERNEL_COUNT; i++)
+      if (strcmp(k, stof_attn_kernel_name((stof_attn_kernel)i)) == 0) o.kernel = (stof_attn_kernel)i, found = 1;
+    if (!found) slua_error(L, "ValueError", "%s: kernel must be \"auto\", \"block\" or \"row\"", fname);
+  }
+  lua_pop(L, 1);
+  static const char *const ints[] = {"tile", "warps", "stages"};
+  int *dst[] = {&o.tile, &o.warps, &o.stages};
+  for (int i = 0; i < 3; i++) {
+    if (lua_getfield(L, idx, ints[i]) != LUA_TNIL) {
+      if (!lua_isinteger(L, -1)) slua_error(L, "TypeError", "%s: option %s must be an integer", fname, ints[i]);
+      *dst[i] = (int)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  if (lua_getfield(L, idx, "scale") != LUA_TNIL) {
+    if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) <= 0)
+      slua_error(L, "ValueError", "%s: option scale must be a positive number", fname);
+    o.scale = (float)lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return o;
+}
+
+/* Makes a plan for (mask at midx, dims); pushes its handle. */
+static slua_plan *push_plan(lua_State *L, int midx, const int64_t d[6], stof_dtype dtype,
+                            const stof_attn_opts *o, const char *fname) {
+  stof_mask *m = slua_check_mask(L, midx, fname);
+  slua_engine *eh = push_engine(L, fname);
+  int eidx = lua_gettop(L);
+  slua_plan *h = lua_newuserdatauv(L, sizeof *h, 2);
+  h->p = NULL;
+  h->lc = NULL;
+  luaL_setmetatable(L, SLUA_PLAN);
+  lua_pushvalue(L, eidx);
+  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, midx);
+  lua_setiuservalue(L, -2, 2);
+  slua_pred_call c;
+  slua_pred_begin(L, &c);
+  stof_ctx *ctx = eh->lc->ctx;
+  stof_status st = stof_attn_plan_new(eh->e, m, d[0], d[1], d[2], d[3], d[4], d[5], dtype, o, &h->p);
+  slua_pred_end(&c);
+  lua_pop(L, 1); /* the predicate table */
+  if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c), NULL;
+  if (st) return slua_raise(L, ctx, st, fname), NULL;
+  h->lc = slua_ctx_ref(eh->lc);
+  lua_remove(L, eidx);
+  return h;
+}
+
+static void dims_of(const stof_tensor *q, const stof_tensor *k, int64_t d[6]) {
+  d[0] = q->shape[0], d[1] = q->shape[1], d[2] = k->shape[1];
+  d[3] = q->shape[2], d[4] = k->shape[2], d[5] = q->shape[3];
+}
+
+static void check_rank4(lua_State *L, const stof_tensor *t, int arg, const char *fname) {
+  if (t->ndim != 4)
+    slua_error(L, "ShapeError", "%s: argument #%d has %d dimensions, [B, H, S, D] expected", fname, arg, t->ndim);
+}
+
+/* stof.attention(q, k, v, mask[, opts]) -> out */
+static int l_attention(lua_State *L) {
+  const char *fname = "stof.attention";
+  stof_tensor *q = slua_check_tensor(L, 1, fname), *k = slua_check_tensor(L, 2, fname),
+              *v = slua_check_tensor(L, 3, fname);
+  stof_mask *m = slua_check_mask(L, 4, fname);
+  stof_attn_opts o = check_opts(L, 5, fname);
+  for (int i = 1; i <= 3; i++) check_rank4(L, i == 1 ? q : i == 2 ? k : v, i, fname);
+  int64_t d[6];
+  dims_of(q, k, d);
+  slua_ctx *lc = slua_state_ctx(L);
+  slua_tensor *out = slua_new_tensor(L);
+  int oidx = lua_gettop(L);
+  stof_status st = stof_tensor_new(lc->ctx, q->dtype, 4, q->shape, q->device, &out->t);
+  if (st) return slua_raise(L, lc->ctx, st, fname);
+  if (q->device == STOF_DEVICE_CPU) {
+    stof_mask_format *f = NULL;
+    slua_pred_call c;
+    slua_pred_begin(L, &c);
+    st = stof_mask_format_build(lc->ctx, m, d[0], d[1], d[3], d[4], o.tile ? o.tile : 64, &f);
+    if (!st && f->nvalid == 0)
+      st = stof_ctx_error(lc->ctx, STOF_ERR_ARG, "the mask %s keeps no (query, key) pair at Sq = %lld, Sk = %lld",
+                          f->desc, (long long)d[3], (long long)d[4]);
+    if (!st) st = stof_attention_cpu(lc->ctx, q, k, v, f, o.scale, out->t);
+    slua_pred_end(&c);
+    stof_mask_format_free(f);
+    if (st && c.failed) return slua_pred_raise(L, lc->ctx, fname, m, &c);
+    if (st) return slua_raise(L, lc->ctx, st, fname);
+    lua_settop(L, oidx);
+    return 1;
+  }
+  /* GPU: a plan per (mask handle, dims, dtype, options), cached */
+  char key[256];
+  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %g", (long long)d[0], (long long)d[1],
+           (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5], (int)q->dtype, (int)o.kernel, o.tile,
+           o.warps, o.stages, (double)o.scale);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_PLANS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_PLANS);
+  }
+  int pidx = lua_gettop(L);
+  lua_pushvalue(L, 4);
+  if (lua_rawget(L, pidx) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, 4);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, pidx);
+  }
+  int tidx = lua_gettop(L);
+  slua_plan *ph;
+  if (lua_getfield(L, tidx, key) == LUA_TUSERDATA) {
+    ph = lua_touserdata(L, -1);
+  } else {
+    lua_pop(L, 1);
+    ph = push_plan(L, 4, d, q->dtype, &o, fname);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, tidx, key);
+  }
+  st = stof_attn_plan_run(ph->p, q, k, v, out->t);
+  if (st) return slua_raise(L, lc->ctx, st, fname);
+  lua_settop(L, oidx);
+  return 1;
+}
+
+/* stof.attention_plan(mask, {B=, H=, Hkv=, S= | Sq=, Sk=, D=, dtype=}, opts) -> plan */
+static int l_attention_plan(lua_State *L) {
+  const char *fname = "stof.attention_plan";
+  slua_check_mask(L, 1, fname);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  stof_attn_opts o = check_opts(L, 3, fname);
+  int64_t d[6] = {1, 1, 0, 0, 0, 64};
+  static const char *const names[] = {"B", "H", "Hkv", "Sq", "Sk", "D"};
+  int64_t S = 0;
+  if (lua_getfield(L, 2, "S") != LUA_TNIL) S = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  for (int i = 0; i < 6; i++) {
+    if (lua_getfield(L, 2, names[i]) != LUA_TNIL) {
+      if (!lua_isinteger(L, -1)) return slua_error(L, "TypeError", "%s: %s must be an integer", fname, names[i]);
+      d[i] = lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  if (!d[3]) d[3] = S;
+  if (!d[4]) d[4] = S;
+  if (!d[2]) d[2] = d[1];
+  if (d[3] <= 0 || d[4] <= 0) return slua_error(L, "ValueError", "%s: give S (or Sq and Sk)", fname);
+  lua_getfield(L, 2, "dtype");
+  stof_dtype dt = (stof_dtype)slua_opt_dtype(L, lua_gettop(L), fname, STOF_DTYPE_F16);
+  lua_pop(L, 1);
+  push_plan(L, 1, d, dt, &o, fname);
+  return 1;
+}
+
+static slua_plan *check_plan(lua_State *L, int idx, const char *fname) {
+  slua_plan *h = slua_checkudata(L, idx, SLUA_PLAN, fname);
+  if (!h->p) slua_error(L, "ValueError", "%s: the plan is closed", fname);
+  return h;
+}
+
+/* plan:run(q, k, v[, out]) -> out */
+static int plan_run(lua_State *L) {
+  const char *fname = "AttnPlan:run";
+  slua_plan *h = check_plan(L, 1, fname);
+  stof_tensor *q = slua_check_tensor(L, 2, fname), *k = slua_check_tensor(L, 3, fname),
+              *v = slua_check_tensor(L, 4, fname), *out;
+  stof_ctx *ctx = h->lc->ctx;
+  if (lua_isnoneornil(L, 5)) {
+    check_rank4(L, q, 2, fname);
+    slua_tensor *o = slua_new_tensor(L);
+    stof_status st = stof_tensor_new(ctx, q->dtype, 4, q->shape, q->device, &o->t);
+    if (st) return slua_raise(L, ctx, st, fname);
+    out = o->t;
+  } else {
+    out = slua_check_tensor(L, 5, fname);
+    lua_pushvalue(L, 5);
+  }
+  stof_status st = stof_attn_plan_run(h->p, q, k, v, out);
+  if (st) return slua_raise(L, ctx, st, fname);
+  return 1;
+}
+
+static void push_choice(lua_State *L, const stof_attn_choice *c) {
+  lua_createtable(L, 0, 8);
+  lua_pushstring(L, stof_attn_kernel_name(c->kernel));
+  lua_setfield(L, -2, "kernel");
+  lua_pushinteger(L, c->tile);
+  lua_setfield(L, -2, "tile");
+  lua_pushinteger(L, c->warps);
+  lua_setfield(L, -2, "warps");
+  lua_pushinteger(L, c->stages);
+  lua_setfield(L, -2, "stages");
+  lua_pushnumber(L, c->frac16);
+  lua_setfield(L, -2, "frac16");
+  lua_pushnumber(L, c->threshold);
+  lua_setfield(L, -2, "threshold");
+  lua_pushstring(L, c->why);
+  lua_setfield(L, -2, "why");
+}
+
+static int plan_index(lua_State *L) {
+  slua_plan *h = check_plan(L, 1, "AttnPlan");
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "choice") == 0) {
+    push_choice(L, stof_attn_plan_choice(h->p));
+  } else if (strcmp(key, "prepare_ms") == 0) {
+    lua_pushnumber(L, stof_attn_plan_prepare_ms(h->p));
+  } else if (strcmp(key, "nvalid") == 0) {
+    lua_pushinteger(L, (lua_Integer)stof_attn_plan_nvalid(h->p));
+  } else if (strcmp(key, "run") == 0) {
+    lua_pushcfunction(L, plan_run);
+  } else if (strcmp(key, "close") == 0) {
+    lua_pushcfunction(L, plan_gc);
+  } else {
+    lua_pushnil(L);
+  }
+  return 1;
+}
+
+static int plan_tostring(lua_State *L) {
+  slua_plan *h = luaL_checkudata(L, 1, SLUA_PLAN);
+  if (!h->p) return lua_pushliteral(L, "stof.AttnPlan (closed)"), 1;
+  lua_pushfstring(L, "stof.AttnPlan: %s", stof_attn_plan_choice(h->p)->why);
+  return 1;
+}
+
+/* stof.explain(mask, {S=, Sq=, Sk=, B=, H=, D=}, opts) -> text, choice table. CPU only: the
+ * device's SM count is used when a GPU is present. */
+static int l_explain(lua_State *L) {
+  const char *fname = "stof.explain";
+  stof_mask *m = slua_check_mask(L, 1, fname);
+  if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "table {S=, B=, H=, D=}");
+  stof_attn_opts o = check_opts(L, 3, fname);
+  int64_t S = 0, Sq = 0, Sk = 0, B = 1, H = 1, D = 64;
+  static const char *const names[] = {"S", "Sq", "Sk", "B", "H", "D"};
+  int64_t *dst[] = {&S, &Sq, &Sk, &B, &H, &D};
+  for (int i = 0; i < 6; i++) {
+    if (lua_getfield(L, 2, names[i]) != LUA_TNIL) {
+      if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0)
+        return slua_error(L, "ValueError", "%s: %s must be a positive integer", fname, names[i]);
+      *dst[i] = lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  if (!Sq) Sq = S;
+  if (!Sk) Sk = S;
+  if (!Sq || !Sk) return slua_error(L, "ValueError", "%s: give S (or Sq and Sk)", fname);
+  slua_ctx *lc = slua_state_ctx(L);
+  stof_ctx *ctx = lc->ctx;
+  stof_cuda_props props = {0};
+  if (stof_cuda_init(ctx) == STOF_OK) stof_cuda_props_get(ctx, &props);
+  stof_ctx_clear_error(ctx);
+  stof_mask_format *f = NULL;
+  slua_pred_call c;
+  slua_pred_begin(L, &c);
+  stof_status st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
+  slua_pred_end(&c);
+  if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
+  if (st) return slua_raise(L, ctx, st, fname);
+  stof_attn_choice ch;
+  st = stof_attention_select(ctx, f, B, H, D, props.sm_count, &o, &ch);
+  if (st) {
+    stof_mask_format_free(f);
+    return slua_raise(L, ctx, st, fname);
+  }
+  lua_pushfstring(L,
+                  "mask %s at Sq %I, Sk %I (B %I, H %I, D %I)%s%s\n"
+                  "  density %f, kept pairs %I per instance on average\n"
+                  "  tiles of %d: %I full, %I partial, %I empty; non-empty 16x16 tiles %f%%\n"
+                  "  choice: %s",
+                  f->desc, (lua_Integer)Sq, (lua_Integer)Sk, (lua_Integer)B, (lua_Integer)H, (lua_Integer)D,
+                  props.sm_count ? " on " : "", props.sm_count ? props.name : "", f->density,
+                  (lua_Integer)(f->nvalid / (f->nmask ? f->nmask : 1)), f->T, (lua_Integer)f->ntile_full,
+                  (lua_Integer)f->ntile_partial, (lua_Integer)f->ntile_empty, 100 * f->frac16, ch.why);
+  stof_mask_format_free(f);
+  push_choice(L, &ch);
+  return 2;
+}
+
+/* The extern op's CPU implementation: ud is the mask, kept alive by the graph handle. */
+typedef struct attn_extern {
+  const stof_mask *mask;
+  float scale;
+} attn_extern;
+
+static stof_status attention_cpu_fn(stof_ctx *ctx, int ninput, const stof_tensor *const *in,
+                                    stof_tensor *out, void *ud) {
+  const attn_extern *a = ud;
+  if (ninput != 3) return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention extern: %d inputs", ninput);
+  stof_mask_format *f;
+  stof_status st = stof_mask_format_build(ctx, a->mask, in[0]->shape[0], in[0]->shape[1], in[0]->shape[2],
+                                          in[1]->shape[2], 64, &f);
+  if (st) return st;
+  st = stof_attention_cpu(ctx, in[0], in[1], in[2], f, a->scale, out);
+  stof_mask_format_free(f);
+  return st;
+}
+
+/* stof.te.attention(q, k, v, mask[, scale]) -> TE tensor [B, H, Sq, D] */
+static int te_attention(lua_State *L) {
+  const char *fname = "te.attention";
+  slua_teop *t[3];
+  for (int i = 0; i < 3; i++) {
+    t[i] = slua_test_teop(L, i + 1);
+    if (!t[i]) return slua_typeerror(L, i + 1, fname, "te tensor");
+    if (t[i]->op->ndim != 4)
+      return slua_error(L, "ShapeError", "%s: %s has %d dimensions, [B, H, S, D] expected", fname,
+                        t[i]->op->name, t[i]->op->ndim);
+    if (t[i]->g != t[0]->g) return slua_error(L, "ValueError", "%s: tensors from different graphs", fname);
+  }
+  slua_check_mask(L, 4, fname);
+  double scale = slua_opt_number(L, 5, fname, "scale", 0);
+  const stof_op *q = t[0]->op, *k = t[1]->op, *v = t[2]->op;
+  if (k->shape[0] != q->shape[0] || k->shape[3] != q->shape[3] || memcmp(k->shape, v->shape, sizeof k->shape[0] * 4) ||
+      k->shape[1] <= 0 || q->shape[1] % k->shape[1])
+    return slua_error(L, "ShapeError", "%s: q [B, H, Sq, D], k and v [B, Hkv, Sk, D] with H a multiple of Hkv expected", fname);
+  lua_getiuservalue(L, 1, 1); /* the graph handle */
+  int gidx = lua_gettop(L);
+  /* keep the mask alive with the graph */
+  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_GRAPH_MASKS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_GRAPH_MASKS);
+  }
+  lua_pushvalue(L, gidx);
+  if (lua_rawget(L, -2) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, gidx);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_pushvalue(L, 4);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  /* the extern's ud lives in the same table, as a full userdata */
+  attn_extern *a = lua_newuserdatauv(L, sizeof *a, 0);
+  a->mask = slua_check_mask(L, 4, fname);
+  a->scale = (float)scale;
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_pop(L, 2);
+  stof_graph *g = t[0]->g;
+  const stof_op *ins[3] = {q, k, v}, *op;
+  stof_status st = stof_te_extern(g, "attention", 3, ins, 4, q->shape, q->dtype, attention_cpu_fn, a, NULL, 1, &op);
+  if (st) return slua_raise(L, stof_graph_ctx(g), st, fname);
+  slua_push_teop(L, op, gidx);
+  return 1;
+}
+
+void slua_open_attention(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  luaL_newmetatable(L, SLUA_ENGINE);
+  lua_pushcfunction(L, engine_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, SLUA_PLAN);
+  lua_pushcfunction(L, plan_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, plan_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, plan_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, plan_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_attention);
+  lua_setfield(L, idx, "attention");
+  lua_pushcfunction(L, l_attention_plan);
+  lua_setfield(L, idx, "attention_plan");
+  lua_pushcfunction(L, l_explain);
+  lua_setfield(L, idx, "explain");
+  if (lua_getfield(L, idx, "te") == LUA_TTABLE) {
+    lua_pushcfunction(L, te_attention);
+    lua_setfield(L, -2, "attention");
+  }
+  lua_pop(L, 1);
+}

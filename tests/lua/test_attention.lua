@@ -1,0 +1,113 @@
+-- stof.attention on the CPU, te.attention inside graphs, stof.explain, and their errors.
+local stof = require("stof")
+local te, M = stof.te, stof.mask
+
+local function expect_error(kind, substr, f, ...)
+  local args = table.pack(...)
+  -- called from a line of this file, so the message carries test_attention.lua:N
+  local ok, err = pcall(function() return f(table.unpack(args, 1, args.n)) end)
+  assert(not ok, "expected an error containing " .. substr)
+  err = tostring(err)
+  assert(err:find(kind .. ":", 1, true), "wrong kind in: " .. err)
+  assert(err:find(substr, 1, true), "'" .. substr .. "' not in: " .. err)
+  assert(err:find("test_attention.lua:%d+:"), "no file:line in: " .. err)
+end
+
+-- Masked softmax attention in plain Lua, rows with no key giving 0.
+local function reference(q, k, v, mask, scale)
+  local B, H, S, D = table.unpack(q:shape())
+  local Hkv, Sk = k:shape()[2], k:shape()[3]
+  local out = stof.zeros({B, H, S, D}, "float32")
+  for b = 0, B - 1 do
+    for h = 0, H - 1 do
+      local hk = h // (H // Hkv)
+      for i = 0, S - 1 do
+        local s, mx = {}, -math.huge
+        for j = 0, Sk - 1 do
+          if mask:eval(b, h, i, j) then
+            local d = 0
+            for x = 0, D - 1 do d = d + q[{b, h, i, x}] * k[{b, hk, j, x}] end
+            s[j] = d * scale
+            if s[j] > mx then mx = s[j] end
+          end
+        end
+        local sum, acc = 0, {}
+        for x = 0, D - 1 do acc[x] = 0 end
+        for j, sj in pairs(s) do
+          local e = math.exp(sj - mx)
+          sum = sum + e
+          for x = 0, D - 1 do acc[x] = acc[x] + e * v[{b, hk, j, x}] end
+        end
+        for x = 0, D - 1 do out[{b, h, i, x}] = sum > 0 and acc[x] / sum or 0 end
+      end
+    end
+  end
+  return out
+end
+
+local B, H, S, D = 2, 2, 29, 8
+local q = stof.rand({B, H, S, D}, "float32", 11)
+local k = stof.rand({B, H, S, D}, "float32", 12)
+local v = stof.rand({B, H, S, D}, "float32", 13)
+
+-- Every suite mask, plus a mask with fully masked rows (causal minus its diagonal empties row 0).
+local masks = {}
+for _, name in ipairs(M.suite_names()) do masks[#masks + 1] = M.suite(name, S) end
+masks[#masks + 1] = M.causal() - M.window(0, 0)
+masks[#masks + 1] = M.dilated(3, 1)
+for _, m in ipairs(masks) do
+  local o = stof.attention(q, k, v, m)
+  local ref = reference(q, k, v, m, 1 / math.sqrt(D))
+  local err = stof.rel_l2(o, ref)
+  assert(err < 1e-5, tostring(m) .. ": rel err " .. err)
+  for _, tile in ipairs({16, 128}) do
+    assert(stof.rel_l2(stof.attention(q, k, v, m, {tile = tile}), ref) < 1e-5, tostring(m) .. " tile " .. tile)
+  end
+end
+-- row 0 of causal minus the diagonal keeps no key: exactly zero
+local o0 = stof.attention(q, k, v, M.causal() - M.window(0, 0))
+for x = 0, D - 1 do assert(o0[{1, 1, 0, x}] == 0) end
+
+-- Grouped-query attention (H = 4 query heads over 2 key/value heads) and a custom scale.
+local q4 = stof.rand({1, 4, S, D}, "float32", 21)
+local k2, v2 = stof.rand({1, 2, S, D}, "float32", 22), stof.rand({1, 2, S, D}, "float32", 23)
+local og = stof.attention(q4, k2, v2, M.causal(), {scale = 0.5})
+assert(stof.rel_l2(og, reference(q4, k2, v2, M.causal(), 0.5)) < 1e-5)
+
+-- The same attention inside a TE graph, through the interpreter; an fn mask works there.
+local Q = te.placeholder({B, H, S, D}, "float32", "Q")
+local K = te.placeholder({B, H, S, D}, "float32", "K")
+local V = te.placeholder({B, H, S, D}, "float32", "V")
+local A = te.attention(Q, K, V, M.longformer(4, 2))
+assert(A.pattern == "opaque" and A.compute_intensive)
+local R = te.compute({B, H, S, D}, function(b, h, i, x) return A[{b, h, i, x}] * 2 end, "R")
+local r = stof.eval(R, {[Q] = q, [K] = k, [V] = v})
+local ra = reference(q, k, v, M.longformer(4, 2), 1 / math.sqrt(D))
+for b = 0, B - 1 do for x = 0, D - 1 do
+  assert(math.abs(r[{b, 1, 5, x}] - 2 * ra[{b, 1, 5, x}]) < 1e-5)
+end end
+local F = te.attention(Q, K, V, M.fn(function(_, _, i, j) return j <= i end))
+assert(stof.rel_l2(stof.eval(F, {[Q] = q, [K] = k, [V] = v}), reference(q, k, v, M.causal(), 1 / math.sqrt(D))) < 1e-5)
+local bad = te.attention(Q, K, V, M.fn(function() error("no luck") end))
+expect_error("ValueError", "no luck", stof.eval, bad, {[Q] = q, [K] = k, [V] = v})
+
+-- explain: the paper's rule at two extremes, and forced choices.
+local text, choice = stof.explain(M.dense(), {S = 1024, B = 8, H = 12})
+assert(choice.kernel == "block" and text:find("block%-wise") and text:find("100%.0%%"))
+local _, c2 = stof.explain(M.sliding(8), {S = 8192})
+assert(c2.kernel == "row", c2.why)
+local _, c3 = stof.explain(M.dense(), {S = 1024}, {kernel = "row", tile = 128})
+assert(c3.kernel == "row" and c3.tile == 128 and c3.why:find("asked for"))
+
+-- Errors.
+expect_error("ValueError", "keeps no", stof.attention, q, k, v, M.causal() - M.causal())
+expect_error("ShapeError", "[B, H, S, D]", stof.attention, stof.rand({2, 3}, "float32", 1), k, v, M.causal())
+expect_error("ShapeError", "multiple of", stof.attention, stof.rand({1, 3, S, D}, "float32", 1),
+             stof.rand({1, 2, S, D}, "float32", 2), stof.rand({1, 2, S, D}, "float32", 3), M.causal())
+expect_error("ShapeError", "v must have k's shape", stof.attention, q, k, stof.rand({B, H, S, 4}, "float32", 1), M.causal())
+expect_error("TypeError", "stof.Mask", stof.attention, q, k, v, "causal")
+expect_error("ValueError", "kernel must be", stof.attention, q, k, v, M.causal(), {kernel = "fast"})
+expect_error("ValueError", "tile 96", stof.explain, M.causal(), {S = 128}, {tile = 96})
+expect_error("ValueError", "give S", stof.explain, M.causal(), {B = 2})
+expect_error("ShapeError", "[B, H, S, D]", te.attention, te.placeholder({4, 4}, "float32", "x"), K, V, M.causal())
+print("attention tests passed")
