@@ -25,21 +25,6 @@ struct stof_graph {
   int nvar;
 };
 
-/* A growable NUL-terminated string in ctx memory. A failed append sets nomem and makes
- * later appends no-ops; core_buf_finish then reports STOF_ERR_NOMEM. */
-typedef struct core_buf {
-  stof_ctx *ctx;
-  char *data;
-  size_t len, cap;
-  int nomem;
-} core_buf;
-
-void core_buf_init(core_buf *b, stof_ctx *ctx);
-void core_buf_printf(core_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void core_buf_puts(core_buf *b, const char *s);
-/* Hands the string over (owned: stof_ctx_dealloc(ctx, s, strlen(s) + 1)). */
-stof_status core_buf_finish(core_buf *b, char **out);
-void core_buf_free(core_buf *b);
 
 /* Shape text "[2, 3]" for messages, into a caller buffer. */
 const char *core_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);

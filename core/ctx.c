@@ -158,12 +158,12 @@ double stof_ctx_rand_unit(stof_ctx *ctx) {
 
 /* ---------------------------------------------------------------- string buffer */
 
-void core_buf_init(core_buf *b, stof_ctx *ctx) {
+void stof_buf_init(stof_buf *b, stof_ctx *ctx) {
   memset(b, 0, sizeof *b);
   b->ctx = ctx;
 }
 
-static int buf_reserve(core_buf *b, size_t extra) {
+static int buf_reserve(stof_buf *b, size_t extra) {
   if (b->nomem) return 0;
   if (b->len + extra + 1 <= b->cap) return 1;
   size_t ncap = b->cap ? b->cap * 2 : 256;
@@ -178,7 +178,7 @@ static int buf_reserve(core_buf *b, size_t extra) {
   return 1;
 }
 
-void core_buf_printf(core_buf *b, const char *fmt, ...) {
+void stof_buf_printf(stof_buf *b, const char *fmt, ...) {
   char small[256];
   va_list ap;
   va_start(ap, fmt);
@@ -195,23 +195,23 @@ void core_buf_printf(core_buf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-void core_buf_puts(core_buf *b, const char *s) {
+void stof_buf_puts(stof_buf *b, const char *s) {
   size_t n = strlen(s);
   if (!buf_reserve(b, n)) return;
   memcpy(b->data + b->len, s, n + 1);
   b->len += n;
 }
 
-stof_status core_buf_finish(core_buf *b, char **out) {
+stof_status stof_buf_finish(stof_buf *b, char **out) {
   *out = NULL;
   if (b->nomem || !buf_reserve(b, 0)) {
-    core_buf_free(b);
-    return STOF_ERR_NOMEM;
+    stof_buf_free(b);
+    return stof_ctx_error(b->ctx, STOF_ERR_NOMEM, "out of memory building a string");
   }
   /* shrink to strlen + 1 so the caller frees with a size it can compute */
   char *p = stof_ctx_realloc(b->ctx, b->data, b->cap, b->len + 1);
   if (!p) {
-    core_buf_free(b);
+    stof_buf_free(b);
     return STOF_ERR_NOMEM;
   }
   p[b->len] = 0;
@@ -221,7 +221,7 @@ stof_status core_buf_finish(core_buf *b, char **out) {
   return STOF_OK;
 }
 
-void core_buf_free(core_buf *b) {
+void stof_buf_free(stof_buf *b) {
   stof_ctx_dealloc(b->ctx, b->data, b->cap);
   b->data = NULL;
   b->cap = b->len = 0;

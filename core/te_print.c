@@ -9,90 +9,90 @@
 
 #include "core_int.h"
 
-static void print_expr(core_buf *b, const stof_expr *e) {
+static void print_expr(stof_buf *b, const stof_expr *e) {
   stof_expr_kind k = e->kind;
   switch (k) {
-  case STOF_EXPR_INT: core_buf_printf(b, "%lld", (long long)e->u.ival); return;
+  case STOF_EXPR_INT: stof_buf_printf(b, "%lld", (long long)e->u.ival); return;
   case STOF_EXPR_FLOAT: {
     char t[64];
     snprintf(t, sizeof t, "%.9g", e->u.fval);
     if (!strpbrk(t, ".eEn")) strcat(t, ".0");
-    core_buf_puts(b, t);
-    if (e->dtype != STOF_DTYPE_F32) core_buf_printf(b, "%s", e->dtype == STOF_DTYPE_F16 ? "h" : e->dtype == STOF_DTYPE_BF16 ? "bf" : "d");
+    stof_buf_puts(b, t);
+    if (e->dtype != STOF_DTYPE_F32) stof_buf_printf(b, "%s", e->dtype == STOF_DTYPE_F16 ? "h" : e->dtype == STOF_DTYPE_BF16 ? "bf" : "d");
     return;
   }
-  case STOF_EXPR_VAR: core_buf_puts(b, e->u.var->name); return;
+  case STOF_EXPR_VAR: stof_buf_puts(b, e->u.var->name); return;
   case STOF_EXPR_MIN:
   case STOF_EXPR_MAX:
   case STOF_EXPR_POW:
-    core_buf_printf(b, "%s(", stof_expr_kind_name(k));
+    stof_buf_printf(b, "%s(", stof_expr_kind_name(k));
     print_expr(b, e->u.op.a);
-    core_buf_puts(b, ", ");
+    stof_buf_puts(b, ", ");
     print_expr(b, e->u.op.b);
-    core_buf_puts(b, ")");
+    stof_buf_puts(b, ")");
     return;
   case STOF_EXPR_NEG:
   case STOF_EXPR_NOT:
-    core_buf_puts(b, k == STOF_EXPR_NEG ? "-" : "!");
+    stof_buf_puts(b, k == STOF_EXPR_NEG ? "-" : "!");
     print_expr(b, e->u.op.a);
     return;
   case STOF_EXPR_CAST:
-    core_buf_printf(b, "%s(", stof_dtype_name(e->dtype));
+    stof_buf_printf(b, "%s(", stof_dtype_name(e->dtype));
     print_expr(b, e->u.op.a);
-    core_buf_puts(b, ")");
+    stof_buf_puts(b, ")");
     return;
   case STOF_EXPR_SELECT:
-    core_buf_puts(b, "select(");
+    stof_buf_puts(b, "select(");
     print_expr(b, e->u.op.c);
-    core_buf_puts(b, ", ");
+    stof_buf_puts(b, ", ");
     print_expr(b, e->u.op.a);
-    core_buf_puts(b, ", ");
+    stof_buf_puts(b, ", ");
     print_expr(b, e->u.op.b);
-    core_buf_puts(b, ")");
+    stof_buf_puts(b, ")");
     return;
   case STOF_EXPR_LOAD:
-    core_buf_printf(b, "%s[", e->u.load.tensor->name);
+    stof_buf_printf(b, "%s[", e->u.load.tensor->name);
     for (int d = 0; d < e->u.load.nidx; d++) {
-      if (d) core_buf_puts(b, ", ");
+      if (d) stof_buf_puts(b, ", ");
       print_expr(b, e->u.load.idx[d]);
     }
-    core_buf_puts(b, "]");
+    stof_buf_puts(b, "]");
     return;
   case STOF_EXPR_REDUCE:
-    core_buf_printf(b, "%s(", stof_reduce_kind_name(e->u.reduce.combiner));
+    stof_buf_printf(b, "%s(", stof_reduce_kind_name(e->u.reduce.combiner));
     print_expr(b, e->u.reduce.src);
-    core_buf_puts(b, ", axis=[");
+    stof_buf_puts(b, ", axis=[");
     for (int i = 0; i < e->u.reduce.naxis; i++)
-      core_buf_printf(b, "%s%s:%lld", i ? ", " : "", e->u.reduce.axis[i]->name,
+      stof_buf_printf(b, "%s%s:%lld", i ? ", " : "", e->u.reduce.axis[i]->name,
                       (long long)e->u.reduce.axis[i]->extent);
-    core_buf_puts(b, "])");
+    stof_buf_puts(b, "])");
     return;
   default:
     if (stof_expr_kind_is_unary(k)) {
-      core_buf_printf(b, "%s(", stof_expr_kind_name(k));
+      stof_buf_printf(b, "%s(", stof_expr_kind_name(k));
       print_expr(b, e->u.op.a);
-      core_buf_puts(b, ")");
+      stof_buf_puts(b, ")");
     } else {
-      core_buf_puts(b, "(");
+      stof_buf_puts(b, "(");
       print_expr(b, e->u.op.a);
-      core_buf_printf(b, " %s ", stof_expr_kind_name(k));
+      stof_buf_printf(b, " %s ", stof_expr_kind_name(k));
       print_expr(b, e->u.op.b);
-      core_buf_puts(b, ")");
+      stof_buf_puts(b, ")");
     }
   }
 }
 
 stof_status stof_expr_print(stof_ctx *ctx, const stof_expr *e, char **out) {
   if (!e) return stof_ctx_error(ctx, STOF_ERR_ARG, "print: missing expression");
-  core_buf b;
-  core_buf_init(&b, ctx);
+  stof_buf b;
+  stof_buf_init(&b, ctx);
   print_expr(&b, e);
-  return core_buf_finish(&b, out) ? stof_ctx_error(ctx, STOF_ERR_NOMEM, "out of memory printing") : STOF_OK;
+  return stof_buf_finish(&b, out) ? stof_ctx_error(ctx, STOF_ERR_NOMEM, "out of memory printing") : STOF_OK;
 }
 
-static void print_shape(core_buf *b, const stof_op *op) {
+static void print_shape(stof_buf *b, const stof_op *op) {
   char s[256];
-  core_buf_puts(b, core_shape_str(s, sizeof s, op->ndim, op->shape));
+  stof_buf_puts(b, core_shape_str(s, sizeof s, op->ndim, op->shape));
 }
 
 stof_status stof_te_print(stof_graph *g, int nout, const stof_op *const *outputs, char **out) {
@@ -101,41 +101,41 @@ stof_status stof_te_print(stof_graph *g, int nout, const stof_op *const *outputs
   *out = NULL;
   stof_status st = core_graph_collect(g, nout, outputs, 1, &ops, &n);
   if (st) return st;
-  core_buf b;
-  core_buf_init(&b, g->ctx);
+  stof_buf b;
+  stof_buf_init(&b, g->ctx);
   for (int i = 0; i < n; i++) {
     const stof_op *op = ops[i];
-    core_buf_printf(&b, "%s = ", op->name);
+    stof_buf_printf(&b, "%s = ", op->name);
     switch (op->kind) {
     case STOF_OP_PLACEHOLDER:
-      core_buf_puts(&b, "placeholder(");
+      stof_buf_puts(&b, "placeholder(");
       print_shape(&b, op);
-      core_buf_printf(&b, ", %s)\n", stof_dtype_name(op->dtype));
+      stof_buf_printf(&b, ", %s)\n", stof_dtype_name(op->dtype));
       break;
     case STOF_OP_COMPUTE:
-      core_buf_puts(&b, "compute(");
+      stof_buf_puts(&b, "compute(");
       print_shape(&b, op);
-      core_buf_printf(&b, ", %s, axes=[", stof_dtype_name(op->dtype));
+      stof_buf_printf(&b, ", %s, axes=[", stof_dtype_name(op->dtype));
       for (int d = 0; d < op->ndim; d++)
-        core_buf_printf(&b, "%s%s:%lld", d ? ", " : "", op->axis[d]->name, (long long)op->axis[d]->extent);
-      core_buf_printf(&b, "], %s, %s):\n  ", stof_pattern_name(op->pattern), op->compute_intensive ? "CI" : "MI");
+        stof_buf_printf(&b, "%s%s:%lld", d ? ", " : "", op->axis[d]->name, (long long)op->axis[d]->extent);
+      stof_buf_printf(&b, "], %s, %s):\n  ", stof_pattern_name(op->pattern), op->compute_intensive ? "CI" : "MI");
       print_expr(&b, op->body);
-      core_buf_puts(&b, "\n");
+      stof_buf_puts(&b, "\n");
       break;
     case STOF_OP_EXTERN:
-      core_buf_puts(&b, "extern(");
+      stof_buf_puts(&b, "extern(");
       print_shape(&b, op);
-      core_buf_printf(&b, ", %s, inputs=[", stof_dtype_name(op->dtype));
-      for (int j = 0; j < op->ninput; j++) core_buf_printf(&b, "%s%s", j ? ", " : "", op->input[j]->name);
-      core_buf_printf(&b, "], %s, %s", stof_pattern_name(op->pattern), op->compute_intensive ? "CI" : "MI");
-      if (op->semantics) core_buf_printf(&b, ", semantics=%s", op->semantics->name);
-      core_buf_puts(&b, ")\n");
+      stof_buf_printf(&b, ", %s, inputs=[", stof_dtype_name(op->dtype));
+      for (int j = 0; j < op->ninput; j++) stof_buf_printf(&b, "%s%s", j ? ", " : "", op->input[j]->name);
+      stof_buf_printf(&b, "], %s, %s", stof_pattern_name(op->pattern), op->compute_intensive ? "CI" : "MI");
+      if (op->semantics) stof_buf_printf(&b, ", semantics=%s", op->semantics->name);
+      stof_buf_puts(&b, ")\n");
       break;
     default: break;
     }
   }
   stof_ctx_dealloc(g->ctx, ops, sizeof *ops * (size_t)(n ? n : 1));
-  if (core_buf_finish(&b, out)) return stof_ctx_error(g->ctx, STOF_ERR_NOMEM, "out of memory printing");
+  if (stof_buf_finish(&b, out)) return stof_ctx_error(g->ctx, STOF_ERR_NOMEM, "out of memory printing");
   return STOF_OK;
 }
 

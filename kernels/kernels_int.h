@@ -102,21 +102,5 @@ static inline void kernels_row_set(uint64_t *row, int64_t a, int64_t b) {
   }
 }
 
-/* A growing string through the context's allocator. On NOMEM it stops growing and
- * kernels_buf_finish reports it. */
-typedef struct kernels_buf {
-  stof_ctx *ctx;
-  char *p;
-  size_t len, cap;
-  int failed;
-} kernels_buf;
-
-void kernels_buf_init(kernels_buf *s, stof_ctx *ctx);
-void kernels_buf_printf(kernels_buf *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* The string, owned by the caller (stof_ctx_dealloc(ctx, p, strlen(p) + 1)), exactly
- * sized; NULL (NOMEM recorded) when any growth failed. */
-char *kernels_buf_finish(kernels_buf *s);
-void kernels_buf_discard(kernels_buf *s);
 
 #endif

@@ -17,62 +17,6 @@
 
 /* ---------------------------------------------------------------- string builder */
 
-void kernels_buf_init(kernels_buf *s, stof_ctx *ctx) {
-  s->ctx = ctx;
-  s->p = NULL;
-  s->len = s->cap = 0;
-  s->failed = 0;
-}
-
-void kernels_buf_printf(kernels_buf *s, const char *fmt, ...) {
-  if (s->failed) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if (s->len + (size_t)n + 1 > s->cap) {
-    size_t cap = s->cap ? s->cap : 64;
-    while (cap < s->len + (size_t)n + 1) cap *= 2;
-    char *p = stof_ctx_realloc(s->ctx, s->p, s->cap, cap);
-    if (!p) {
-      s->failed = 1;
-      return;
-    }
-    s->p = p;
-    s->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(s->p + s->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  s->len += (size_t)n;
-}
-
-char *kernels_buf_finish(kernels_buf *s) {
-  if (!s->failed && !s->p) kernels_buf_printf(s, "%s", "");
-  if (s->failed) {
-    kernels_buf_discard(s);
-    return NULL;
-  }
-  char *p = s->p;
-  if (s->cap != s->len + 1) {
-    char *q = stof_ctx_realloc(s->ctx, s->p, s->cap, s->len + 1);
-    if (q) p = q;
-    else {
-      kernels_buf_discard(s);
-      return NULL;
-    }
-  }
-  s->p = NULL;
-  s->len = s->cap = 0;
-  return p;
-}
-
-void kernels_buf_discard(kernels_buf *s) {
-  if (s->p) stof_ctx_dealloc(s->ctx, s->p, s->cap);
-  s->p = NULL;
-  s->len = s->cap = 0;
-}
 
 /* ---------------------------------------------------------------- hashing */
 
@@ -375,26 +319,26 @@ static stof_status document_new(stof_ctx *ctx, const char *who, int64_t nbatch,
   n->varies_b = nbatch > 1;
 
   /* Short lists print in full; long ones as counts and a hash (still a unique key). */
-  kernels_buf s;
-  kernels_buf_init(&s, ctx);
+  stof_buf s;
+  stof_buf_init(&s, ctx);
   if (total <= 16) {
-    kernels_buf_printf(&s, "%s(", who);
+    stof_buf_printf(&s, "%s(", who);
     for (int64_t bb = 0, k = 0; bb < nbatch; bb++) {
-      if (nbatch > 1) kernels_buf_printf(&s, "%s{", bb ? ", " : "");
+      if (nbatch > 1) stof_buf_printf(&s, "%s{", bb ? ", " : "");
       for (int64_t q = 0; q < nseq[bb]; q++, k++)
-        kernels_buf_printf(&s, "%s%lld", q ? ", " : "", (long long)lengths[k]);
-      if (nbatch > 1) kernels_buf_printf(&s, "}");
+        stof_buf_printf(&s, "%s%lld", q ? ", " : "", (long long)lengths[k]);
+      if (nbatch > 1) stof_buf_printf(&s, "}");
     }
-    kernels_buf_printf(&s, ")");
+    stof_buf_printf(&s, ")");
   } else if (nbatch == 1) {
-    kernels_buf_printf(&s, "%s(n=%lld, total=%lld, #%016llx)", who, (long long)total,
+    stof_buf_printf(&s, "%s(n=%lld, total=%lld, #%016llx)", who, (long long)total,
                        (long long)pos[total], (unsigned long long)h);
   } else {
-    kernels_buf_printf(&s, "%s(B=%lld, n=%lld, #%016llx)", who, (long long)nbatch,
+    stof_buf_printf(&s, "%s(B=%lld, n=%lld, #%016llx)", who, (long long)nbatch,
                        (long long)total, (unsigned long long)h);
   }
-  char *d = kernels_buf_finish(&s);
-  if (!d) return mask_end(m, NULL, out);
+  char *d;
+  if (stof_buf_finish(&s, &d)) return mask_end(m, NULL, out);
   n->desc = stof_arena_strdup(&m->arena, d);
   stof_ctx_dealloc(ctx, d, strlen(d) + 1);
   return mask_end(m, n->desc ? n : NULL, out);

@@ -388,12 +388,12 @@ stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "mask_cache_get: mask is NULL");
   char *key = NULL;
   if (mask->cacheable) {
-    kernels_buf s;
-    kernels_buf_init(&s, ctx);
-    kernels_buf_printf(&s, "%s|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d",
+    stof_buf s;
+    stof_buf_init(&s, ctx);
+    stof_buf_printf(&s, "%s|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d",
                        stof_mask_description(mask), (long long)B, (long long)H, (long long)Sq,
                        (long long)Sk, T);
-    if (!(key = kernels_buf_finish(&s))) return STOF_ERR_NOMEM;
+    if (stof_buf_finish(&s, &key)) return STOF_ERR_NOMEM;
     for (int k = 0; k < c->n; k++)
       if (c->e[k].key && !strcmp(c->e[k].key, key)) {
         stof_ctx_dealloc(ctx, key, strlen(key) + 1);

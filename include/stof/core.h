@@ -414,6 +414,26 @@ stof_status stof_cache_write(stof_ctx *ctx, const char *path, const void *data, 
 #define STOF_HASH_INIT 0xcbf29ce484222325ull
 uint64_t stof_hash_bytes(uint64_t h, const void *data, size_t size);
 
+/* ---------------------------------------------------------------- string buffer */
+
+/* A growable NUL-terminated string in context memory, for printers and messages. A failed
+ * growth makes later appends no-ops and stof_buf_finish report STOF_ERR_NOMEM. */
+typedef struct stof_buf {
+  stof_ctx *ctx;
+  char *data;
+  size_t len, cap;
+  int nomem;
+} stof_buf;
+
+void stof_buf_init(stof_buf *b, stof_ctx *ctx);
+void stof_buf_printf(stof_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void stof_buf_puts(stof_buf *b, const char *s);
+/** Hands the string over, exactly sized. Owned: stof_ctx_dealloc(ctx, s, strlen(s) + 1).
+ *  STOF_ERR_NOMEM (recorded) when any growth failed; the buffer is emptied either way. */
+stof_status stof_buf_finish(stof_buf *b, char **out);
+/** Drops the string. */
+void stof_buf_free(stof_buf *b);
+
 /* ---------------------------------------------------------------- interpreter */
 
 /**
