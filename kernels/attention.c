@@ -141,9 +141,17 @@ done:
 
 /* ---------------------------------------------------------------- selector */
 
-/* The paper's rule: block-wise iff the fraction of non-empty 16 x 16 tiles is at least
- * SELECT_C / log2(S / 16)^2. SELECT_C is calibrated on the GPU machine (docs/PERFORMANCE.md). */
-#define SELECT_C 1.2
+/* The paper's rule, block-wise iff the fraction of non-empty 16 x 16 tiles is at least
+ * STOF_ATTN_SELECT_C / log2(S / 16)^2, with STOF_ATTN_SELECT_C calibrated on an H200 (bench/NOTES-attention.md):
+ * the paper's 1.2 would send sliding(32) at S = 4096 to the row-wise kernel, which measured
+ * 9x slower there; block-wise won on every mask of the suite at every grid shape, row-wise
+ * only on dilated(64, 63) at S = 128 (frac16 well under 1%). */
+/* Tile 128 pays for dense-like rows (fewer K/V reloads per query), tile 64 for sparse
+ * ones (less masked work): measured best per (mask, S) on the grid. */
+#define TILE128_MIN_S_LOOSE 2048
+#define TILE128_MIN_FRAC_LOOSE 0.25
+#define TILE128_MIN_S_DENSE 1024
+#define TILE128_MIN_FRAC_DENSE 0.75
 
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int64_t B,
                                   int64_t H, int64_t D, int sm_count,
@@ -157,7 +165,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   double S = (double)(f->Sk > f->Sq ? f->Sk : f->Sq);
   double l = S > 32 ? log2(S / 16.0) : 1.0;
   out->frac16 = f->frac16;
-  out->threshold = SELECT_C / (l * l);
+  out->threshold = STOF_ATTN_SELECT_C / (l * l);
   int n = 0;
   if (o.kernel != STOF_ATTN_AUTO) {
     out->kernel = o.kernel;
@@ -166,13 +174,24 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     out->kernel = f->frac16 >= out->threshold ? STOF_ATTN_BLOCK : STOF_ATTN_ROW;
     n = snprintf(out->why, sizeof out->why,
                  "%s-wise: %.1f%% of the 16x16 tiles are non-empty, %s the threshold "
-                 "%.2f / log2(S/16)^2 = %.1f%% at S = %.0f",
+                 "%.2f / log2(S/16)^2 = %.2f%% at S = %.0f",
                  stof_attn_kernel_name(out->kernel), 100 * f->frac16,
-                 out->kernel == STOF_ATTN_BLOCK ? "at or above" : "below", SELECT_C,
+                 out->kernel == STOF_ATTN_BLOCK ? "at or above" : "below", STOF_ATTN_SELECT_C,
                  100 * out->threshold, S);
   }
-  out->tile = o.tile ? o.tile : 64;
-  out->warps = o.warps ? o.warps : out->kernel == STOF_ATTN_BLOCK ? out->tile / 16 : 4;
+  if (o.tile) {
+    out->tile = o.tile;
+  } else {
+    int dense_like = (S >= TILE128_MIN_S_LOOSE && f->frac16 >= TILE128_MIN_FRAC_LOOSE) ||
+                     (S >= TILE128_MIN_S_DENSE && f->frac16 >= TILE128_MIN_FRAC_DENSE);
+    out->tile = out->kernel == STOF_ATTN_BLOCK && dense_like ? 128 : 64;
+  }
+  /* block-wise: 16 query rows per warp at tile 64; at tile 128, 32 rows per warp for
+   * D = 64 (4 warps: measured 1.5x faster than 8) and 16 for D = 128 (8 warps) */
+  out->warps = o.warps                          ? o.warps
+               : out->kernel != STOF_ATTN_BLOCK ? 4
+               : out->tile == 128 && D == 128   ? 8
+                                                : 4;
   out->stages = o.stages ? o.stages : 2;
   if (n > 0 && (size_t)n < sizeof out->why)
     snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps%s (B*H = %lld, D = %lld%s)",

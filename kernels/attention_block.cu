@@ -33,11 +33,15 @@
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128),
  *   STOF_WARPS (default 4; T / STOF_WARPS query rows per warp must be 16 or 32),
  *   STOF_STAGES (default 2; 2..4), STOF_SUB_N (default 64; the key columns whose scores
- *   are held in registers at once, divides T), STOF_KV_SPLIT (default 1: K and V of a tile
- *   in separate cp.async groups, S = QK^T starts before V lands, two CTA barriers per tile;
- *   0: one group and one barrier per tile), STOF_SUB_UNROLL (default 1: unroll the sub-tile
- *   loop; 0: keep it rolled, fewer registers), STOF_MIN_BLOCKS (CTAs per SM promised to the
- *   register allocator; default 4 for D=64 with 16 rows per warp, else 1).
+ *   are held in registers at once, divides T), STOF_KV_SPLIT (default 0: K and V of a tile
+ *   in one cp.async group, one CTA barrier per tile; 1: separate groups, S = QK^T starts
+ *   before V lands, two barriers per tile), STOF_SUB_UNROLL (1: unroll the sub-tile loop;
+ *   0: keep it rolled, fewer registers; default 0 for D=64, 1 for D=128), STOF_MIN_BLOCKS
+ *   (CTAs per SM promised to the register allocator; default 3 for D=64 with 16 rows per
+ *   warp, else 1).
+ * Measured best on an H200 (bench/NOTES-attention.md): for dense, causal and document
+ * masks T=128 with 4 warps at D=64 (S >= 1024) and T=128 with 8 warps at D=128; for the
+ * sparse masks (sliding, longformer, bigbird) T=64 with 4 warps.
  */
 #include "attention_common.cuh"
 
@@ -51,14 +55,18 @@
 #define STOF_SUB_N 64
 #endif
 #ifndef STOF_KV_SPLIT
-#define STOF_KV_SPLIT 1
+#define STOF_KV_SPLIT 0
 #endif
-#ifndef STOF_SUB_UNROLL
+#ifndef STOF_SUB_UNROLL /* H200: rolled 6-16% faster at D=64; unrolled only weakly ahead at D=128 */
+#if STOF_HEAD_DIM == 64
+#define STOF_SUB_UNROLL 0
+#else
 #define STOF_SUB_UNROLL 1
 #endif
-#ifndef STOF_MIN_BLOCKS
+#endif
+#ifndef STOF_MIN_BLOCKS /* measured (H200): 3 (168 registers, no spill) beats 4 (128, spills) */
 #if STOF_HEAD_DIM == 64 && STOF_TILE_M / STOF_WARPS == 16
-#define STOF_MIN_BLOCKS 4
+#define STOF_MIN_BLOCKS 3
 #else
 #define STOF_MIN_BLOCKS 1
 #endif
@@ -94,51 +102,56 @@ constexpr int kStageBytes = 2 * kTileBytes + kBmpWords * 8;
 constexpr int kSmemBytes = kTileBytes + kStages * kStageBytes;
 static_assert(kSmemBytes <= 227 * 1024, "stof attention: shared memory over the sm_90 limit of 227 KB");
 
-/* Issue the copies of K (and the bitmap of a partial tile) of tile column `col` into
- * stage buffer `st`. */
+/* Issue the copies of one K or V tile (tile column `col`) into shared memory at `dst`.
+ * Thread tid copies 16-byte chunk tid % kCpr of rows tid / kCpr + it * kRowStep; rows past
+ * Sk are zero-filled. Offsets stay 32-bit (a (b, h) slice holds < 2^31 elements) so that no
+ * per-thread 64-bit address is loop-invariant (ptxas kept such pointers live and spilled). */
+constexpr int kRowStep = kThreads / kCpr;
+__device__ __forceinline__ void load_tile(unsigned dst, const elem_t *G, int Sk, int col, int tid)
+{
+  const int k0 = col * kT;
+  const int nrows = min(kT, Sk - k0);
+  const int r0 = tid / kCpr, ch = tid % kCpr;
+  const unsigned goff = (unsigned)(k0 + r0) * kD + ch * 8;
+  const unsigned d0 = dst + swz(r0, ch);
+#pragma unroll
+  for (int it = 0; it < kT / kRowStep; ++it) {
+    const bool ok = r0 + it * kRowStep < nrows;
+    /* A row step that is a multiple of 8 keeps the swizzle phase (r & 7): a constant offset. */
+    const unsigned d = kRowStep % 8 == 0 ? d0 + it * kRowStep * kCpr * 16 : dst + swz(r0 + it * kRowStep, ch);
+    cp_async16(d, G + (ok ? goff + it * kRowStep * kD : 0u), ok ? 16 : 0);
+  }
+}
+
 __device__ __forceinline__ void load_k(unsigned sbase, int st, const elem_t *Kg, int Sk, int col,
                                        int off, const unsigned long long *bitmap, int tid)
 {
   const unsigned ks = sbase + kTileBytes + st * kStageBytes;
-  const int k0 = col * kT;
-  const int nrows = min(kT, Sk - k0);
-#pragma unroll
-  for (int it = 0; it < kT * kCpr / kThreads; ++it) {
-    const int c = tid + it * kThreads;
-    const int r = c / kCpr, ch = c % kCpr;
-    const bool ok = r < nrows;
-    const elem_t *src = Kg + (unsigned long long)(ok ? k0 + r : 0) * kD + ch * 8;
-    cp_async16(ks + swz(r, ch), src, ok ? 16 : 0);
-  }
-  if (off >= 0) {
+  load_tile(ks, Kg, Sk, col, tid);
+  if (off >= 0) { /* 8-byte copies: the format does not promise 16-byte aligned bitmaps */
     const unsigned bs = ks + 2 * kTileBytes;
-    for (int w = tid; w < kBmpWords; w += kThreads)
-      cp_async8(bs + w * 8, bitmap + (unsigned long long)off + w);
+#pragma unroll
+    for (int it = 0; it < (kBmpWords + kThreads - 1) / kThreads; ++it) {
+      const int w = tid + it * kThreads;
+      if (kBmpWords % kThreads == 0 || w < kBmpWords)
+        cp_async8(bs + w * 8, bitmap + (unsigned)off + w);
+    }
   }
 }
 
 __device__ __forceinline__ void load_v(unsigned sbase, int st, const elem_t *Vg, int Sk, int col,
                                        int tid)
 {
-  const unsigned vs = sbase + kTileBytes + st * kStageBytes + kTileBytes;
-  const int k0 = col * kT;
-  const int nrows = min(kT, Sk - k0);
-#pragma unroll
-  for (int it = 0; it < kT * kCpr / kThreads; ++it) {
-    const int c = tid + it * kThreads;
-    const int r = c / kCpr, ch = c % kCpr;
-    const bool ok = r < nrows;
-    const elem_t *src = Vg + (unsigned long long)(ok ? k0 + r : 0) * kD + ch * 8;
-    cp_async16(vs + swz(r, ch), src, ok ? 16 : 0);
-  }
+  load_tile(sbase + kTileBytes + st * kStageBytes + kTileBytes, Vg, Sk, col, tid);
 }
 
 /* One K/V tile for one warp: S = Q K^T, mask (partial tiles), online softmax, O += P V.
- * kPartial = false is straight-line code (no mask, no skipping: branches between the
- * ldmatrix and mma instructions cost ptxas its scheduling). kPartial = true applies the
- * bitmap and skips the 16-key groups (bit set in gm: has a valid key for one of this warp's
- * rows) that are empty for this warp. With STOF_KV_SPLIT the CTA-wide wait for V sits
- * between the softmax and P V of the first sub-tile, so every warp reaches it. */
+ * kPartial = false: no mask work. kPartial = true: the bitmap sets invalid scores to -inf,
+ * and a sub-tile with no valid key for any of this warp's rows (its bits in gm, one per 16
+ * keys, all 0) is skipped whole. Finer skipping (per 16 keys) was measured slower: branches
+ * between the ldmatrix and mma instructions cost ptxas its scheduling. With STOF_KV_SPLIT
+ * the CTA-wide wait for V sits between the softmax and P V of the first sub-tile, so every
+ * warp reaches it. */
 template <bool kPartial>
 __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, const unsigned *bmp,
                                           unsigned gm, const unsigned (&qf)[kMF][kKD][4],
@@ -163,7 +176,6 @@ __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, co
       for (int ks = 0; ks < kKD; ++ks)
 #pragma unroll
         for (int np = 0; np < kNB / 2; ++np) {
-          if (kPartial && !((gs >> np) & 1u)) continue;
           const int q = lane >> 3;
           const int kr = sub * kNS + np * 16 + (q >> 1) * 8 + (lane & 7);
           unsigned b0, b1, b2, b3;
@@ -175,7 +187,7 @@ __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, co
           }
         }
 
-      /* Partial tile: keys whose bit is 0 get -inf (skipped groups too: their bits are 0). */
+      /* Partial tile: keys whose bit is 0 get -inf. */
       if (kPartial) {
 #pragma unroll
         for (int mf = 0; mf < kMF; ++mf)
@@ -235,7 +247,6 @@ __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, co
       /* O += P V over this sub-tile's keys. */
 #pragma unroll
       for (int kk = 0; kk < kNS / 16; ++kk) {
-        if (kPartial && !((gs >> kk) & 1u)) continue;
         unsigned a[kMF][4];
 #pragma unroll
         for (int mf = 0; mf < kMF; ++mf) {
@@ -390,8 +401,8 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
     const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + kTileBytes + st * kStageBytes +
                                                              2 * kTileBytes);
 
-    /* Which 16-column groups of this tile hold a valid key for one of this warp's rows (bit
-     * per group; all groups for a full tile). A group with none skips its mma work. */
+    /* Which 16-column groups of this partial tile hold a valid key for one of this warp's
+     * rows (bit per group): a sub-tile whose groups are all empty is skipped. */
     unsigned gm = 0u;
     if (partial) {
       constexpr int kWpg = 4 * kMF; /* bitmap words per (warp, 16-column group) */

@@ -2,10 +2,9 @@
  * Row-wise sparse attention, forward (inference): for short sequences and very sparse rows.
  *
  * A warp owns one query row. It walks the row's non-empty mask tiles (BSR + bitmap format)
- * 32 at a time (lane l loads tile l's column and the row's T-bit mask in it, so a batch
- * costs one memory latency), turns each mask into the list of valid key columns (popc) and
- * appends them to a small per-warp ring of key indices in shared memory; every time the
- * ring holds a round of keys, the warp computes them:
+ * in batches of 2048/T (lane l loads tile l's column and the row's T-bit mask in it, so a
+ * batch costs one memory latency), writes the batch's valid key columns to a per-warp list
+ * in shared memory and computes them in rounds:
  *   - lanes form groups of D/8 lanes; a group owns one key at a time, each lane 8 of its D
  *     elements (16-byte loads, a group reads one contiguous row), so a D=64 warp works on 4
  *     keys at once (D=128: 2) and a round is STOF_ROW_KEYS keys per group;
@@ -13,8 +12,8 @@
  *     reduced over the group's lanes by shuffles;
  *   - each group keeps its own online-softmax state (running max, sum, 8 output elements
  *     per lane), updated once per round; the groups are merged by shuffles at the end.
- * Only valid keys are loaded or computed (a round is padded only at its tail). A row with no
- * valid key writes zeros, never NaN.
+ * Only valid keys are loaded or computed (a round is padded only at a batch's tail). A row
+ * with no valid key writes zeros, never NaN.
  *
  * Entry point:
  *   extern "C" __global__ void stof_attn_row_fwd(
@@ -25,7 +24,7 @@
  *   the same parameters and layouts as stof_attn_block_fwd (attention_block.cu).
  *   grid  = (B * H, ceil(Sq / STOF_ROW_WARPS)); blockIdx.y = y owns query rows
  *           (ceil(Sq/W) - 1 - y) * W + warp, W = STOF_ROW_WARPS (last rows first)
- *   block = 32 * STOF_ROW_WARPS threads; no dynamic shared memory (static: W * 256 bytes)
+ *   block = 32 * STOF_ROW_WARPS threads; no dynamic shared memory (static: W * 4 KB)
  *
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128: the
  *   tile of the mask format), STOF_ROW_WARPS (default 4: query rows per CTA),
@@ -36,8 +35,8 @@
 #ifndef STOF_ROW_WARPS
 #define STOF_ROW_WARPS 4
 #endif
-#if STOF_ROW_WARPS < 1 || STOF_ROW_WARPS > 32
-#error "stof attention: STOF_ROW_WARPS must be between 1 and 32"
+#if STOF_ROW_WARPS < 1 || STOF_ROW_WARPS > 8
+#error "stof attention: STOF_ROW_WARPS must be between 1 and 8 (4 KB of key list per warp)"
 #endif
 #ifndef STOF_ROW_KEYS
 #define STOF_ROW_KEYS 4
@@ -54,7 +53,8 @@ constexpr int kLPR = kD / 8;     /* lanes per key row, 8 elements each */
 constexpr int kNG = 32 / kLPR;   /* key groups per warp */
 constexpr int kR = STOF_ROW_KEYS; /* keys per group per round */
 constexpr int kRK = kNG * kR;    /* keys per round */
-constexpr int kRing = 64;        /* ring of pending key indices, per warp */
+constexpr int kBatch = 32 * 64 / kT; /* tiles per batch: 32 (T=64) or 16 (T=128) */
+constexpr int kList = kBatch * kT;   /* key list capacity per warp (2048 entries) */
 
 __device__ __forceinline__ void unpack8(const uint4 &v, float *f)
 {
@@ -65,17 +65,21 @@ __device__ __forceinline__ void unpack8(const uint4 &v, float *f)
   t = unpack2(v.w); f[6] = t.x; f[7] = t.y;
 }
 
-/* One round: the nk (<= kRK) keys at ring[head ..] update this group's softmax state. */
-__device__ __forceinline__ void round_keys(const int *ring, int head, int nk, int grp, int dl,
-                                           const elem_t *Kg, const elem_t *Vg, const float *q,
-                                           float &m, float &l, float *o)
+/* One round: the nk (<= kRK) keys list[0 ..] update this group's softmax state. A list
+ * entry is (batch lane << 7) | column in tile; the tile's column index is in register `col`
+ * of that lane. */
+__device__ __forceinline__ void round_keys(const unsigned short *list, int nk, int col, int grp,
+                                           int dl, const elem_t *Kg, const elem_t *Vg,
+                                           const float *q, float &m, float &l, float *o)
 {
   int idx[kR];
   uint4 kv[kR], vv[kR];
 #pragma unroll
   for (int u = 0; u < kR; ++u) {
     const int k = u * kNG + grp;
-    idx[u] = k < nk ? ring[(head + k) & (kRing - 1)] : -1;
+    const unsigned ent = list[k < nk ? k : 0];
+    const int c = __shfl_sync(0xffffffffu, col, (int)(ent >> 7));
+    idx[u] = k < nk ? c * kT + (int)(ent & 127u) : -1;
   }
 #pragma unroll
   for (int u = 0; u < kR; ++u) {
@@ -130,7 +134,7 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
 {
   using namespace stof_attn;
   using namespace stof_attn::row;
-  __shared__ int ring_all[kRW][kRing];
+  __shared__ unsigned short list_all[kRW][kList];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int bh = blockIdx.x, b = bh / H, h = bh - b * H;
@@ -162,19 +166,20 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
 #pragma unroll
   for (int d = 0; d < 8; ++d) o[d] = 0.f;
 
-  int *ring = ring_all[warp];
-  int head = 0, cnt = 0;
+  unsigned short *list = list_all[warp];
   const unsigned lt = (1u << lane) - 1u;
-  /* Tiles in batches of 32: lane l fetches tile e + l's column and this row's T-bit mask in
-   * it (independent loads, one latency per batch, not per tile); the warp then walks the
-   * batch's non-empty masks, broadcast by shuffles, appending the valid keys to the ring. */
-  for (int eb = e0; eb < e1; eb += 32) {
+  /* Tiles in batches: lane l fetches tile e + l's column and this row's T-bit mask in it
+   * (independent loads: one memory latency per batch, not per tile). The batch's valid keys
+   * go to a per-warp list, by tiles (a ballot-free append of each non-empty tile's mask, 32
+   * columns per step) or by bits (each lane writes its own tile's set bits), whichever takes
+   * fewer steps; then the list is consumed in rounds of kRK keys. */
+  for (int eb = e0; eb < e1; eb += kBatch) {
     const int e = eb + lane;
     int col = 0;
     unsigned mw[kT / 32];
 #pragma unroll
     for (int p = 0; p < kT / 32; ++p) mw[p] = 0u;
-    if (e < e1) {
+    if (lane < kBatch && e < e1) {
       col = __ldg(col_idx + e);
       const int off = __ldg(bmp_off + e);
       if (off < 0) {
@@ -187,32 +192,51 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
           mw[ci >> 2] |= (unsigned)((__ldg(bw + ci * kT8) >> rsh) & 0xffull) << (8 * (ci & 3));
       }
     }
-    bool any = false;
+    int cnt = 0;
 #pragma unroll
-    for (int p = 0; p < kT / 32; ++p) any |= mw[p] != 0u;
-    unsigned todo = __ballot_sync(0xffffffffu, any);
-    while (todo) {
-      const int src = __ffs(todo) - 1;
-      todo &= todo - 1u;
-      const int c = __shfl_sync(0xffffffffu, col, src);
+    for (int p = 0; p < kT / 32; ++p) cnt += __popc(mw[p]);
+    int pre = cnt; /* inclusive scan of the counts over lanes */
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, pre, d);
+      if (lane >= d) pre += v;
+    }
+    const int total = __shfl_sync(0xffffffffu, pre, 31);
+    if (total == 0) continue;
+    pre -= cnt; /* exclusive */
+    const unsigned nonempty = __ballot_sync(0xffffffffu, cnt > 0);
+    const int maxc = __reduce_max_sync(0xffffffffu, (unsigned)cnt);
+    if (__popc(nonempty) * (kT / 32) * 4 <= maxc) {
+      unsigned todo = nonempty;
+      while (todo) {
+        const int src = __ffs(todo) - 1;
+        todo &= todo - 1u;
+        int pos = __shfl_sync(0xffffffffu, pre, src);
+#pragma unroll
+        for (int p = 0; p < kT / 32; ++p) {
+          const unsigned bits = __shfl_sync(0xffffffffu, mw[p], src);
+          if ((bits >> lane) & 1u)
+            list[pos + __popc(bits & lt)] = (unsigned short)((src << 7) | (p * 32 + lane));
+          pos += __popc(bits);
+        }
+      }
+    } else {
+      int pos = pre;
 #pragma unroll
       for (int p = 0; p < kT / 32; ++p) {
-        const unsigned bits = __shfl_sync(0xffffffffu, mw[p], src);
-        if (bits == 0u) continue;
-        if ((bits >> lane) & 1u)
-          ring[(head + cnt + __popc(bits & lt)) & (kRing - 1)] = c * kT + p * 32 + lane;
-        cnt += __popc(bits);
-        __syncwarp();
-        while (cnt >= kRK) {
-          round_keys(ring, head, kRK, grp, dl, Kg, Vg, q, m, l, o);
-          head = (head + kRK) & (kRing - 1);
-          cnt -= kRK;
-          __syncwarp(); /* the slots just read may be written next */
+        unsigned bits = mw[p];
+        while (bits) {
+          const int bit = __ffs(bits) - 1;
+          bits &= bits - 1u;
+          list[pos++] = (unsigned short)((lane << 7) | (p * 32 + bit));
         }
       }
     }
+    __syncwarp();
+    for (int base = 0; base < total; base += kRK)
+      round_keys(list + base, min(kRK, total - base), col, grp, dl, Kg, Vg, q, m, l, o);
+    __syncwarp(); /* the list is rewritten by the next batch */
   }
-  if (cnt > 0) round_keys(ring, head, cnt, grp, dl, Kg, Vg, q, m, l, o);
 
   /* Merge the groups' states (same lane position dl in each group). */
 #pragma unroll

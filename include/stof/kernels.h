@@ -249,6 +249,11 @@ typedef struct stof_attn_choice {
   char why[512];
 } stof_attn_choice;
 
+/* The selector's rule (the paper's form): block-wise iff frac16 >= STOF_ATTN_SELECT_C /
+ * log2(max(Sq, Sk) / 16)^2. The paper's constant is 1.2; ours is calibrated on an H200
+ * (kernels/attention.c says from what). */
+#define STOF_ATTN_SELECT_C 0.05
+
 /** The selector: kernel and tile from the mask's statistics at tile 64, the shape and the
  *  device (sm_count, 0 when unknown). Respects whatever opts fixes. */
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, int64_t B,

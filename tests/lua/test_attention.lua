@@ -94,8 +94,10 @@ expect_error("ValueError", "no luck", stof.eval, bad, {[Q] = q, [K] = k, [V] = v
 -- explain: the paper's rule at two extremes, and forced choices.
 local text, choice = stof.explain(M.dense(), {S = 1024, B = 8, H = 12})
 assert(choice.kernel == "block" and text:find("block%-wise") and text:find("100%.0%%"))
-local _, c2 = stof.explain(M.sliding(8), {S = 8192})
-assert(c2.kernel == "row", c2.why)
+local _, c2 = stof.explain(M.random_blocks(16, 0.0002, 1), {S = 8192})
+assert(c2.kernel == "row" and c2.frac16 < c2.threshold, c2.why)
+local _, c2b = stof.explain(M.sliding(8), {S = 8192})
+assert(c2b.kernel == "block" and c2b.tile == 64, c2b.why)
 local _, c3 = stof.explain(M.dense(), {S = 1024}, {kernel = "row", tile = 128})
 assert(c3.kernel == "row" and c3.tile == 128 and c3.why:find("asked for"))
 
