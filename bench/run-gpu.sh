@@ -12,7 +12,13 @@ masks=${2:-dense,causal,sliding,causal_sliding,longformer,bigbird,document}
 sizes=$(echo "$shapes" | tr ',' '\n' | cut -dx -f2 | sort -un | tr '\n' ' ')
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 python3 bench/dump_peer_masks.py .peers/peers.py "$out/masks" $sizes
-build-gpu/bench_attention --shapes "$shapes" --masks "$masks" --kernels ${KERNELS:-auto} \
-  --tiles ${TILES:-0} --peer-masks "$out/masks" --out "$out/stof.jsonl" > /dev/null
-PYTHONUNBUFFERED=1 python3 .peers/peers.py attn --shapes "$shapes" --masks "$masks" --out "$out/peers.jsonl" > /dev/null
+heads=${HEADS:-12} dim=${DIM:-64}
+if [ "${SKIP_STOF:-0}" != 1 ]; then
+  build-gpu/bench_attention --shapes "$shapes" --masks "$masks" --heads "$heads" --dim "$dim" \
+    --kernels ${KERNELS:-auto} --tiles ${TILES:-0} --peer-masks "$out/masks" --out "$out/stof.jsonl" > /dev/null
+fi
+if [ "${SKIP_PEERS:-0}" != 1 ]; then
+  PYTHONUNBUFFERED=1 python3 .peers/peers.py attn --shapes "$shapes" --masks "$masks" --heads "$heads" \
+    --dim "$dim" --out "$out/peers.jsonl" > /dev/null
+fi
 rm -rf "$out/masks"

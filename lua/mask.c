@@ -762,7 +762,7 @@ static int format_tostring(lua_State *L) {
 static int f_map(lua_State *L) {
   const char *fname = "MaskFormat:map";
   const stof_mask_format *f = check_format(L, 1, fname);
-  int64_t bb, hh;
+  int64_t bb = 0, hh = 0;
   int32_t m = check_instance(L, f, 2, fname, &bb, &hh);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
@@ -804,7 +804,7 @@ static int f_tile(lua_State *L) {
 static int f_count(lua_State *L) {
   const char *fname = "MaskFormat:count";
   const stof_mask_format *f = check_format(L, 1, fname);
-  int64_t b, hh;
+  int64_t b = 0, hh = 0;
   check_instance(L, f, 2, fname, &b, &hh);
   lua_pushinteger(L, (lua_Integer)stof_mask_format_count(f, b, hh));
   return 1;

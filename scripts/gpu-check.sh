@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with build-gpu/ carried along (built
 # here by `make gpu-build`): the GPU tests, then every CPU test and Lua script with the
-# same binaries. Logs go to $OUT (or /tmp) and a one-line summary per suite is printed.
+# same binaries. One line per suite is printed; the logs, one after another, go to
+# $OUT/gpu-check.log (or /tmp/gpu-check.log).
 set -u
-out=${OUT:-/tmp}
+out=/tmp/gpu-check
+mkdir -p "$out"
 b=build-gpu
 pass=0 fail=0
 run() { # name, command...
@@ -13,11 +15,14 @@ run() { # name, command...
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
 run core_gpu $b/tests/test_core_gpu
-grep -E "PASSED|SKIPPED|FAILED" "$out/core_gpu.log" | head -5
+grep -E "PASSED|SKIPPED|FAILED" "$out/core_gpu.log" | head -3
 run core $b/tests/test_core
 [ -x $b/tests/test_kernels ] && run kernels $b/tests/test_kernels
+[ -x $b/tests/test_kernels_gpu ] && run kernels_gpu $b/tests/test_kernels_gpu
+for f in tests/gpu/*.lua; do run "gpu_$(basename "$f" .lua)" $b/stof run "$f"; done
 for f in tests/lua/test_*.lua examples/*.lua; do
   run "lua_$(basename "$f" .lua)" $b/stof run "$f" "$out/ex"
 done
+for f in "$out"/*.log; do echo "=== $(basename "$f")"; cat "$f"; done > "${OUT:-/tmp}/gpu-check.log"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
