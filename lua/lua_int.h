@@ -145,6 +145,12 @@ stof_tensor *slua_check_tensor(lua_State *L, int arg, const char *fname);
 /** Sets stof.eval in the table at idx. */
 void slua_open_eval(lua_State *L, int idx);
 
+/* ---------------------------------------------------------------- schedule.c */
+
+/** Sets stof.schedule, stof.build and stof.INFER in the table at idx (creates the Schedule,
+ *  Block, Loop, Knob and Func metatables). */
+void slua_open_schedule(lua_State *L, int idx);
+
 /* ---------------------------------------------------------------- mask.c */
 
 /** Sets stof.mask (also package.loaded["stof.mask"]) in the table at idx (creates the Mask

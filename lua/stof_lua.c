@@ -378,6 +378,7 @@ int stof_lua_open(lua_State *L) {
   slua_open_tensor(L, m);
   slua_open_eval(L, m);
   slua_open_mask(L, m);
+  slua_open_schedule(L, m);
   slua_open_attention(L, m);
 
   lua_newtable(L);

@@ -1,0 +1,363 @@
+/*
+ * stof schedule: TVM-style schedules of a TE graph, their traces, lowering to a loop IR,
+ * and code generation (slice 1: the C backend).
+ *
+ * A schedule covers the ops that a set of outputs needs. Every compute op among them is a
+ * block (a stage); placeholders are inputs. A block's loops start as its compute axes then
+ * its reduce axes (reduce axes innermost, in order); primitives (split, fuse, reorder,
+ * tile, bind, vectorize, unroll, parallel, annotate) transform them. Groups say which ops
+ * become one kernel. Knobs are named tunable integers (candidates and a decision) that
+ * primitives take wherever they take a factor.
+ *
+ * Invariants:
+ *  - State is index-based: blocks, loops, knobs and groups are small integers valid for
+ *    the schedule that returned them and for its clones; stof_sched_clone is a deep copy.
+ *  - Every primitive validates its arguments first: on error the schedule is unchanged,
+ *    the status is STOF_ERR_SCHEDULE (or _ARG for ids that were never handed out, _NOMEM)
+ *    and the context's message names the primitive, the loop or block and the cause
+ *    ("split: factor 0 for loop i").
+ *  - Every successful primitive appends one instruction to the schedule's trace (tile
+ *    appends Split, Split, Reorder). Replaying the trace into a fresh schedule of the same
+ *    graph rebuilds the same loop nests; a changed knob decision gives the new nests.
+ *  - Loop and block ids are handed out by get_block, get_loops, split, fuse and tile; a
+ *    primitive given an id that none of them returned fails with STOF_ERR_ARG.
+ *  - The schedule borrows its graph: the graph must outlive it.
+ */
+#ifndef STOF_SCHEDULE_H
+#define STOF_SCHEDULE_H
+
+#include <stof/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The factor of a split that is inferred (ceil division: a non-divisible split gets a
+ * guard). */
+#define STOF_INFER (-1)
+/* Loops per block, at any time. */
+#define STOF_SCHED_MAX_LOOPS 64
+
+typedef struct stof_sched stof_sched;
+typedef struct stof_trace stof_trace;
+typedef struct stof_func stof_func;
+
+/* How a loop iterates. */
+#define STOF_ITER_LIST(X) X(DATA_PAR, "data-parallel") X(REDUCE, "reduce")
+typedef enum stof_iter_kind {
+#define STOF_X(name, text) STOF_ITER_##name,
+  STOF_ITER_LIST(STOF_X)
+#undef STOF_X
+  STOF_ITER_COUNT
+} stof_iter_kind;
+
+/* How a loop came to be. */
+#define STOF_DERIVE_LIST(X) X(ROOT, "root") X(SPLIT, "split") X(FUSE, "fuse")
+typedef enum stof_derive_kind {
+#define STOF_X(name, text) STOF_DERIVE_##name,
+  STOF_DERIVE_LIST(STOF_X)
+#undef STOF_X
+  STOF_DERIVE_COUNT
+} stof_derive_kind;
+
+/* A loop's annotation (at most one; pragmas from annotate are separate). */
+#define STOF_ANN_LIST(X)                                                                  \
+  X(NONE, "none") X(THREAD, "thread") X(VECTORIZE, "vectorized") X(UNROLL, "unrolled")    \
+  X(PARALLEL, "parallel")
+typedef enum stof_ann_kind {
+#define STOF_X(name, text) STOF_ANN_##name,
+  STOF_ANN_LIST(STOF_X)
+#undef STOF_X
+  STOF_ANN_COUNT
+} stof_ann_kind;
+
+/* Thread tags of bind. */
+#define STOF_THREAD_LIST(X)                                                               \
+  X(BLOCK_X, "blockIdx.x") X(BLOCK_Y, "blockIdx.y") X(BLOCK_Z, "blockIdx.z")              \
+  X(THREAD_X, "threadIdx.x") X(THREAD_Y, "threadIdx.y") X(THREAD_Z, "threadIdx.z")
+typedef enum stof_thread_tag {
+#define STOF_X(name, text) STOF_THREAD_##name,
+  STOF_THREAD_LIST(STOF_X)
+#undef STOF_X
+  STOF_THREAD_COUNT
+} stof_thread_tag;
+
+/* Trace instruction kinds: the name (as TVM's) and the Lua method that replays it. */
+#define STOF_INST_LIST(X)                                                                 \
+  X(GET_BLOCK, "GetBlock", "get_block")                                                   \
+  X(GET_LOOPS, "GetLoops", "get_loops")                                                   \
+  X(SPLIT, "Split", "split")                                                              \
+  X(FUSE, "Fuse", "fuse")                                                                 \
+  X(REORDER, "Reorder", "reorder")                                                        \
+  X(BIND, "Bind", "bind")                                                                 \
+  X(VECTORIZE, "Vectorize", "vectorize")                                                  \
+  X(UNROLL, "Unroll", "unroll")                                                           \
+  X(PARALLEL, "Parallel", "parallel")                                                     \
+  X(ANNOTATE, "Annotate", "annotate")                                                     \
+  X(KNOB, "Knob", "knob")                                                                 \
+  X(SAMPLE_CATEGORICAL, "SampleCategorical", "sample_categorical")                        \
+  X(GROUP, "Group", "group")                                                              \
+  X(UNGROUP, "Ungroup", "ungroup")
+typedef enum stof_inst_kind {
+#define STOF_X(name, text, method) STOF_INST_##name,
+  STOF_INST_LIST(STOF_X)
+#undef STOF_X
+  STOF_INST_COUNT
+} stof_inst_kind;
+
+const char *stof_iter_kind_name(stof_iter_kind k);
+const char *stof_derive_kind_name(stof_derive_kind k);
+const char *stof_ann_kind_name(stof_ann_kind k);
+const char *stof_thread_tag_name(stof_thread_tag t);
+/** "GetBlock", "Split", ... Borrowed, static. */
+const char *stof_inst_kind_name(stof_inst_kind k);
+
+/* A factor: a constant (STOF_INFER allowed where the primitive says so) or, when knob >= 0,
+ * the current value of that knob. */
+typedef struct stof_factor {
+  int64_t value;
+  int knob;
+} stof_factor;
+
+static inline stof_factor stof_factor_const(int64_t v) {
+  stof_factor f = {v, -1};
+  return f;
+}
+static inline stof_factor stof_factor_knob(int knob) {
+  stof_factor f = {0, knob};
+  return f;
+}
+
+/* What a loop is. name is borrowed from the schedule: valid until its next change. */
+typedef struct stof_loop_info {
+  const char *name;
+  int block;
+  int64_t extent;
+  stof_iter_kind iter;
+  stof_derive_kind derive;
+  int source;          /* SPLIT: the loop split; FUSE: the outermost loop fused; ROOT: -1 */
+  int part, nparts;    /* SPLIT: position among the parts; FUSE: nparts loops were fused */
+  stof_ann_kind ann;
+  stof_thread_tag thread; /* when ann is THREAD */
+  int alive;           /* still in its block's nest (not replaced by a split or a fuse) */
+} stof_loop_info;
+
+/* ---------------------------------------------------------------- state */
+
+/**
+ * A schedule of what outputs[0..nout) need, in graph g. Each compute op they reach is a
+ * block (topological order); placeholders are inputs; an extern op reached is
+ * STOF_ERR_UNSUPPORTED (not in this slice); an output that is not a compute op is
+ * STOF_ERR_ARG. Owned: stof_sched_free. The graph is borrowed and must outlive it.
+ */
+stof_status stof_sched_new(stof_graph *g, int nout, const stof_op *const *outputs,
+                           stof_sched **out);
+void stof_sched_free(stof_sched *s);
+/** A deep copy (trace included). Owned. */
+stof_status stof_sched_clone(const stof_sched *s, stof_sched **out);
+/** A fresh schedule of the same graph and outputs, with no transformation. Owned. */
+stof_status stof_sched_fresh(const stof_sched *s, stof_sched **out);
+stof_ctx *stof_sched_ctx(const stof_sched *s);
+/** Borrowed. */
+stof_graph *stof_sched_graph(const stof_sched *s);
+int stof_sched_nout(const stof_sched *s);
+/** Output i. Borrowed from the graph. */
+const stof_op *stof_sched_output(const stof_sched *s, int i);
+int stof_sched_nblock(const stof_sched *s);
+/** The op of block b (NULL when b is out of range). Borrowed from the graph. */
+const stof_op *stof_sched_block_op(const stof_sched *s, int b);
+
+/**
+ * get_block: the block of the compute op named name. STOF_ERR_SCHEDULE when no block or
+ * several blocks have that name, or when it names a placeholder.
+ */
+stof_status stof_sched_get_block(stof_sched *s, const char *name, int *block);
+/**
+ * get_loops: the loops of block, outermost first, into loops[0..cap); *nloop gets their
+ * number (STOF_ERR_ARG when cap is too small; nothing is recorded then).
+ */
+stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, int *nloop);
+/** Describes loop. STOF_ERR_ARG for an id out of range. */
+stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *out);
+
+/* ---------------------------------------------------------------- loop transforms */
+
+/**
+ * split: loop into nfactor >= 2 nested loops of extents factors (outermost first); at most
+ * one factor may be STOF_INFER (it is ceil(extent / product of the others)); the others
+ * are >= 1 (a knob's value included). When the product exceeds the extent, the lowering
+ * guards the body. parts[0..nfactor) get the new loops. The loop must not be annotated.
+ *
+ *   for i in 0..37:            split(i, {INFER, 8})      for i.outer in 0..5:
+ *     B[i] = A[i]                                          for i.inner in 0..8:
+ *                                                            let i = i.outer * 8 + i.inner
+ *                                                            if i < 37:
+ *                                                              B[i] = A[i]
+ */
+stof_status stof_sched_split(stof_sched *s, int loop, int nfactor, const stof_factor *factors,
+                             int *parts);
+/**
+ * fuse: nloop >= 2 loops of one block, adjacent and given outermost first, all data-parallel
+ * or all reduce, none annotated, into one loop of the product extent (named
+ * "i_j_fused"); *fused gets it.
+ *
+ *   for i in 0..4:             fuse(i, j)                for i_j_fused in 0..32:
+ *     for j in 0..8:                                       let i = i_j_fused / 8
+ *       B[i, j] = ...                                      let j = i_j_fused % 8
+ *                                                          B[i, j] = ...
+ */
+stof_status stof_sched_fuse(stof_sched *s, int nloop, const int *loops, int *fused);
+/**
+ * reorder: loops of one block (no repeats) take the positions that they occupy, in the
+ * order given; other loops stay. Reduce loops may move anywhere: the lowering initializes
+ * the accumulator just before the outermost reduce loop.
+ *
+ *   for i, for j, for k        reorder(k, i)             for k, for j, for i
+ */
+stof_status stof_sched_reorder(stof_sched *s, int nloop, const int *loops);
+/**
+ * tile: split(x, {INFER, fx}), split(y, {INFER, fy}), reorder(xo, yo, xi, yi). out gets
+ * xo, yo, xi, yi. x and y are distinct loops of one block.
+ *
+ *   for i in 0..64:            tile(i, j, 8, 16)         for i.outer in 0..8:
+ *     for j in 0..64:                                      for j.outer in 0..4:
+ *                                                            for i.inner in 0..8:
+ *                                                              for j.inner in 0..16:
+ */
+stof_status stof_sched_tile(stof_sched *s, int x, int y, stof_factor fx, stof_factor fy,
+                            int out[4]);
+
+/* ---------------------------------------------------------------- annotations */
+
+/**
+ * bind: loop to a thread tag ("blockIdx.x" ... "threadIdx.z"). A loop is bound once, a tag
+ * once per block, and a reduce loop not at all (cross-thread reduction is not built yet).
+ * The C backend runs bound loops serially.
+ */
+stof_status stof_sched_bind(stof_sched *s, int loop, const char *tag);
+/** vectorize: a data-parallel loop, not otherwise annotated (C: #pragma GCC ivdep). */
+stof_status stof_sched_vectorize(stof_sched *s, int loop);
+/** unroll: any loop not otherwise annotated (C: #pragma GCC unroll). */
+stof_status stof_sched_unroll(stof_sched *s, int loop);
+/** parallel: a data-parallel loop, not otherwise annotated (C: serial, marked). */
+stof_status stof_sched_parallel(stof_sched *s, int loop);
+/** annotate: a key/value pragma on a loop or a block (a second value for a key replaces
+ *  the first). Printed in the loop nest and as a comment in generated code. */
+stof_status stof_sched_annotate_loop(stof_sched *s, int loop, const char *key, const char *value);
+stof_status stof_sched_annotate_block(stof_sched *s, int block, const char *key,
+                                      const char *value);
+
+/* ---------------------------------------------------------------- knobs */
+
+/**
+ * knob: a named tunable integer with ncand >= 1 candidates and a decision (an index into
+ * them). Names are unique in a schedule. *knob gets its id.
+ */
+stof_status stof_sched_knob(stof_sched *s, const char *name, int ncand, const int64_t *cand,
+                            int decision, int *knob);
+/**
+ * sample_categorical: a knob whose decision is drawn with probabilities probs[0..ncand)
+ * (>= 0, not all 0) from the context's RNG; decision >= 0 imposes it instead (replay).
+ */
+stof_status stof_sched_sample_categorical(stof_sched *s, const char *name, int ncand,
+                                          const int64_t *cand, const double *probs,
+                                          int decision, int *knob);
+int stof_sched_nknob(const stof_sched *s);
+/** Knob k: name (borrowed, valid until the next change), candidate count, decision and
+ *  value. Any out-parameter may be NULL. */
+stof_status stof_sched_knob_info(const stof_sched *s, int knob, const char **name, int *ncand,
+                                 int *decision, int64_t *value);
+/** Candidate i of knob k. */
+stof_status stof_sched_knob_candidate(const stof_sched *s, int knob, int i, int64_t *value);
+/** The knob named name (STOF_ERR_NOT_FOUND). */
+stof_status stof_sched_find_knob(const stof_sched *s, const char *name, int *knob);
+
+/* ---------------------------------------------------------------- groups */
+
+/**
+ * group: ops[0..nop) (compute ops of this schedule) become one kernel. Legal when they are
+ * connected, no op outside the group lies on a path between two of them, no op is in
+ * another group, at most one of them is a reduction or out-elementwise-fusable op, and
+ * after an out-elementwise-fusable op come only elementwise and broadcast ops (TVM's
+ * fusion rule). *group gets its id. The C backend still emits one loop nest per block.
+ */
+stof_status stof_sched_group(stof_sched *s, int nop, const stof_op *const *ops, int *group);
+/** ungroup: removes group g (ids are not reused). */
+stof_status stof_sched_ungroup(stof_sched *s, int group);
+/** Group ids ever made (removed ones included). */
+int stof_sched_ngroup(const stof_sched *s);
+/** Group g: whether it is alive, and its ops into ops[0..cap) (*nop gets the count). */
+stof_status stof_sched_group_ops(const stof_sched *s, int group, int cap, const stof_op **ops,
+                                 int *nop, int *alive);
+
+/* ---------------------------------------------------------------- traces */
+
+/** The schedule's trace (a copy). Owned: stof_trace_free. */
+stof_status stof_sched_trace(const stof_sched *s, stof_trace **out);
+void stof_trace_free(stof_trace *t);
+int stof_trace_ninst(const stof_trace *t);
+/** Kind of instruction i (STOF_INST_COUNT when out of range). */
+stof_inst_kind stof_trace_inst_kind(const stof_trace *t, int i);
+/**
+ * The trace as a Lua script that rebuilds the schedule from the same graph:
+ *   return function(s, stof) local b0 = s:get_block("C") ... end
+ * Owned string: stof_ctx_dealloc(ctx, str, strlen(str) + 1).
+ */
+stof_status stof_trace_to_lua(const stof_trace *t, char **out);
+/** The trace as JSON ({"format": "stof.trace", "version": 1, "insts": [...]}), for the
+ *  tuning database. Owned string, as above. */
+stof_status stof_trace_to_json(const stof_trace *t, char **out);
+/** Parses a JSON trace (STOF_ERR_PARSE names what is wrong). Owned. */
+stof_status stof_trace_from_json(stof_ctx *ctx, const char *json, stof_trace **out);
+/** Sets the decision of the Knob or SampleCategorical instruction named knob
+ *  (STOF_ERR_NOT_FOUND; STOF_ERR_ARG when decision is out of range). */
+stof_status stof_trace_set_decision(stof_trace *t, const char *knob, int decision);
+/**
+ * Re-applies trace t to s (normally fresh, of the same graph): the same primitives with the
+ * trace's decisions. Transactional: when an instruction fails, s is unchanged and the
+ * message says which instruction failed and why.
+ */
+stof_status stof_sched_replay(const stof_trace *t, stof_sched *s);
+
+/* ---------------------------------------------------------------- lowering and build */
+
+/**
+ * The lowered loop nests as text (golden-test format, see docs/SCHEDULE.md): groups, the
+ * intermediate buffers, then each block's nest in topological order:
+ *   for i.outer in 0..16:
+ *     for i.inner in 0..4:
+ *       let i = i.outer * 4 + i.inner
+ *       for j in 0..64:
+ *         C[i, j] = 0.0
+ *         for k in 0..64:
+ *           C[i, j] = C[i, j] + (A[i, k] * B[k, j])
+ * Owned string: stof_ctx_dealloc(ctx, str, strlen(str) + 1).
+ */
+stof_status stof_sched_print_loop_nest(const stof_sched *s, char **out);
+
+/**
+ * Compiles s for target "c" (generated C, built by the system compiler into a cached .so,
+ * called through libffi); "cuda" is STOF_ERR_UNSUPPORTED in this slice. args[0..nargs) are
+ * the function's parameters in order: every placeholder the schedule reads and every output
+ * must be among them; other blocks listed are written to the caller's tensors, the rest
+ * live in temporary buffers. A compiler failure is STOF_ERR_COMPILE with its output.
+ * Owned: stof_func_free. The function keeps nothing of s or its graph.
+ */
+stof_status stof_build(const stof_sched *s, int nargs, const stof_op *const *args,
+                       const char *target, stof_func **out);
+/**
+ * Runs f on tensors[0..ntensor) (CPU, contiguous, of each argument's dtype and shape:
+ * STOF_ERR_ARG / _TYPE / _SHAPE name the argument otherwise).
+ */
+stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensors);
+int stof_func_nargs(const stof_func *f);
+/** The generated source. Borrowed from f. */
+const char *stof_func_source(const stof_func *f);
+/** The compiled library's path in the cache. Borrowed from f. */
+const char *stof_func_library(const stof_func *f);
+void stof_func_free(stof_func *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

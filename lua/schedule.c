@@ -1,0 +1,814 @@
+/*
+ * Schedules in Lua (stof.schedule, stof.build, stof.INFER), over include/stof/schedule.h.
+ *
+ *   local s = stof.schedule({C})                 -- stof.Schedule; keeps C's graph alive
+ *   local b = s:get_block("C")                   -- stof.Block
+ *   local i, j, k = table.unpack(s:get_loops(b)) -- stof.Loop handles
+ *   local io, ii = s:split(i, {stof.INFER, s:knob("tile_i", {4, 8, 16})})
+ *   s:fuse(a, b) s:reorder(...) s:tile(x, y, fx, fy) s:bind(l, "threadIdx.x")
+ *   s:vectorize(l) s:unroll(l) s:parallel(l) s:annotate(l_or_b, key, value)
+ *   s:knob(name, {cands}[, decision]) s:sample_categorical(name, {cands}, {probs}[, decision])
+ *   s:group({A, B}) -> id   s:ungroup(id)
+ *   s:trace() (Lua text) s:trace_json() s:replay(json) s:with_decisions({name = index})
+ *   s:print_loop_nest() s:clone()
+ *   local f = stof.build(s, {A, B, C}, {target = "c"}); f(a, b, c); f:source()
+ *
+ * Decisions are 0-based indices into a knob's candidates, as in the C API and the traces.
+ * Handles (blocks, loops, knobs) keep their schedule alive through user value 1 and are
+ * valid only with it (a clone has handles of its own). Errors from the core are raised as
+ * "file:line: ScheduleError: split: factor 0 for loop i".
+ */
+#include <string.h>
+
+#include <stof/schedule.h>
+
+#include "lua_int.h"
+
+#define MT_SCHED "stof.Schedule"
+#define MT_BLOCK "stof.Block"
+#define MT_LOOP "stof.Loop"
+#define MT_KNOB "stof.Knob"
+#define MT_FUNC "stof.Func"
+
+typedef struct lsched { /* stof.Schedule: owns s; user value 1: the graph userdata */
+  stof_sched *s;
+  slua_ctx *lc;
+} lsched;
+
+typedef struct lhandle { /* stof.Block / Loop / Knob: user value 1: the schedule userdata */
+  int id;
+} lhandle;
+
+typedef struct lfunc { /* stof.Func: owns f */
+  stof_func *f;
+  slua_ctx *lc;
+} lfunc;
+
+/* ---------------------------------------------------------------- helpers */
+
+/* A method's TypeError: argument idx (the receiver is 1) is reported as #idx-1. */
+static int method_typeerror(lua_State *L, int idx, const char *fname, const char *expected) {
+  return slua_argerror(L, idx - 1, fname, "%s expected, got %s", expected,
+                       lua_isnone(L, idx) ? "no value" : slua_typename(L, idx));
+}
+
+static lsched *check_sched(lua_State *L, int idx, const char *fname) {
+  lsched *ls = slua_checkudata(L, idx, MT_SCHED, fname);
+  if (!ls->s) slua_error(L, "ValueError", "%s: the schedule is closed", fname);
+  return ls;
+}
+
+static int raise_core(lua_State *L, lsched *ls, stof_status st) {
+  return slua_raise(L, ls->lc->ctx, st, NULL);
+}
+
+/* Pushes a handle of kind mt for id, tied to the schedule at sidx. */
+static void push_handle(lua_State *L, int sidx, const char *mt, int id) {
+  sidx = lua_absindex(L, sidx);
+  lhandle *h = lua_newuserdatauv(L, sizeof *h, 1);
+  h->id = id;
+  luaL_setmetatable(L, mt);
+  lua_pushvalue(L, sidx);
+  lua_setiuservalue(L, -2, 1);
+}
+
+/* The id of the handle of kind mt at idx, which must belong to the schedule at sidx. */
+static int check_handle(lua_State *L, int sidx, int idx, const char *mt, const char *fname,
+                        const char *what) {
+  lhandle *h = luaL_testudata(L, idx, mt);
+  if (!h) {
+    slua_argerror(L, idx - 1, fname, "%s expected, got %s", what,
+                  lua_isnone(L, idx) ? "no value" : slua_typename(L, idx));
+    return -1;
+  }
+  lua_getiuservalue(L, idx, 1);
+  int same = lua_rawequal(L, -1, sidx);
+  lua_pop(L, 1);
+  if (!same) slua_error(L, "ValueError", "%s: the %s belongs to another schedule", fname, what);
+  return h->id;
+}
+
+/* The schedule behind a handle at idx (for its own metamethods). */
+static stof_sched *handle_sched(lua_State *L, int idx) {
+  lua_getiuservalue(L, idx, 1);
+  lsched *ls = luaL_testudata(L, -1, MT_SCHED);
+  lua_pop(L, 1); /* the handle keeps it alive */
+  if (!ls || !ls->s) slua_error(L, "ValueError", "the schedule of this handle is closed");
+  return ls->s;
+}
+
+/* A factor at idx: an integer (stof.INFER allowed) or a knob of the schedule at sidx. */
+static stof_factor check_factor(lua_State *L, int sidx, int idx, int argn, const char *fname,
+                                int n) {
+  if (luaL_testudata(L, idx, MT_KNOB)) {
+    lhandle *h = lua_touserdata(L, idx);
+    lua_getiuservalue(L, idx, 1);
+    int same = lua_rawequal(L, -1, sidx);
+    lua_pop(L, 1);
+    if (!same) slua_error(L, "ValueError", "%s: the knob belongs to another schedule", fname);
+    return stof_factor_knob(h->id);
+  }
+  int isnum = 0;
+  lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &isnum) : 0;
+  if (!isnum)
+    slua_argerror(L, argn, fname, "factor %d must be an integer or a knob, got %s", n,
+                  slua_typename(L, idx));
+  return stof_factor_const((int64_t)v);
+}
+
+/* The integers of the list at idx, in scratch memory (pushed on the stack). */
+static int64_t *check_ints(lua_State *L, int idx, const char *fname, const char *what, int *n) {
+  if (!lua_istable(L, idx)) {
+    method_typeerror(L, idx, fname, "table of integers");
+    return NULL;
+  }
+  lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
+  if (len > 1024) slua_argerror(L, idx - 1, fname, "%I %s, at most 1024", len, what);
+  int64_t *v = slua_scratch(L, sizeof *v * (size_t)(len ? len : 1));
+  for (int i = 0; i < (int)len; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    int isnum = 0;
+    lua_Integer x = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
+    if (!isnum)
+      slua_argerror(L, idx - 1, fname, "%s %d must be an integer, got %s", what, i + 1,
+                    slua_typename(L, -1));
+    v[i] = (int64_t)x;
+    lua_pop(L, 1);
+  }
+  *n = (int)len;
+  return v;
+}
+
+/* Loop handles from the arguments [first, top] or from one table there. */
+static int check_loops(lua_State *L, int first, const char *fname, int *ids) {
+  int top = lua_gettop(L);
+  if (top == first && lua_istable(L, first)) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, first);
+    if (n > STOF_SCHED_MAX_LOOPS) slua_argerror(L, 1, fname, "%I loops, at most %d", n, STOF_SCHED_MAX_LOOPS);
+    luaL_checkstack(L, (int)n + 4, fname);
+    for (int i = 1; i <= (int)n; i++) lua_rawgeti(L, first, i);
+    lua_remove(L, first);
+    top = lua_gettop(L);
+  }
+  int n = top - first + 1;
+  if (n > STOF_SCHED_MAX_LOOPS) slua_argerror(L, 1, fname, "%d loops, at most %d", n, STOF_SCHED_MAX_LOOPS);
+  for (int i = 0; i < n; i++) ids[i] = check_handle(L, 1, first + i, MT_LOOP, fname, "loop");
+  return n;
+}
+
+/* Pushes the text of an owned core string, freeing it. */
+static int push_owned(lua_State *L, stof_ctx *ctx, char *s) {
+  lua_pushstring(L, s);
+  stof_ctx_dealloc(ctx, s, strlen(s) + 1);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- schedules */
+
+static int sched_gc(lua_State *L) {
+  lsched *ls = luaL_checkudata(L, 1, MT_SCHED);
+  if (ls->s) {
+    stof_sched_free(ls->s);
+    ls->s = NULL;
+  }
+  if (ls->lc) {
+    slua_ctx_unref(ls->lc);
+    ls->lc = NULL;
+  }
+  return 0;
+}
+
+/* Pushes a new, empty schedule userdata whose graph is the user value at gidx. */
+static lsched *new_sched(lua_State *L, int gidx) {
+  gidx = lua_absindex(L, gidx);
+  slua_ctx *lc = slua_state_ctx(L);
+  lsched *ls = lua_newuserdatauv(L, sizeof *ls, 1);
+  ls->s = NULL;
+  ls->lc = NULL;
+  luaL_setmetatable(L, MT_SCHED);
+  lua_pushvalue(L, gidx);
+  lua_setiuservalue(L, -2, 1);
+  ls->lc = slua_ctx_ref(lc);
+  return ls;
+}
+
+/* stof.schedule(outputs): outputs a TE tensor or a list of them (compute ops, one graph). */
+static int l_schedule(lua_State *L) {
+  const char *fname = "stof.schedule";
+  lua_settop(L, 1);
+  int nout;
+  if (slua_test_teop(L, 1)) {
+    lua_createtable(L, 1, 0);
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, 1);
+    lua_replace(L, 1);
+  }
+  if (!lua_istable(L, 1)) return slua_typeerror(L, 1, fname, "te tensor or list of te tensors");
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+  if (n == 0) return slua_argerror(L, 1, fname, "the list of outputs is empty");
+  if (n > 4096) return slua_argerror(L, 1, fname, "%I outputs, at most 4096", n);
+  nout = (int)n;
+  const stof_op **outs = slua_scratch(L, sizeof *outs * (size_t)nout);
+  stof_graph *g = NULL;
+  for (int i = 0; i < nout; i++) {
+    lua_rawgeti(L, 1, i + 1);
+    slua_teop *t = slua_test_teop(L, -1);
+    if (!t)
+      return slua_argerror(L, 1, fname, "output %d: te tensor expected, got %s", i + 1,
+                           slua_typename(L, -1));
+    if (g && t->g != g)
+      return slua_error(L, "ValueError", "%s: outputs from different graphs", fname);
+    if (!g) {
+      g = t->g;
+      lua_getiuservalue(L, -1, 1); /* the graph userdata, kept at the top */
+      lua_insert(L, 3);
+    }
+    outs[i] = t->op;
+    lua_pop(L, 1);
+  }
+  lsched *ls = new_sched(L, 3);
+  stof_status st = stof_sched_new(g, nout, outs, &ls->s);
+  if (st) return raise_core(L, ls, st);
+  return 1;
+}
+
+static int m_get_block(lua_State *L) {
+  const char *fname = "get_block";
+  lsched *ls = check_sched(L, 1, fname);
+  const char *name;
+  slua_teop *t = slua_test_teop(L, 2);
+  if (t)
+    name = t->op->name;
+  else if (lua_type(L, 2) == LUA_TSTRING)
+    name = lua_tostring(L, 2);
+  else
+    return method_typeerror(L, 2, fname, "block name or te tensor");
+  int b;
+  stof_status st = stof_sched_get_block(ls->s, name, &b);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_BLOCK, b);
+  return 1;
+}
+
+static int m_get_loops(lua_State *L) {
+  const char *fname = "get_loops";
+  lsched *ls = check_sched(L, 1, fname);
+  int b = check_handle(L, 1, 2, MT_BLOCK, fname, "block");
+  int loops[STOF_SCHED_MAX_LOOPS], n = 0;
+  stof_status st = stof_sched_get_loops(ls->s, b, STOF_SCHED_MAX_LOOPS, loops, &n);
+  if (st) return raise_core(L, ls, st);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    push_handle(L, 1, MT_LOOP, loops[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int m_split(lua_State *L) {
+  const char *fname = "split";
+  lsched *ls = check_sched(L, 1, fname);
+  int loop = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
+  if (!lua_istable(L, 3)) return method_typeerror(L, 3, fname, "table of factors");
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
+  if (n > STOF_SCHED_MAX_LOOPS) return slua_argerror(L, 2, fname, "%I factors, at most %d", n, STOF_SCHED_MAX_LOOPS);
+  stof_factor f[STOF_SCHED_MAX_LOOPS];
+  for (int i = 0; i < (int)n; i++) {
+    lua_rawgeti(L, 3, i + 1);
+    f[i] = check_factor(L, 1, lua_gettop(L), 2, fname, i + 1);
+    lua_pop(L, 1);
+  }
+  int parts[STOF_SCHED_MAX_LOOPS];
+  stof_status st = stof_sched_split(ls->s, loop, (int)n, f, parts);
+  if (st) return raise_core(L, ls, st);
+  luaL_checkstack(L, (int)n + 2, fname);
+  for (int i = 0; i < (int)n; i++) push_handle(L, 1, MT_LOOP, parts[i]);
+  return (int)n;
+}
+
+static int m_fuse(lua_State *L) {
+  const char *fname = "fuse";
+  lsched *ls = check_sched(L, 1, fname);
+  int ids[STOF_SCHED_MAX_LOOPS];
+  int n = check_loops(L, 2, fname, ids);
+  int fused;
+  stof_status st = stof_sched_fuse(ls->s, n, ids, &fused);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_LOOP, fused);
+  return 1;
+}
+
+static int m_reorder(lua_State *L) {
+  const char *fname = "reorder";
+  lsched *ls = check_sched(L, 1, fname);
+  int ids[STOF_SCHED_MAX_LOOPS];
+  int n = check_loops(L, 2, fname, ids);
+  stof_status st = stof_sched_reorder(ls->s, n, ids);
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+static int m_tile(lua_State *L) {
+  const char *fname = "tile";
+  lsched *ls = check_sched(L, 1, fname);
+  int x = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
+  int y = check_handle(L, 1, 3, MT_LOOP, fname, "loop");
+  stof_factor fx = check_factor(L, 1, 4, 3, fname, 1), fy = check_factor(L, 1, 5, 4, fname, 2);
+  int out[4];
+  stof_status st = stof_sched_tile(ls->s, x, y, fx, fy, out);
+  if (st) return raise_core(L, ls, st);
+  for (int i = 0; i < 4; i++) push_handle(L, 1, MT_LOOP, out[i]);
+  return 4;
+}
+
+static int m_bind(lua_State *L) {
+  const char *fname = "bind";
+  lsched *ls = check_sched(L, 1, fname);
+  int loop = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
+  if (lua_type(L, 3) != LUA_TSTRING) return method_typeerror(L, 3, fname, "thread tag string");
+  stof_status st = stof_sched_bind(ls->s, loop, lua_tostring(L, 3));
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+/* vectorize / unroll / parallel: upvalue 1 says which. */
+static int m_mark(lua_State *L) {
+  int which = (int)lua_tointeger(L, lua_upvalueindex(1));
+  static const char *const names[] = {"vectorize", "unroll", "parallel"};
+  const char *fname = names[which];
+  lsched *ls = check_sched(L, 1, fname);
+  int loop = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
+  stof_status st = which == 0 ? stof_sched_vectorize(ls->s, loop)
+                 : which == 1 ? stof_sched_unroll(ls->s, loop)
+                              : stof_sched_parallel(ls->s, loop);
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+static int m_annotate(lua_State *L) {
+  const char *fname = "annotate";
+  lsched *ls = check_sched(L, 1, fname);
+  lua_settop(L, 4);
+  if (lua_type(L, 3) != LUA_TSTRING) return method_typeerror(L, 3, fname, "key string");
+  int t = lua_type(L, 4);
+  if (t != LUA_TSTRING && t != LUA_TNUMBER && t != LUA_TBOOLEAN)
+    return method_typeerror(L, 4, fname, "string, number or boolean value");
+  const char *value = luaL_tolstring(L, 4, NULL);
+  stof_status st;
+  if (luaL_testudata(L, 2, MT_BLOCK))
+    st = stof_sched_annotate_block(ls->s, check_handle(L, 1, 2, MT_BLOCK, fname, "block"),
+                                   lua_tostring(L, 3), value);
+  else
+    st = stof_sched_annotate_loop(ls->s, check_handle(L, 1, 2, MT_LOOP, fname, "loop or block"),
+                                  lua_tostring(L, 3), value);
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+static int opt_decision(lua_State *L, int idx, const char *fname, int def) {
+  if (lua_isnoneornil(L, idx)) return def;
+  lua_Integer d = slua_check_integer(L, idx, fname, "decision");
+  if (d < -1 || d > 1 << 20) return slua_argerror(L, idx - 1, fname, "decision %I out of range", d);
+  return (int)d;
+}
+
+static int m_knob(lua_State *L) {
+  const char *fname = "knob";
+  lsched *ls = check_sched(L, 1, fname);
+  if (lua_type(L, 2) != LUA_TSTRING) return method_typeerror(L, 2, fname, "knob name");
+  int decision = opt_decision(L, 4, fname, 0);
+  int n;
+  int64_t *cand = check_ints(L, 3, fname, "candidate", &n);
+  int k;
+  stof_status st = stof_sched_knob(ls->s, lua_tostring(L, 2), n, cand, decision, &k);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_KNOB, k);
+  return 1;
+}
+
+static int m_sample_categorical(lua_State *L) {
+  const char *fname = "sample_categorical";
+  lsched *ls = check_sched(L, 1, fname);
+  if (lua_type(L, 2) != LUA_TSTRING) return method_typeerror(L, 2, fname, "knob name");
+  int decision = opt_decision(L, 5, fname, -1);
+  int n;
+  int64_t *cand = check_ints(L, 3, fname, "candidate", &n);
+  if (!lua_istable(L, 4)) return method_typeerror(L, 4, fname, "table of probabilities");
+  if ((int)lua_rawlen(L, 4) != n)
+    return slua_argerror(L, 3, fname, "%d probabilities for %d candidates", (int)lua_rawlen(L, 4), n);
+  double *probs = slua_scratch(L, sizeof *probs * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 4, i + 1);
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      return slua_argerror(L, 3, fname, "probability %d must be a number, got %s", i + 1,
+                           slua_typename(L, -1));
+    probs[i] = (double)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+  }
+  int k;
+  stof_status st = stof_sched_sample_categorical(ls->s, lua_tostring(L, 2), n, cand, probs, decision, &k);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_KNOB, k);
+  return 1;
+}
+
+/* s:group({A, B, ...}): TE tensors, blocks or op names. */
+static int m_group(lua_State *L) {
+  const char *fname = "group";
+  lsched *ls = check_sched(L, 1, fname);
+  if (!lua_istable(L, 2)) return method_typeerror(L, 2, fname, "list of ops (te tensors, blocks or names)");
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+  if (n > 4096) return slua_argerror(L, 1, fname, "%I ops, at most 4096", n);
+  const stof_op **ops = slua_scratch(L, sizeof *ops * (size_t)(n ? n : 1));
+  for (int i = 0; i < (int)n; i++) {
+    lua_rawgeti(L, 2, i + 1);
+    slua_teop *t = slua_test_teop(L, -1);
+    if (t) {
+      if (t->g != stof_sched_graph(ls->s))
+        return slua_error(L, "ValueError", "%s: op %s is from another graph", fname, t->op->name);
+      ops[i] = t->op;
+    } else if (luaL_testudata(L, -1, MT_BLOCK)) {
+      ops[i] = stof_sched_block_op(ls->s, check_handle(L, 1, lua_gettop(L), MT_BLOCK, fname, "block"));
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *name = lua_tostring(L, -1);
+      int found = -1, count = 0;
+      for (int b = 0; b < stof_sched_nblock(ls->s); b++)
+        if (strcmp(stof_sched_block_op(ls->s, b)->name, name) == 0) found = b, count++;
+      if (count != 1) { /* get_block explains (and records nothing when it fails) */
+        int b;
+        stof_status st = stof_sched_get_block(ls->s, name, &b);
+        return raise_core(L, ls, st ? st : STOF_ERR_INTERNAL);
+      }
+      ops[i] = stof_sched_block_op(ls->s, found);
+    } else {
+      return slua_argerror(L, 1, fname, "op %d: te tensor, block or name expected, got %s", i + 1,
+                           slua_typename(L, -1));
+    }
+    lua_pop(L, 1);
+  }
+  int g;
+  stof_status st = stof_sched_group(ls->s, (int)n, ops, &g);
+  if (st) return raise_core(L, ls, st);
+  lua_pushinteger(L, g);
+  return 1;
+}
+
+static int m_ungroup(lua_State *L) {
+  const char *fname = "ungroup";
+  lsched *ls = check_sched(L, 1, fname);
+  lua_Integer g = slua_check_integer(L, 2, fname, "group id");
+  stof_status st = stof_sched_ungroup(ls->s, g < 0 || g > 1 << 30 ? -1 : (int)g);
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+/* s:trace() / s:trace_json(): upvalue 1 is 1 for JSON. */
+static int m_trace(lua_State *L) {
+  int json = (int)lua_tointeger(L, lua_upvalueindex(1));
+  lsched *ls = check_sched(L, 1, json ? "trace_json" : "trace");
+  stof_ctx *ctx = ls->lc->ctx;
+  stof_trace *t = NULL;
+  char *text = NULL;
+  stof_status st = stof_sched_trace(ls->s, &t);
+  if (!st) st = json ? stof_trace_to_json(t, &text) : stof_trace_to_lua(t, &text);
+  stof_trace_free(t);
+  if (st) return raise_core(L, ls, st);
+  return push_owned(L, ctx, text);
+}
+
+static int m_print_loop_nest(lua_State *L) {
+  lsched *ls = check_sched(L, 1, "print_loop_nest");
+  char *text = NULL;
+  stof_status st = stof_sched_print_loop_nest(ls->s, &text);
+  if (st) return raise_core(L, ls, st);
+  size_t n = strlen(text);
+  while (n > 0 && text[n - 1] == '\n') n--;
+  lua_pushlstring(L, text, n);
+  stof_ctx_dealloc(ls->lc->ctx, text, strlen(text) + 1);
+  return 1;
+}
+
+static int m_clone(lua_State *L) {
+  lsched *ls = check_sched(L, 1, "clone");
+  lua_getiuservalue(L, 1, 1);
+  lsched *c = new_sched(L, -1);
+  stof_status st = stof_sched_clone(ls->s, &c->s);
+  if (st) return raise_core(L, ls, st);
+  return 1;
+}
+
+/* s:replay(json): applies a JSON trace to s. */
+static int m_replay(lua_State *L) {
+  const char *fname = "replay";
+  lsched *ls = check_sched(L, 1, fname);
+  if (lua_type(L, 2) != LUA_TSTRING) return method_typeerror(L, 2, fname, "JSON trace string");
+  stof_trace *t = NULL;
+  stof_status st = stof_trace_from_json(ls->lc->ctx, lua_tostring(L, 2), &t);
+  if (!st) st = stof_sched_replay(t, ls->s);
+  stof_trace_free(t);
+  if (st) return raise_core(L, ls, st);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* s:with_decisions({name = index, ...}): a fresh schedule of the same outputs rebuilt from
+ * s's trace with those decisions. */
+static int m_with_decisions(lua_State *L) {
+  const char *fname = "with_decisions";
+  lsched *ls = check_sched(L, 1, fname);
+  if (!lua_istable(L, 2)) return method_typeerror(L, 2, fname, "table of decisions (knob name -> index)");
+  lua_settop(L, 2);
+  lua_getiuservalue(L, 1, 1);
+  lsched *c = new_sched(L, 3);
+  stof_trace *t = NULL;
+  stof_status st = stof_sched_trace(ls->s, &t);
+  lua_pushnil(L);
+  while (!st && lua_next(L, 2)) {
+    int isnum = 0;
+    lua_Integer d = lua_tointegerx(L, -1, &isnum);
+    if (lua_type(L, -2) != LUA_TSTRING || !isnum) {
+      stof_trace_free(t);
+      return slua_argerror(L, 1, fname, "decisions map knob names to integers");
+    }
+    st = stof_trace_set_decision(t, lua_tostring(L, -2), d < 0 || d > 1 << 20 ? -1 : (int)d);
+    lua_pop(L, 1);
+  }
+  if (!st) st = stof_sched_fresh(ls->s, &c->s);
+  if (!st) st = stof_sched_replay(t, c->s);
+  stof_trace_free(t);
+  if (st) return raise_core(L, ls, st);
+  lua_settop(L, 4);
+  return 1;
+}
+
+static int sched_tostring(lua_State *L) { return m_print_loop_nest(L); }
+
+/* ---------------------------------------------------------------- handles */
+
+static int loop_index(lua_State *L) {
+  lhandle *h = luaL_checkudata(L, 1, MT_LOOP);
+  stof_sched *s = handle_sched(L, 1);
+  stof_loop_info info;
+  if (stof_sched_loop_info(s, h->id, &info)) return 0;
+  const char *k = lua_tostring(L, 2);
+  if (lua_type(L, 2) != LUA_TSTRING) return 0;
+  if (!strcmp(k, "name")) lua_pushstring(L, info.name);
+  else if (!strcmp(k, "extent")) lua_pushinteger(L, (lua_Integer)info.extent);
+  else if (!strcmp(k, "kind")) lua_pushstring(L, stof_iter_kind_name(info.iter));
+  else if (!strcmp(k, "derive")) lua_pushstring(L, stof_derive_kind_name(info.derive));
+  else if (!strcmp(k, "annotation"))
+    lua_pushstring(L, info.ann == STOF_ANN_THREAD ? stof_thread_tag_name(info.thread) : stof_ann_kind_name(info.ann));
+  else if (!strcmp(k, "alive")) lua_pushboolean(L, info.alive);
+  else return 0;
+  return 1;
+}
+
+static int loop_tostring(lua_State *L) {
+  lhandle *h = luaL_checkudata(L, 1, MT_LOOP);
+  stof_loop_info info;
+  if (stof_sched_loop_info(handle_sched(L, 1), h->id, &info)) return 0;
+  lua_pushstring(L, info.name);
+  return 1;
+}
+
+static int block_index(lua_State *L) {
+  lhandle *h = luaL_checkudata(L, 1, MT_BLOCK);
+  const stof_op *op = stof_sched_block_op(handle_sched(L, 1), h->id);
+  const char *k = lua_tostring(L, 2);
+  if (lua_type(L, 2) != LUA_TSTRING) return 0;
+  if (!op || !k || strcmp(k, "name")) return 0;
+  lua_pushstring(L, op->name);
+  return 1;
+}
+
+static int block_tostring(lua_State *L) {
+  lhandle *h = luaL_checkudata(L, 1, MT_BLOCK);
+  const stof_op *op = stof_sched_block_op(handle_sched(L, 1), h->id);
+  lua_pushfstring(L, "block %s", op ? op->name : "?");
+  return 1;
+}
+
+static int knob_index(lua_State *L) {
+  lhandle *h = luaL_checkudata(L, 1, MT_KNOB);
+  stof_sched *s = handle_sched(L, 1);
+  const char *name;
+  int ncand, decision;
+  int64_t value;
+  if (stof_sched_knob_info(s, h->id, &name, &ncand, &decision, &value)) return 0;
+  const char *k = lua_tostring(L, 2);
+  if (lua_type(L, 2) != LUA_TSTRING) return 0;
+  if (!strcmp(k, "name")) lua_pushstring(L, name);
+  else if (!strcmp(k, "value")) lua_pushinteger(L, (lua_Integer)value);
+  else if (!strcmp(k, "decision")) lua_pushinteger(L, decision);
+  else if (!strcmp(k, "candidates")) {
+    lua_createtable(L, ncand, 0);
+    for (int i = 0; i < ncand; i++) {
+      int64_t c = 0;
+      stof_sched_knob_candidate(s, h->id, i, &c);
+      lua_pushinteger(L, (lua_Integer)c);
+      lua_rawseti(L, -2, i + 1);
+    }
+  } else return 0;
+  return 1;
+}
+
+static int knob_tostring(lua_State *L) {
+  lhandle *h = luaL_checkudata(L, 1, MT_KNOB);
+  const char *name;
+  int64_t value;
+  if (stof_sched_knob_info(handle_sched(L, 1), h->id, &name, NULL, NULL, &value)) return 0;
+  lua_pushfstring(L, "knob %s = %I", name, (lua_Integer)value);
+  return 1;
+}
+
+/* Handles are equal when they name the same object of the same schedule. */
+static int handle_eq(lua_State *L) {
+  lhandle *a = lua_touserdata(L, 1), *b = lua_touserdata(L, 2);
+  int same_mt = lua_getmetatable(L, 1) && lua_getmetatable(L, 2) && lua_rawequal(L, -1, -2);
+  lua_settop(L, 2);
+  if (!a || !b || !same_mt || a->id != b->id) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  lua_getiuservalue(L, 1, 1);
+  lua_getiuservalue(L, 2, 1);
+  lua_pushboolean(L, lua_rawequal(L, -1, -2));
+  return 1;
+}
+
+/* ---------------------------------------------------------------- build and call */
+
+static int func_gc(lua_State *L) {
+  lfunc *lf = luaL_checkudata(L, 1, MT_FUNC);
+  if (lf->f) {
+    stof_func_free(lf->f);
+    lf->f = NULL;
+  }
+  if (lf->lc) {
+    slua_ctx_unref(lf->lc);
+    lf->lc = NULL;
+  }
+  return 0;
+}
+
+static lfunc *check_func(lua_State *L, int idx, const char *fname) {
+  lfunc *lf = slua_checkudata(L, idx, MT_FUNC, fname);
+  if (!lf->f) slua_error(L, "ValueError", "%s: the function is closed", fname);
+  return lf;
+}
+
+/* stof.build(s, {A, B, C}[, {target = "c"}]) */
+static int l_build(lua_State *L) {
+  const char *fname = "stof.build";
+  lsched *ls = check_sched(L, 1, fname);
+  if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "list of arguments (te tensors)");
+  const char *target = "c";
+  if (!lua_isnoneornil(L, 3)) {
+    if (!lua_istable(L, 3)) return slua_typeerror(L, 3, fname, "options table");
+    lua_getfield(L, 3, "target");
+    if (!lua_isnil(L, -1)) {
+      if (lua_type(L, -1) != LUA_TSTRING)
+        return slua_argerror(L, 3, fname, "target must be a string, got %s", slua_typename(L, -1));
+      target = lua_tostring(L, -1);
+    }
+  }
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+  if (n > 256) return slua_argerror(L, 2, fname, "%I arguments, at most 256", n);
+  const stof_op **args = slua_scratch(L, sizeof *args * (size_t)(n ? n : 1));
+  for (int i = 0; i < (int)n; i++) {
+    lua_rawgeti(L, 2, i + 1);
+    slua_teop *t = slua_test_teop(L, -1);
+    if (!t)
+      return slua_argerror(L, 2, fname, "argument %d: te tensor expected, got %s", i + 1,
+                           slua_typename(L, -1));
+    if (t->g != stof_sched_graph(ls->s))
+      return slua_error(L, "ValueError", "%s: argument %s is from another graph", fname, t->op->name);
+    args[i] = t->op;
+    lua_pop(L, 1);
+  }
+  lfunc *lf = lua_newuserdatauv(L, sizeof *lf, 0);
+  lf->f = NULL;
+  lf->lc = NULL;
+  luaL_setmetatable(L, MT_FUNC);
+  lf->lc = slua_ctx_ref(ls->lc);
+  stof_status st = stof_build(ls->s, (int)n, args, target, &lf->f);
+  if (st) return raise_core(L, ls, st);
+  return 1;
+}
+
+static int func_call(lua_State *L) {
+  const char *fname = "stof.Func";
+  lfunc *lf = check_func(L, 1, fname);
+  int n = lua_gettop(L) - 1, want = stof_func_nargs(lf->f);
+  if (n != want)
+    return slua_error(L, "ValueError", "%s: %d tensors given, %d expected", fname, n, want);
+  stof_tensor **ts = slua_scratch(L, sizeof *ts * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) ts[i] = slua_check_tensor(L, i + 2, fname);
+  stof_status st = stof_func_call(lf->f, n, ts);
+  if (st) return slua_raise(L, lf->lc->ctx, st, NULL);
+  return 0;
+}
+
+static int func_source(lua_State *L) {
+  lfunc *lf = check_func(L, 1, "Func:source");
+  lua_pushstring(L, stof_func_source(lf->f));
+  return 1;
+}
+
+static int func_library(lua_State *L) {
+  lfunc *lf = check_func(L, 1, "Func:library");
+  lua_pushstring(L, stof_func_library(lf->f));
+  return 1;
+}
+
+static int func_tostring(lua_State *L) {
+  lfunc *lf = luaL_checkudata(L, 1, MT_FUNC);
+  lua_pushfstring(L, "stof.Func(%d arguments)", lf->f ? stof_func_nargs(lf->f) : 0);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- registration */
+
+static void new_handle_mt(lua_State *L, const char *mt, lua_CFunction index, lua_CFunction tostring) {
+  if (luaL_newmetatable(L, mt)) {
+    lua_pushcfunction(L, index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, handle_eq);
+    lua_setfield(L, -2, "__eq");
+  }
+  lua_pop(L, 1);
+}
+
+void slua_open_schedule(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (luaL_newmetatable(L, MT_SCHED)) {
+    static const luaL_Reg methods[] = {
+        {"get_block", m_get_block},
+        {"get_loops", m_get_loops},
+        {"split", m_split},
+        {"fuse", m_fuse},
+        {"reorder", m_reorder},
+        {"tile", m_tile},
+        {"bind", m_bind},
+        {"annotate", m_annotate},
+        {"knob", m_knob},
+        {"sample_categorical", m_sample_categorical},
+        {"group", m_group},
+        {"ungroup", m_ungroup},
+        {"print_loop_nest", m_print_loop_nest},
+        {"clone", m_clone},
+        {"replay", m_replay},
+        {"with_decisions", m_with_decisions},
+        {NULL, NULL},
+    };
+    luaL_newlib(L, methods);
+    static const char *const marks[] = {"vectorize", "unroll", "parallel"};
+    for (int i = 0; i < 3; i++) {
+      lua_pushinteger(L, i);
+      lua_pushcclosure(L, m_mark, 1);
+      lua_setfield(L, -2, marks[i]);
+    }
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, m_trace, 1);
+    lua_setfield(L, -2, "trace");
+    lua_pushinteger(L, 1);
+    lua_pushcclosure(L, m_trace, 1);
+    lua_setfield(L, -2, "trace_json");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, sched_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, sched_gc);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, sched_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  new_handle_mt(L, MT_BLOCK, block_index, block_tostring);
+  new_handle_mt(L, MT_LOOP, loop_index, loop_tostring);
+  new_handle_mt(L, MT_KNOB, knob_index, knob_tostring);
+  if (luaL_newmetatable(L, MT_FUNC)) {
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, func_source);
+    lua_setfield(L, -2, "source");
+    lua_pushcfunction(L, func_library);
+    lua_setfield(L, -2, "library");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, func_call);
+    lua_setfield(L, -2, "__call");
+    lua_pushcfunction(L, func_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, func_gc);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, func_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_schedule);
+  lua_setfield(L, idx, "schedule");
+  lua_pushcfunction(L, l_build);
+  lua_setfield(L, idx, "build");
+  lua_pushinteger(L, STOF_INFER);
+  lua_setfield(L, idx, "INFER");
+}

@@ -1,0 +1,800 @@
+/*
+ * Schedule state: creation (one block per compute op, its root loops), deep clone, blocks
+ * and loops (get_block, get_loops, loop_info), knobs, groups (TVM's fusion rule), and the
+ * growable arrays the module shares.
+ *
+ * Invariants: see schedule_int.h. Every public function here that changes the schedule
+ * validates first, reserves, then applies and records; ids never move.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "schedule_int.h"
+
+/* ---------------------------------------------------------------- kind names */
+
+static const char *const iter_names[] = {
+#define STOF_X(name, text) text,
+    STOF_ITER_LIST(STOF_X)
+#undef STOF_X
+};
+static const char *const derive_names[] = {
+#define STOF_X(name, text) text,
+    STOF_DERIVE_LIST(STOF_X)
+#undef STOF_X
+};
+static const char *const ann_names[] = {
+#define STOF_X(name, text) text,
+    STOF_ANN_LIST(STOF_X)
+#undef STOF_X
+};
+static const char *const thread_names[] = {
+#define STOF_X(name, text) text,
+    STOF_THREAD_LIST(STOF_X)
+#undef STOF_X
+};
+
+const char *stof_iter_kind_name(stof_iter_kind k) {
+  return (unsigned)k < STOF_ITER_COUNT ? iter_names[k] : "?";
+}
+const char *stof_derive_kind_name(stof_derive_kind k) {
+  return (unsigned)k < STOF_DERIVE_COUNT ? derive_names[k] : "?";
+}
+const char *stof_ann_kind_name(stof_ann_kind k) {
+  return (unsigned)k < STOF_ANN_COUNT ? ann_names[k] : "?";
+}
+const char *stof_thread_tag_name(stof_thread_tag t) {
+  return (unsigned)t < STOF_THREAD_COUNT ? thread_names[t] : "?";
+}
+
+/* ---------------------------------------------------------------- growable arrays */
+
+void sched_vec_init(sched_vec *v, size_t elem) {
+  v->data = NULL;
+  v->len = v->cap = 0;
+  v->elem = elem;
+}
+
+stof_status sched_vec_reserve(stof_ctx *ctx, sched_vec *v, int extra) {
+  if (extra <= 0 || v->len + extra <= v->cap) return STOF_OK;
+  if (extra > (1 << 28) - v->len)
+    return stof_ctx_error(ctx, STOF_ERR_NOMEM, "schedule: array of %d elements too large", v->len);
+  int ncap = v->cap ? v->cap : 8;
+  while (ncap < v->len + extra) ncap *= 2;
+  void *p = stof_ctx_realloc(ctx, v->data, v->elem * (size_t)v->cap, v->elem * (size_t)ncap);
+  if (!p) return STOF_ERR_NOMEM;
+  v->data = p;
+  v->cap = ncap;
+  return STOF_OK;
+}
+
+int sched_vec_push(stof_ctx *ctx, sched_vec *v, const void *src, int n) {
+  if (sched_vec_reserve(ctx, v, n)) return -1;
+  int at = v->len;
+  char *dst = (char *)v->data + v->elem * (size_t)at;
+  if (n > 0) {
+    if (src)
+      memcpy(dst, src, v->elem * (size_t)n);
+    else
+      memset(dst, 0, v->elem * (size_t)n);
+  }
+  v->len += n;
+  return at;
+}
+
+stof_status sched_vec_copy(stof_ctx *ctx, sched_vec *dst, const sched_vec *src) {
+  sched_vec_init(dst, src->elem);
+  if (src->len == 0) return STOF_OK;
+  stof_status st = sched_vec_reserve(ctx, dst, src->len);
+  if (st) return st;
+  memcpy(dst->data, src->data, src->elem * (size_t)src->len);
+  dst->len = src->len;
+  return STOF_OK;
+}
+
+void sched_vec_free(stof_ctx *ctx, sched_vec *v) {
+  if (v->data) stof_ctx_dealloc(ctx, v->data, v->elem * (size_t)v->cap);
+  v->data = NULL;
+  v->len = v->cap = 0;
+}
+
+void sched_indent(stof_buf *b, int depth) {
+  for (int i = 0; i < depth; i++) stof_buf_puts(b, "  ");
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+stof_status sched_reserve(stof_sched *s, const sched_need *n) {
+  stof_ctx *c = s->ctx;
+  stof_status st;
+  if ((st = sched_vec_reserve(c, &s->loops, n->loops))) return st;
+  if ((st = sched_vec_reserve(c, &s->knobs, n->knobs))) return st;
+  if ((st = sched_vec_reserve(c, &s->groups, n->groups))) return st;
+  if ((st = sched_vec_reserve(c, &s->annots, n->annots))) return st;
+  if ((st = sched_vec_reserve(c, &s->nums, n->nums))) return st;
+  if ((st = sched_vec_reserve(c, &s->chars, n->chars))) return st;
+  if ((st = sched_vec_reserve(c, &s->trace.insts, n->insts))) return st;
+  if ((st = sched_vec_reserve(c, &s->trace.ints, n->tints))) return st;
+  if ((st = sched_vec_reserve(c, &s->trace.nums, n->tnums))) return st;
+  if ((st = sched_vec_reserve(c, &s->trace.dbls, n->tdbls))) return st;
+  if ((st = sched_vec_reserve(c, &s->trace.chars, n->tchars))) return st;
+  return sched_vec_reserve(c, &s->trace.vkinds, n->tvalues);
+}
+
+int sched_add_str(stof_sched *s, const char *str) {
+  return sched_vec_push(s->ctx, &s->chars, str, (int)strlen(str) + 1);
+}
+
+int sched_add_loop(stof_sched *s, const sched_loop *proto, const char *name) {
+  int off = sched_add_str(s, name);
+  if (off < 0) return -1;
+  int id = sched_vec_push(s->ctx, &s->loops, proto, 1);
+  if (id < 0) return -1;
+  sched_loop_at(s, id)->name = off;
+  return id;
+}
+
+const stof_expr *sched_block_reduce(const sched_block *b) {
+  const stof_expr *body = b->op->body;
+  return body && body->kind == STOF_EXPR_REDUCE ? body : NULL;
+}
+
+const stof_var *sched_block_axis(const sched_block *b, int a) {
+  if (a < b->op->ndim) return b->op->axis[a];
+  return sched_block_reduce(b)->u.reduce.axis[a - b->op->ndim];
+}
+
+int sched_loop_pos(const stof_sched *s, int loop) {
+  const sched_loop *l = sched_loop_at(s, loop);
+  const sched_block *b = sched_block_at(s, l->block);
+  for (int i = 0; i < b->nloop; i++)
+    if (b->loop[i] == loop) return i;
+  return -1;
+}
+
+int sched_block_of_op(const stof_sched *s, const stof_op *op) {
+  for (int i = 0; i < s->blocks.len; i++)
+    if (sched_block_at(s, i)->op == op) return i;
+  return -1;
+}
+
+int sched_is_output(const stof_sched *s, int block) {
+  const stof_op *op = sched_block_at(s, block)->op;
+  for (int i = 0; i < s->nout; i++)
+    if (s->out[i] == op) return 1;
+  return 0;
+}
+
+stof_status sched_check_loop(stof_sched *s, const char *what, int loop) {
+  if (loop < 0 || loop >= s->loops.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "%s: no loop %d in this schedule", what, loop);
+  const sched_loop *l = sched_loop_at(s, loop);
+  if (l->tv < 0)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG,
+                          "%s: loop %d (%s) was never handed out (get loops with get_loops)", what,
+                          loop, sched_loop_name(s, loop));
+  if (l->repl == SCHED_REPL_SPLIT)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: loop %s was split (use the loops the split returned)", what,
+                          sched_loop_name(s, loop));
+  if (l->repl == SCHED_REPL_FUSE)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: loop %s was fused into %s (use the fused loop)", what,
+                          sched_loop_name(s, loop), sched_loop_name(s, l->repl_first));
+  return STOF_OK;
+}
+
+stof_status sched_check_block(stof_sched *s, const char *what, int block) {
+  if (block < 0 || block >= s->blocks.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "%s: no block %d in this schedule", what, block);
+  if (sched_block_at(s, block)->tv < 0)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG,
+                          "%s: block %d (%s) was never handed out (get it with get_block)", what,
+                          block, sched_block_at(s, block)->op->name);
+  return STOF_OK;
+}
+
+static stof_status check_knob_id(stof_sched *s, const char *what, int knob) {
+  if (knob < 0 || knob >= s->knobs.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "%s: no knob %d in this schedule", what, knob);
+  return STOF_OK;
+}
+
+stof_status sched_factor_value(stof_sched *s, const char *what, stof_factor f, int64_t *v) {
+  if (f.knob < 0) {
+    *v = f.value;
+    return STOF_OK;
+  }
+  stof_status st = check_knob_id(s, what, f.knob);
+  if (st) return st;
+  const sched_knob *k = sched_knob_at(s, f.knob);
+  *v = sched_num(s, k->cand)[k->decision];
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- creation */
+
+static void sched_init_arrays(stof_sched *s) {
+  sched_vec_init(&s->blocks, sizeof(sched_block));
+  sched_vec_init(&s->loops, sizeof(sched_loop));
+  sched_vec_init(&s->knobs, sizeof(sched_knob));
+  sched_vec_init(&s->groups, sizeof(sched_group));
+  sched_vec_init(&s->annots, sizeof(sched_annot));
+  sched_vec_init(&s->nums, sizeof(int64_t));
+  sched_vec_init(&s->chars, 1);
+  trace_init(&s->trace, s->ctx);
+}
+
+void stof_sched_free(stof_sched *s) {
+  if (!s) return;
+  stof_ctx *c = s->ctx;
+  sched_vec_free(c, &s->blocks);
+  sched_vec_free(c, &s->loops);
+  sched_vec_free(c, &s->knobs);
+  sched_vec_free(c, &s->groups);
+  sched_vec_free(c, &s->annots);
+  sched_vec_free(c, &s->nums);
+  sched_vec_free(c, &s->chars);
+  trace_free_arrays(&s->trace);
+  if (s->out) stof_ctx_dealloc(c, (void *)s->out, sizeof *s->out * (size_t)s->nout);
+  if (s->ops) stof_ctx_dealloc(c, (void *)s->ops, sizeof *s->ops * (size_t)(s->nop ? s->nop : 1));
+  stof_ctx_dealloc(c, s, sizeof *s);
+}
+
+/* The root loops and the block of compute op op. */
+static stof_status add_block(stof_sched *s, const stof_op *op) {
+  sched_block b;
+  memset(&b, 0, sizeof b);
+  b.op = op;
+  const stof_expr *red = op->body->kind == STOF_EXPR_REDUCE ? op->body : NULL;
+  b.naxis = op->ndim + (red ? red->u.reduce.naxis : 0);
+  if (b.naxis > STOF_SCHED_MAX_LOOPS)
+    return stof_ctx_error(s->ctx, STOF_ERR_UNSUPPORTED,
+                          "schedule: compute %s has %d axes, at most %d are supported", op->name,
+                          b.naxis, STOF_SCHED_MAX_LOOPS);
+  b.root = s->loops.len;
+  b.nloop = b.naxis;
+  b.tv = -1;
+  int id = sched_vec_push(s->ctx, &s->blocks, &b, 1);
+  if (id < 0) return STOF_ERR_NOMEM;
+  sched_block *bp = sched_block_at(s, id);
+  for (int a = 0; a < b.naxis; a++) {
+    const stof_var *v = sched_block_axis(bp, a);
+    sched_loop l;
+    memset(&l, 0, sizeof l);
+    l.block = id;
+    l.extent = v->extent;
+    l.iter = v->kind == STOF_VAR_REDUCE ? STOF_ITER_REDUCE : STOF_ITER_DATA_PAR;
+    l.derive = STOF_DERIVE_ROOT;
+    l.axis = a;
+    l.source = -1;
+    l.repl = SCHED_LEAF;
+    l.ann = STOF_ANN_NONE;
+    l.tv = -1;
+    int lid = sched_add_loop(s, &l, v->name ? v->name : "v");
+    if (lid < 0) return STOF_ERR_NOMEM;
+    sched_block_at(s, id)->loop[a] = lid;
+  }
+  return STOF_OK;
+}
+
+stof_status stof_sched_new(stof_graph *g, int nout, const stof_op *const *outputs,
+                           stof_sched **out) {
+  stof_ctx *ctx = stof_graph_ctx(g);
+  *out = NULL;
+  if (nout < 1 || !outputs) return stof_ctx_error(ctx, STOF_ERR_ARG, "schedule: no outputs given");
+  for (int i = 0; i < nout; i++) {
+    const stof_op *op = outputs[i];
+    if (!op) return stof_ctx_error(ctx, STOF_ERR_ARG, "schedule: output %d is missing", i);
+    if (op->kind == STOF_OP_EXTERN)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                            "schedule: output %s is an extern op: not supported yet", op->name);
+    if (op->kind != STOF_OP_COMPUTE)
+      return stof_ctx_error(ctx, STOF_ERR_ARG,
+                            "schedule: output %s is a placeholder: there is nothing to compute",
+                            op->name);
+    for (int j = 0; j < i; j++)
+      if (outputs[j] == op)
+        return stof_ctx_error(ctx, STOF_ERR_ARG, "schedule: output %s is given twice", op->name);
+  }
+  const stof_op **ops = NULL;
+  int nops = 0;
+  stof_status st = stof_graph_collect(g, nout, outputs, &ops, &nops);
+  if (st) return st;
+  for (int i = 0; i < nops; i++)
+    if (ops[i]->kind == STOF_OP_EXTERN) {
+      st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "schedule: extern op %s is not supported yet (externs and intrinsics "
+                          "come in a later slice)",
+                          ops[i]->name);
+      stof_ctx_dealloc(ctx, ops, sizeof *ops * (size_t)(nops ? nops : 1));
+      return st;
+    }
+  stof_sched *s = stof_ctx_alloc(ctx, sizeof *s);
+  if (!s) {
+    stof_ctx_dealloc(ctx, ops, sizeof *ops * (size_t)(nops ? nops : 1));
+    return STOF_ERR_NOMEM;
+  }
+  s->ctx = ctx;
+  s->g = g;
+  s->ops = ops;
+  s->nop = nops;
+  sched_init_arrays(s);
+  s->out = stof_ctx_alloc(ctx, sizeof *s->out * (size_t)nout);
+  if (!s->out) {
+    stof_sched_free(s);
+    return STOF_ERR_NOMEM;
+  }
+  s->nout = nout;
+  memcpy((void *)s->out, outputs, sizeof *s->out * (size_t)nout);
+  for (int i = 0; i < nops && !st; i++)
+    if (ops[i]->kind == STOF_OP_COMPUTE) st = add_block(s, ops[i]);
+  if (st) {
+    stof_sched_free(s);
+    return st;
+  }
+  *out = s;
+  return STOF_OK;
+}
+
+stof_status stof_sched_clone(const stof_sched *s, stof_sched **out) {
+  stof_ctx *ctx = s->ctx;
+  *out = NULL;
+  stof_sched *c = stof_ctx_alloc(ctx, sizeof *c);
+  if (!c) return STOF_ERR_NOMEM;
+  c->ctx = ctx;
+  c->g = s->g;
+  sched_init_arrays(c);
+  stof_status st = STOF_OK;
+  c->out = stof_ctx_alloc(ctx, sizeof *c->out * (size_t)s->nout);
+  c->ops = stof_ctx_alloc(ctx, sizeof *c->ops * (size_t)(s->nop ? s->nop : 1));
+  if (c->out) c->nout = s->nout;
+  if (c->ops) c->nop = s->nop;
+  if (!c->out || !c->ops) st = STOF_ERR_NOMEM;
+  if (!st) {
+    memcpy((void *)c->out, s->out, sizeof *c->out * (size_t)s->nout);
+    memcpy((void *)c->ops, s->ops, sizeof *c->ops * (size_t)s->nop);
+  }
+  if (!st) st = sched_vec_copy(ctx, &c->blocks, &s->blocks);
+  if (!st) st = sched_vec_copy(ctx, &c->loops, &s->loops);
+  if (!st) st = sched_vec_copy(ctx, &c->knobs, &s->knobs);
+  if (!st) st = sched_vec_copy(ctx, &c->groups, &s->groups);
+  if (!st) st = sched_vec_copy(ctx, &c->annots, &s->annots);
+  if (!st) st = sched_vec_copy(ctx, &c->nums, &s->nums);
+  if (!st) st = sched_vec_copy(ctx, &c->chars, &s->chars);
+  if (!st) st = trace_copy(&c->trace, &s->trace);
+  if (st) {
+    stof_sched_free(c);
+    return st;
+  }
+  *out = c;
+  return STOF_OK;
+}
+
+stof_status stof_sched_fresh(const stof_sched *s, stof_sched **out) {
+  return stof_sched_new(s->g, s->nout, s->out, out);
+}
+
+stof_ctx *stof_sched_ctx(const stof_sched *s) { return s->ctx; }
+stof_graph *stof_sched_graph(const stof_sched *s) { return s->g; }
+int stof_sched_nout(const stof_sched *s) { return s->nout; }
+const stof_op *stof_sched_output(const stof_sched *s, int i) {
+  return i >= 0 && i < s->nout ? s->out[i] : NULL;
+}
+int stof_sched_nblock(const stof_sched *s) { return s->blocks.len; }
+const stof_op *stof_sched_block_op(const stof_sched *s, int b) {
+  return b >= 0 && b < s->blocks.len ? sched_block_at(s, b)->op : NULL;
+}
+
+/* ---------------------------------------------------------------- blocks and loops */
+
+/* The block named name (no recording); errors name the primitive what. */
+static stof_status find_block(const stof_sched *s, const char *what, const char *name, int *block) {
+  if (!name) return stof_ctx_error(s->ctx, STOF_ERR_ARG, "%s: missing block name", what);
+  int found = -1, count = 0;
+  for (int i = 0; i < s->blocks.len; i++)
+    if (strcmp(sched_block_at(s, i)->op->name, name) == 0) {
+      if (found < 0) found = i;
+      count++;
+    }
+  if (count == 1) {
+    *block = found;
+    return STOF_OK;
+  }
+  if (count > 1)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: %d blocks are named %s (give the ops distinct names)", what, count,
+                          name);
+  for (int i = 0; i < s->nop; i++)
+    if (s->ops[i]->kind == STOF_OP_PLACEHOLDER && strcmp(s->ops[i]->name, name) == 0)
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: %s is a placeholder (an input), not a block",
+                            what, name);
+  char list[256] = "";
+  size_t n = 0;
+  for (int i = 0; i < s->blocks.len && n < sizeof list - 8; i++) {
+    int w = snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", sched_block_at(s, i)->op->name);
+    if (w < 0) break;
+    n += (size_t)w;
+  }
+  if (n >= sizeof list - 8) strcpy(list + sizeof list - 8, ", ...");
+  return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: no block named %s (blocks: %s)", what, name,
+                        list);
+}
+
+stof_status stof_sched_get_block(stof_sched *s, const char *name, int *block) {
+  int b;
+  stof_status st = find_block(s, "get_block", name, &b);
+  if (st) return st;
+  sched_need n = {0};
+  trace_need(&n, 0, 0, 0, 1, (int)strlen(name) + 1, 1);
+  if ((st = sched_reserve(s, &n))) return st;
+  int v = trace_record(&s->trace, STOF_INST_GET_BLOCK, 0, NULL, 0, NULL, 0, NULL, 1, &name, -1, 1,
+                       SCHED_V_BLOCK);
+  sched_block_at(s, b)->tv = v;
+  *block = b;
+  return STOF_OK;
+}
+
+stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, int *nloop) {
+  stof_status st = sched_check_block(s, "get_loops", block);
+  if (st) return st;
+  sched_block *b = sched_block_at(s, block);
+  if (cap < b->nloop)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "get_loops: block %s has %d loops, room for %d",
+                          b->op->name, b->nloop, cap);
+  sched_need n = {0};
+  trace_need(&n, 1, 0, 0, 0, 0, b->nloop);
+  if ((st = sched_reserve(s, &n))) return st;
+  int v = trace_record(&s->trace, STOF_INST_GET_LOOPS, 1, &b->tv, 0, NULL, 0, NULL, 0, NULL, -1,
+                       b->nloop, SCHED_V_LOOP);
+  for (int i = 0; i < b->nloop; i++) {
+    sched_loop_at(s, b->loop[i])->tv = v + i;
+    loops[i] = b->loop[i];
+  }
+  *nloop = b->nloop;
+  return STOF_OK;
+}
+
+stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *out) {
+  if (loop < 0 || loop >= s->loops.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "loop_info: no loop %d in this schedule", loop);
+  const sched_loop *l = sched_loop_at(s, loop);
+  out->name = sched_str(s, l->name);
+  out->block = l->block;
+  out->extent = l->extent;
+  out->iter = l->iter;
+  out->derive = l->derive;
+  out->source = l->derive == STOF_DERIVE_ROOT ? -1 : l->source;
+  out->part = l->part;
+  out->nparts = l->nparts;
+  out->ann = l->ann;
+  out->thread = l->thread;
+  out->alive = l->repl == SCHED_LEAF;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- knobs */
+
+static stof_status add_knob(stof_sched *s, stof_inst_kind kind, const char *name, int ncand,
+                            const int64_t *cand, const double *probs, int decision, int *knob) {
+  const char *what = kind == STOF_INST_KNOB ? "knob" : "sample_categorical";
+  if (!name || !*name) return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: the name is empty", what);
+  for (int i = 0; i < s->knobs.len; i++)
+    if (strcmp(sched_str(s, sched_knob_at(s, i)->name), name) == 0)
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: a knob named %s exists already", what,
+                            name);
+  if (ncand < 1 || !cand)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s %s: no candidates", what, name);
+  if (ncand > 1024)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s %s: %d candidates, at most 1024", what,
+                          name, ncand);
+  if (probs) {
+    double sum = 0;
+    for (int i = 0; i < ncand; i++) {
+      if (!(probs[i] >= 0) || probs[i] > 1e300)
+        return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "%s %s: probability %g of candidate %d is not a finite number >= 0",
+                              what, name, probs[i], i);
+      sum += probs[i];
+    }
+    if (!(sum > 0))
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s %s: the probabilities are all 0", what,
+                            name);
+    if (decision < 0) {
+      double u = stof_ctx_rand_unit(s->ctx) * sum, acc = 0;
+      decision = ncand - 1;
+      for (int i = 0; i < ncand; i++) {
+        acc += probs[i];
+        if (u < acc && probs[i] > 0) {
+          decision = i;
+          break;
+        }
+      }
+      while (decision > 0 && probs[decision] == 0) decision--;
+    }
+  }
+  if (decision < 0 || decision >= ncand)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s %s: decision %d out of range (%d candidates)", what, name, decision,
+                          ncand);
+  sched_need n = {0};
+  n.knobs = 1;
+  n.nums = ncand;
+  n.chars = (int)strlen(name) + 1;
+  trace_need(&n, 0, ncand, probs ? ncand : 0, 1, (int)strlen(name) + 1, 1);
+  stof_status st = sched_reserve(s, &n);
+  if (st) return st;
+  sched_knob k;
+  k.name = sched_add_str(s, name);
+  k.cand = sched_vec_push(s->ctx, &s->nums, cand, ncand);
+  k.ncand = ncand;
+  k.decision = decision;
+  k.tv = trace_record(&s->trace, kind, 0, NULL, ncand, cand, probs ? ncand : 0, probs, 1, &name,
+                      decision, 1, SCHED_V_KNOB);
+  *knob = sched_vec_push(s->ctx, &s->knobs, &k, 1);
+  return STOF_OK;
+}
+
+stof_status stof_sched_knob(stof_sched *s, const char *name, int ncand, const int64_t *cand,
+                            int decision, int *knob) {
+  return add_knob(s, STOF_INST_KNOB, name, ncand, cand, NULL, decision, knob);
+}
+
+stof_status stof_sched_sample_categorical(stof_sched *s, const char *name, int ncand,
+                                          const int64_t *cand, const double *probs,
+                                          int decision, int *knob) {
+  if (!probs)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "sample_categorical %s: no probabilities",
+                          name ? name : "?");
+  return add_knob(s, STOF_INST_SAMPLE_CATEGORICAL, name, ncand, cand, probs, decision, knob);
+}
+
+int stof_sched_nknob(const stof_sched *s) { return s->knobs.len; }
+
+stof_status stof_sched_knob_info(const stof_sched *s, int knob, const char **name, int *ncand,
+                                 int *decision, int64_t *value) {
+  if (knob < 0 || knob >= s->knobs.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "knob_info: no knob %d in this schedule", knob);
+  const sched_knob *k = sched_knob_at(s, knob);
+  if (name) *name = sched_str(s, k->name);
+  if (ncand) *ncand = k->ncand;
+  if (decision) *decision = k->decision;
+  if (value) *value = sched_num(s, k->cand)[k->decision];
+  return STOF_OK;
+}
+
+stof_status stof_sched_knob_candidate(const stof_sched *s, int knob, int i, int64_t *value) {
+  if (knob < 0 || knob >= s->knobs.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "knob_candidate: no knob %d in this schedule", knob);
+  const sched_knob *k = sched_knob_at(s, knob);
+  if (i < 0 || i >= k->ncand)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "knob %s: no candidate %d (%d candidates)",
+                          sched_str(s, k->name), i, k->ncand);
+  *value = sched_num(s, k->cand)[i];
+  return STOF_OK;
+}
+
+stof_status stof_sched_find_knob(const stof_sched *s, const char *name, int *knob) {
+  for (int i = 0; name && i < s->knobs.len; i++)
+    if (strcmp(sched_str(s, sched_knob_at(s, i)->name), name) == 0) {
+      *knob = i;
+      return STOF_OK;
+    }
+  return stof_ctx_error(s->ctx, STOF_ERR_NOT_FOUND, "no knob named %s", name ? name : "(null)");
+}
+
+/* ---------------------------------------------------------------- groups */
+
+/* "{B, C}" for messages. */
+static const char *group_text(const stof_sched *s, int n, const int *blocks, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = 0;
+  len += (size_t)snprintf(buf, cap, "{");
+  for (int i = 0; i < n && len < cap - 8; i++) {
+    int w = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", sched_block_at(s, blocks[i])->op->name);
+    if (w < 0) break;
+    len += (size_t)w;
+  }
+  if (len >= cap - 8)
+    strcpy(buf + cap - 8, ", ...}");
+  else
+    snprintf(buf + len, cap - len, "}");
+  return buf;
+}
+
+/* Does op (transitively) read an op marked in mark? memo: 0 unknown, 1 no, 2 yes. */
+static int reads_marked(const stof_op *op, const unsigned char *mark, unsigned char *memo) {
+  if (memo[op->id]) return memo[op->id] == 2;
+  int r = 0;
+  for (int i = 0; i < op->ninput && !r; i++)
+    r = mark[op->input[i]->id] || reads_marked(op->input[i], mark, memo);
+  memo[op->id] = r ? 2 : 1;
+  return r;
+}
+
+static stof_status check_group(stof_sched *s, int n, const int *blocks, unsigned char *in,
+                               unsigned char *memo, unsigned char *need) {
+  char gt[200];
+  int nop = stof_graph_nop(s->g);
+  const stof_op *master = NULL;
+  for (int i = 0; i < n; i++) {
+    const stof_op *op = sched_block_at(s, blocks[i])->op;
+    if (in[op->id])
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "group %s: op %s is given twice",
+                            group_text(s, n, blocks, gt, sizeof gt), op->name);
+    in[op->id] = 1;
+    for (int g = 0; g < s->groups.len; g++) {
+      const sched_group *gr = sched_group_at(s, g);
+      for (int j = 0; gr->alive && j < gr->nop; j++)
+        if (sched_num(s, gr->first)[j] == op->id)
+          return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "group %s: op %s is already in group %d",
+                                group_text(s, n, blocks, gt, sizeof gt), op->name, g);
+    }
+    if (op->pattern >= STOF_PATTERN_REDUCTION) {
+      if (master)
+        return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "group %s: %s (%s) and %s (%s) are both reductions or GEMM-like; a "
+                              "group holds at most one",
+                              group_text(s, n, blocks, gt, sizeof gt), master->name,
+                              stof_pattern_name(master->pattern), op->name,
+                              stof_pattern_name(op->pattern));
+      master = op;
+    }
+  }
+  /* connected: a walk along producer-consumer edges inside the group reaches everyone */
+  unsigned char *seen = memo;
+  memset(seen, 0, (size_t)nop);
+  int first = sched_block_at(s, blocks[0])->op->id, reached = 1;
+  seen[first] = 1;
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int i = 0; i < n; i++) {
+      const stof_op *op = sched_block_at(s, blocks[i])->op;
+      for (int j = 0; j < op->ninput; j++) {
+        int a = op->id, b = op->input[j]->id;
+        if (!in[b] || seen[a] == seen[b]) continue;
+        seen[a] = seen[b] = 1;
+        reached++;
+        changed = 1;
+      }
+    }
+  }
+  if (reached < n) {
+    const stof_op *lone = NULL;
+    for (int i = 0; i < n && !lone; i++)
+      if (!seen[sched_block_at(s, blocks[i])->op->id]) lone = sched_block_at(s, blocks[i])->op;
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "group %s: the ops are not connected (%s neither reads nor feeds "
+                          "the others)",
+                          group_text(s, n, blocks, gt, sizeof gt), lone->name);
+  }
+  /* convex: no op outside lies on a path between two members */
+  memset(memo, 0, (size_t)nop);
+  memset(need, 0, (size_t)nop);
+  for (int i = s->nop - 1; i >= 0; i--) {
+    const stof_op *op = s->ops[i];
+    if (!in[op->id] && !need[op->id]) continue;
+    for (int j = 0; j < op->ninput; j++) need[op->input[j]->id] = 1;
+  }
+  for (int i = 0; i < s->nop; i++) {
+    const stof_op *op = s->ops[i];
+    if (!in[op->id] && need[op->id] && reads_marked(op, in, memo))
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                            "group %s: %s, outside the group, lies on a path between two of its "
+                            "ops (add it or split the group)",
+                            group_text(s, n, blocks, gt, sizeof gt), op->name);
+  }
+  /* after a GEMM-like op only elementwise and broadcast ops */
+  if (master && master->pattern == STOF_PATTERN_OUT_FUSABLE) {
+    unsigned char *mm = need;
+    memset(mm, 0, (size_t)nop);
+    mm[master->id] = 1;
+    memset(memo, 0, (size_t)nop);
+    for (int i = 0; i < n; i++) {
+      const stof_op *op = sched_block_at(s, blocks[i])->op;
+      if (op != master && op->pattern > STOF_PATTERN_BROADCAST && reads_marked(op, mm, memo))
+        return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "group %s: %s (%s) follows the out-elementwise-fusable op %s; only "
+                              "elementwise and broadcast ops may follow it",
+                              group_text(s, n, blocks, gt, sizeof gt), op->name,
+                              stof_pattern_name(op->pattern), master->name);
+    }
+  }
+  return STOF_OK;
+}
+
+stof_status sched_group_blocks(stof_sched *s, int nblock, const int *blocks, int *group) {
+  if (nblock < 1) return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "group: no ops given");
+  int nop = stof_graph_nop(s->g);
+  unsigned char *scratch = stof_ctx_alloc(s->ctx, (size_t)nop * 3);
+  if (!scratch) return STOF_ERR_NOMEM;
+  stof_status st = check_group(s, nblock, blocks, scratch, scratch + nop, scratch + 2 * nop);
+  stof_ctx_dealloc(s->ctx, scratch, (size_t)nop * 3);
+  if (st) return st;
+  const char **names = stof_ctx_alloc(s->ctx, sizeof *names * (size_t)nblock);
+  if (!names) return STOF_ERR_NOMEM;
+  int bytes = 0;
+  for (int i = 0; i < nblock; i++) {
+    names[i] = sched_block_at(s, blocks[i])->op->name;
+    bytes += (int)strlen(names[i]) + 1;
+  }
+  sched_need n = {0};
+  n.groups = 1;
+  n.nums = nblock;
+  trace_need(&n, 0, 0, 0, nblock, bytes, 1);
+  st = sched_reserve(s, &n);
+  if (!st) {
+    sched_group g;
+    g.first = s->nums.len;
+    g.nop = nblock;
+    g.alive = 1;
+    for (int i = 0; i < nblock; i++) {
+      int64_t id = sched_block_at(s, blocks[i])->op->id;
+      sched_vec_push(s->ctx, &s->nums, &id, 1);
+    }
+    g.tv = trace_record(&s->trace, STOF_INST_GROUP, 0, NULL, 0, NULL, 0, NULL, nblock, names, -1, 1,
+                        SCHED_V_GROUP);
+    *group = sched_vec_push(s->ctx, &s->groups, &g, 1);
+  }
+  stof_ctx_dealloc(s->ctx, (void *)names, sizeof *names * (size_t)nblock);
+  return st;
+}
+
+stof_status stof_sched_group(stof_sched *s, int nop, const stof_op *const *ops, int *group) {
+  if (nop < 1 || !ops) return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "group: no ops given");
+  int *blocks = stof_ctx_alloc(s->ctx, sizeof *blocks * (size_t)nop);
+  if (!blocks) return STOF_ERR_NOMEM;
+  stof_status st = STOF_OK;
+  for (int i = 0; i < nop && !st; i++) {
+    if (!ops[i]) {
+      st = stof_ctx_error(s->ctx, STOF_ERR_ARG, "group: op %d is missing", i);
+      break;
+    }
+    blocks[i] = sched_block_of_op(s, ops[i]);
+    if (blocks[i] >= 0) continue;
+    if (ops[i]->kind == STOF_OP_PLACEHOLDER)
+      st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "group: %s is a placeholder (an input), not a block",
+                          ops[i]->name);
+    else
+      st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "group: op %s is not in this schedule",
+                          ops[i]->name);
+  }
+  if (!st) st = sched_group_blocks(s, nop, blocks, group);
+  stof_ctx_dealloc(s->ctx, blocks, sizeof *blocks * (size_t)nop);
+  return st;
+}
+
+stof_status stof_sched_ungroup(stof_sched *s, int group) {
+  if (group < 0 || group >= s->groups.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "ungroup: no group %d", group);
+  sched_group *g = sched_group_at(s, group);
+  if (!g->alive)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "ungroup: group %d was already removed", group);
+  sched_need n = {0};
+  trace_need(&n, 1, 0, 0, 0, 0, 0);
+  stof_status st = sched_reserve(s, &n);
+  if (st) return st;
+  trace_record(&s->trace, STOF_INST_UNGROUP, 1, &g->tv, 0, NULL, 0, NULL, 0, NULL, -1, 0, 0);
+  g->alive = 0;
+  return STOF_OK;
+}
+
+int stof_sched_ngroup(const stof_sched *s) { return s->groups.len; }
+
+stof_status stof_sched_group_ops(const stof_sched *s, int group, int cap, const stof_op **ops,
+                                 int *nop, int *alive) {
+  if (group < 0 || group >= s->groups.len)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "group_ops: no group %d", group);
+  const sched_group *g = sched_group_at(s, group);
+  if (cap < g->nop)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG, "group_ops: group %d has %d ops, room for %d", group,
+                          g->nop, cap);
+  for (int i = 0; i < g->nop; i++) ops[i] = stof_graph_op(s->g, (int)sched_num(s, g->first)[i]);
+  *nop = g->nop;
+  if (alive) *alive = g->alive;
+  return STOF_OK;
+}
+
+stof_status sched_find_block(const stof_sched *s, const char *what, const char *name, int *block) {
+  return find_block(s, what, name, block);
+}

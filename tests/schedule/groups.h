@@ -1,0 +1,12 @@
+/* The test groups of test_schedule: one line per file, X(name) runs run_<name>_tests(). */
+#define STOF_TEST_GROUPS(X) \
+  X(state)                  \
+  X(split)                  \
+  X(fuse_reorder_tile)      \
+  X(annotate)               \
+  X(knob)                   \
+  X(grouping)               \
+  X(errors)                 \
+  X(trace)                  \
+  X(build)                  \
+  X(nomem)

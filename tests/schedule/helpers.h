@@ -1,0 +1,87 @@
+/*
+ * Shared helpers of test_schedule: contexts with a leak check, expected errors, small TE
+ * graphs (matmul, elementwise chains, bias + ReLU, softmax), and the three checks every
+ * primitive gets: a golden loop nest, numbers against the reference interpreter on the C
+ * backend (random inputs, outputs poisoned with NaN first), and a trace round trip.
+ */
+#ifndef STOF_TEST_SCHEDULE_HELPERS_H
+#define STOF_TEST_SCHEDULE_HELPERS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stof/core.h>
+#include <stof/schedule.h>
+
+/* ---------------------------------------------------------------- contexts and errors */
+
+stof_ctx *sh_ctx(void);
+/* Asserts nothing is left allocated, then frees ctx. */
+void sh_ctx_done(stof_ctx *ctx);
+/* Asserts got == want and that the context's message contains substr; clears the error. */
+void sh_expect_error(stof_ctx *ctx, stof_status got, stof_status want, const char *substr);
+#define SH_OK(ctx, call)                                                               \
+  do {                                                                                 \
+    stof_status sh_st_ = (call);                                                       \
+    if (sh_st_ != STOF_OK) fail_msg("%s -> %s: %s", #call, stof_status_name(sh_st_),   \
+                                    stof_ctx_message(ctx));                            \
+  } while (0)
+
+/* ---------------------------------------------------------------- graphs */
+
+typedef struct sh_graph {
+  stof_ctx *ctx;
+  stof_graph *g;
+  int nin, nout;
+  const stof_op *in[8];   /* placeholders, in argument order */
+  const stof_op *out[8];  /* outputs */
+} sh_graph;
+
+/* Each builder makes a new context and graph. */
+/* C[i, j] = sum_k A[i, k] * B[k, j]; A [M, K], B [K, N], float32. */
+void sh_matmul(sh_graph *G, int64_t M, int64_t N, int64_t K);
+/* B[i] = A[i] * 3 - 1 over [n], of dtype d. */
+void sh_vec(sh_graph *G, int64_t n, stof_dtype d);
+/* B[i, j] = A[i, j] * 2 + 1 over [M, N], float32. */
+void sh_elem2(sh_graph *G, int64_t M, int64_t N);
+/* C = A @ W ([M, K] x [K, N]); D[i, j] = C[i, j] + bias[j]; E = max(D, 0). */
+void sh_matmul_bias_relu(sh_graph *G, int64_t M, int64_t N, int64_t K);
+/* Row softmax of X [M, N]: mx (max), e = exp(X - mx), sm (sum), P = e / sm. */
+void sh_softmax(sh_graph *G, int64_t M, int64_t N);
+/* S[i] = sum_{r, c} X[i, r, c] over [M, R, C]: two reduce axes. */
+void sh_sum2(sh_graph *G, int64_t M, int64_t R, int64_t C);
+/* Frees the graph, then checks for leaks and frees the context. */
+void sh_done(sh_graph *G);
+/* The op named name among the graph's ops. */
+const stof_op *sh_op(sh_graph *G, const char *name);
+
+/* ---------------------------------------------------------------- schedules */
+
+stof_sched *sh_sched(sh_graph *G);
+int sh_block(stof_sched *s, const char *name);
+/* get_loops into loops[]; returns their number. */
+int sh_loops(stof_sched *s, int block, int *loops);
+/* The loop nest text (malloc'd). */
+char *sh_nest(stof_sched *s);
+/* Asserts the loop nest is golden (prints both on a mismatch). */
+void sh_expect_nest(stof_sched *s, const char *golden);
+/* Builds s for the C backend with the graph's inputs then outputs as arguments, runs it on
+ * random inputs (seed) with NaN-poisoned outputs; out[i] gets output i (owned). */
+void sh_run(sh_graph *G, stof_sched *s, uint64_t seed, stof_tensor **out);
+/* sh_run against the reference interpreter: relative L2 below 1e-5 (f32), 1e-12 (f64),
+ * 1e-2 (f16/bf16), exact for integers; no NaN. */
+void sh_check_numeric(sh_graph *G, stof_sched *s);
+/* Trace round trip: the Lua text looks right, and the JSON trace replayed into a fresh
+ * schedule of the same outputs gives the same loop nest and the same numbers. */
+void sh_round_trip(sh_graph *G, stof_sched *s);
+/* All three: golden nest, numbers, round trip. */
+void sh_check_all(sh_graph *G, stof_sched *s, const char *golden);
+/* The Lua trace text (malloc'd). */
+char *sh_trace_lua(stof_sched *s);
+/* Does the C source built for s contain needle? */
+int sh_source_contains(sh_graph *G, stof_sched *s, const char *needle);
+
+#endif

@@ -1,0 +1,181 @@
+/* Out of memory: a schedule script run with the Nth allocation failing, for every N. Each
+ * failing step reports STOF_ERR_NOMEM and leaves the schedule as the previous step left it;
+ * nothing leaks, and every free gives back the size that was allocated. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+typedef struct heap {
+  size_t live;
+  long nalloc, fail_at;
+  int bad_size;
+} heap;
+
+#define HDR 16
+
+static void *heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  heap *h = ud;
+  size_t old = 0;
+  unsigned char *base = NULL;
+  if (ptr) {
+    base = (unsigned char *)ptr - HDR;
+    memcpy(&old, base, sizeof old);
+    if (old != osize) h->bad_size = 1;
+  }
+  if (nsize == 0) {
+    if (ptr) {
+      free(base);
+      h->live -= old;
+    }
+    return NULL;
+  }
+  if (nsize > old && h->fail_at > 0 && ++h->nalloc == h->fail_at) return NULL;
+  unsigned char *nb = realloc(base, HDR + nsize);
+  if (!nb) return NULL;
+  memcpy(nb, &nsize, sizeof nsize);
+  h->live += nsize - old;
+  return nb + HDR;
+}
+
+#define NSTEP 14
+
+/* Runs the script; nests[k] (malloc'd) gets the loop nest after step k when record is set;
+ * returns the step that failed (NSTEP when none did). */
+static int script(heap *h, long fail_at, char **nests, int record) {
+  h->fail_at = 0;
+  h->nalloc = 0;
+  stof_ctx *ctx = stof_ctx_new(heap_alloc, h);
+  assert_non_null(ctx);
+  stof_graph *g;
+  SH_OK(ctx, stof_graph_new(ctx, &g));
+  int64_t sa[2] = {12, 6}, sb[2] = {6, 10}, sc[2] = {12, 10};
+  const stof_op *A, *B, *C, *D;
+  SH_OK(ctx, stof_te_placeholder(g, 2, sa, STOF_DTYPE_F32, "A", &A));
+  SH_OK(ctx, stof_te_placeholder(g, 2, sb, STOF_DTYPE_F32, "B", &B));
+  const stof_expr *ax[2], *bx[2], *k, *la, *lb, *m, *r, *lc, *two, *mul;
+  SH_OK(ctx, stof_te_compute_axes(g, 2, sc, NULL, ax));
+  SH_OK(ctx, stof_te_reduce_axis(g, 6, "k", &k));
+  const stof_expr *ia[2] = {ax[0], k}, *ib[2] = {k, ax[1]};
+  SH_OK(ctx, stof_te_load(g, A, 2, ia, &la));
+  SH_OK(ctx, stof_te_load(g, B, 2, ib, &lb));
+  SH_OK(ctx, stof_te_binary(g, STOF_EXPR_MUL, la, lb, &m));
+  SH_OK(ctx, stof_te_reduce(g, STOF_REDUCE_SUM, m, 1, &k, &r));
+  SH_OK(ctx, stof_te_compute(g, "C", 2, ax, r, -1, &C));
+  SH_OK(ctx, stof_te_compute_axes(g, 2, sc, NULL, bx));
+  SH_OK(ctx, stof_te_load(g, C, 2, bx, &lc));
+  SH_OK(ctx, stof_te_float(g, 2, STOF_DTYPE_F32, &two));
+  SH_OK(ctx, stof_te_binary(g, STOF_EXPR_MUL, lc, two, &mul));
+  SH_OK(ctx, stof_te_compute(g, "D", 2, bx, mul, -1, &D));
+
+  h->fail_at = fail_at;
+  stof_sched *s = NULL, *c = NULL, *fresh = NULL;
+  stof_trace *t = NULL, *back = NULL;
+  char *text = NULL;
+  int b = -1, l[8], n, kn, p[2], f, grp, step;
+  int64_t cand[2] = {4, 5};
+  stof_status st = STOF_OK;
+  for (step = 0; step < NSTEP && !st; step++) {
+    switch (step) {
+    case 0: st = stof_sched_new(g, 1, &D, &s); break;
+    case 1: st = stof_sched_get_block(s, "C", &b); break;
+    case 2: st = stof_sched_get_loops(s, b, 8, l, &n); break;
+    case 3: st = stof_sched_knob(s, "t", 2, cand, 1, &kn); break;
+    case 4: {
+      stof_factor fs[2] = {stof_factor_const(STOF_INFER), stof_factor_knob(kn)};
+      st = stof_sched_split(s, l[0], 2, fs, p);
+      break;
+    }
+    case 5: {
+      int two_loops[2] = {p[1], l[1]};
+      st = stof_sched_fuse(s, 2, two_loops, &f);
+      break;
+    }
+    case 6: {
+      int order[2] = {l[2], p[0]};
+      st = stof_sched_reorder(s, 2, order);
+      break;
+    }
+    case 7: st = stof_sched_annotate_loop(s, f, "note", "v"); break;
+    case 8: {
+      const stof_op *both[2] = {C, D};
+      st = stof_sched_group(s, 2, both, &grp);
+      break;
+    }
+    case 9: st = stof_sched_bind(s, p[0], "blockIdx.x"); break;
+    case 10: st = stof_sched_clone(s, &c); break;
+    case 11:
+      st = stof_sched_trace(s, &t);
+      if (!st) st = stof_trace_to_json(t, &text);
+      if (!st) st = stof_trace_from_json(ctx, text, &back);
+      if (!st) st = stof_sched_fresh(s, &fresh);
+      if (!st) st = stof_sched_replay(back, fresh);
+      break;
+    case 12:
+      if (text) stof_ctx_dealloc(ctx, text, strlen(text) + 1);
+      text = NULL;
+      st = stof_sched_print_loop_nest(fresh, &text);
+      break;
+    case 13:
+      if (text) stof_ctx_dealloc(ctx, text, strlen(text) + 1);
+      text = NULL;
+      st = stof_trace_to_lua(t, &text);
+      break;
+    }
+    if (st) break;
+    if (record) {
+      long saved = h->fail_at;
+      h->fail_at = 0;
+      char *nest;
+      SH_OK(ctx, stof_sched_print_loop_nest(s, &nest));
+      nests[step] = strdup(nest);
+      stof_ctx_dealloc(ctx, nest, strlen(nest) + 1);
+      h->fail_at = saved;
+    }
+  }
+  h->fail_at = 0;
+  if (st) {
+    assert_int_equal(st, STOF_ERR_NOMEM);
+    stof_ctx_clear_error(ctx);
+    if (s && step > 0) { /* the failed step changed nothing */
+      char *nest;
+      SH_OK(ctx, stof_sched_print_loop_nest(s, &nest));
+      assert_string_equal(nest, nests[step - 1]);
+      stof_ctx_dealloc(ctx, nest, strlen(nest) + 1);
+    }
+  }
+  if (text) stof_ctx_dealloc(ctx, text, strlen(text) + 1);
+  stof_trace_free(t);
+  stof_trace_free(back);
+  stof_sched_free(fresh);
+  stof_sched_free(c);
+  stof_sched_free(s);
+  stof_graph_free(g);
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+  stof_ctx_free(ctx);
+  assert_int_equal(h->live, 0);
+  assert_false(h->bad_size);
+  return st ? step : NSTEP;
+}
+
+static void every_allocation_may_fail(void **state) {
+  heap h = {0};
+  char *nests[NSTEP] = {0};
+  assert_int_equal(script(&h, 0, nests, 1), NSTEP);
+  int failures = 0;
+  for (long n = 1;; n++) {
+    int step = script(&h, n, nests, 0);
+    if (step == NSTEP) break;
+    failures++;
+    assert_true(n < 100000);
+  }
+  assert_true(failures > 20);
+  for (int i = 0; i < NSTEP; i++) free(nests[i]);
+}
+
+int run_nomem_tests(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_allocation_may_fail),
+  };
+  return cmocka_run_group_tests_name("nomem", tests, NULL, NULL);
+}

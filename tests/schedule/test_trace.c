@@ -1,0 +1,218 @@
+/* Traces: the Lua and JSON forms of every instruction kind (golden texts), the JSON reader's
+ * checks, replays that fail (the schedule stays as it was), and long traces. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+/* A schedule of matmul + bias + ReLU that uses every instruction kind. */
+static stof_sched *every_kind(sh_graph *G) {
+  sh_matmul_bias_relu(G, 12, 10, 6);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int bc = sh_block(s, "C"), l[4], p[2], t[4], f, k, v, g;
+  sh_loops(s, bc, l);
+  int64_t cand[3] = {2, 4, 8}, vc[2] = {1, 2};
+  double probs[2] = {0.25, 0.75};
+  SH_OK(ctx, stof_sched_knob(s, "tile", 3, cand, 1, &k));
+  SH_OK(ctx, stof_sched_sample_categorical(s, "pick", 2, vc, probs, 1, &v));
+  SH_OK(ctx, stof_sched_tile(s, l[0], l[1], stof_factor_knob(k), stof_factor_const(5), t));
+  stof_factor fs[2] = {stof_factor_const(STOF_INFER), stof_factor_knob(v)};
+  SH_OK(ctx, stof_sched_split(s, l[2], 2, fs, p));
+  int fo[2] = {t[0], t[1]};
+  SH_OK(ctx, stof_sched_fuse(s, 2, fo, &f));
+  SH_OK(ctx, stof_sched_bind(s, f, "blockIdx.x"));
+  SH_OK(ctx, stof_sched_vectorize(s, t[3]));
+  SH_OK(ctx, stof_sched_unroll(s, p[1]));
+  int be = sh_block(s, "E"), le[4];
+  sh_loops(s, be, le);
+  SH_OK(ctx, stof_sched_parallel(s, le[0]));
+  SH_OK(ctx, stof_sched_annotate_loop(s, le[1], "note", "a \"quoted\"\nvalue"));
+  SH_OK(ctx, stof_sched_annotate_block(s, be, "stage", "out"));
+  const stof_op *de[2] = {sh_op(G, "D"), sh_op(G, "E")};
+  SH_OK(ctx, stof_sched_group(s, 2, de, &g));
+  SH_OK(ctx, stof_sched_ungroup(s, g));
+  const stof_op *cde[3] = {sh_op(G, "C"), sh_op(G, "D"), sh_op(G, "E")};
+  SH_OK(ctx, stof_sched_group(s, 3, cde, &g));
+  return s;
+}
+
+static const char golden_lua[] =
+    "-- stof schedule trace: load(text)()(stof.schedule(outputs), stof) rebuilds it\n"
+    "return function(s, stof)\n"
+    "  local b0 = s:get_block(\"C\")\n"
+    "  local l1, l2, l3 = table.unpack(s:get_loops(b0))\n"
+    "  local k4 = s:knob(\"tile\", {2, 4, 8}, 1)\n"
+    "  local k5 = s:sample_categorical(\"pick\", {1, 2}, {0.25, 0.75}, 1)\n"
+    "  local l6, l7 = s:split(l1, {stof.INFER, k4})\n"
+    "  local l8, l9 = s:split(l2, {stof.INFER, 5})\n"
+    "  s:reorder(l6, l8, l7, l9)\n"
+    "  local l10, l11 = s:split(l3, {stof.INFER, k5})\n"
+    "  local l12 = s:fuse(l6, l8)\n"
+    "  s:bind(l12, \"blockIdx.x\")\n"
+    "  s:vectorize(l9)\n"
+    "  s:unroll(l11)\n"
+    "  local b13 = s:get_block(\"E\")\n"
+    "  local l14, l15 = table.unpack(s:get_loops(b13))\n"
+    "  s:parallel(l14)\n"
+    "  s:annotate(l15, \"note\", \"a \\\"quoted\\\"\\nvalue\")\n"
+    "  s:annotate(b13, \"stage\", \"out\")\n"
+    "  local g16 = s:group({\"D\", \"E\"})\n"
+    "  s:ungroup(g16)\n"
+    "  local g17 = s:group({\"C\", \"D\", \"E\"})\n"
+    "end\n";
+
+static const char golden_json[] =
+    "{\"format\":\"stof.trace\",\"version\":1,\"insts\":["
+    "{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+    "{\"kind\":\"GetLoops\",\"block\":0,\"outputs\":[1,2,3]},"
+    "{\"kind\":\"Knob\",\"name\":\"tile\",\"candidates\":[2,4,8],\"decision\":1,\"outputs\":[4]},"
+    "{\"kind\":\"SampleCategorical\",\"name\":\"pick\",\"candidates\":[1,2],\"probs\":[0.25,0.75],"
+    "\"decision\":1,\"outputs\":[5]},"
+    "{\"kind\":\"Split\",\"loop\":1,\"factors\":[-1,{\"knob\":4}],\"outputs\":[6,7]},"
+    "{\"kind\":\"Split\",\"loop\":2,\"factors\":[-1,5],\"outputs\":[8,9]},"
+    "{\"kind\":\"Reorder\",\"loops\":[6,8,7,9]},"
+    "{\"kind\":\"Split\",\"loop\":3,\"factors\":[-1,{\"knob\":5}],\"outputs\":[10,11]},"
+    "{\"kind\":\"Fuse\",\"loops\":[6,8],\"outputs\":[12]},"
+    "{\"kind\":\"Bind\",\"loop\":12,\"tag\":\"blockIdx.x\"},"
+    "{\"kind\":\"Vectorize\",\"loop\":9},"
+    "{\"kind\":\"Unroll\",\"loop\":11},"
+    "{\"kind\":\"GetBlock\",\"name\":\"E\",\"outputs\":[13]},"
+    "{\"kind\":\"GetLoops\",\"block\":13,\"outputs\":[14,15]},"
+    "{\"kind\":\"Parallel\",\"loop\":14},"
+    "{\"kind\":\"Annotate\",\"target\":15,\"key\":\"note\",\"value\":\"a \\\"quoted\\\"\\nvalue\"},"
+    "{\"kind\":\"Annotate\",\"target\":13,\"key\":\"stage\",\"value\":\"out\"},"
+    "{\"kind\":\"Group\",\"ops\":[\"D\",\"E\"],\"outputs\":[16]},"
+    "{\"kind\":\"Ungroup\",\"group\":16},"
+    "{\"kind\":\"Group\",\"ops\":[\"C\",\"D\",\"E\"],\"outputs\":[17]}]}";
+
+static void trace_texts_of_every_kind(void **state) {
+  sh_graph G;
+  stof_sched *s = every_kind(&G);
+  char *lua = sh_trace_lua(s);
+  assert_string_equal(lua, golden_lua);
+  free(lua);
+  stof_trace *t;
+  char *json;
+  SH_OK(G.ctx, stof_sched_trace(s, &t));
+  SH_OK(G.ctx, stof_trace_to_json(t, &json));
+  assert_string_equal(json, golden_json);
+  stof_ctx_dealloc(G.ctx, json, strlen(json) + 1);
+  int seen[STOF_INST_COUNT] = {0};
+  for (int i = 0; i < stof_trace_ninst(t); i++) seen[stof_trace_inst_kind(t, i)]++;
+  for (int k = 0; k < STOF_INST_COUNT; k++)
+    if (!seen[k]) fail_msg("no %s instruction", stof_inst_kind_name((stof_inst_kind)k));
+  assert_int_equal(stof_trace_inst_kind(t, -1), STOF_INST_COUNT);
+  stof_trace_free(t);
+  sh_check_numeric(&G, s);
+  sh_round_trip(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+static void json_reader_checks(void **state) {
+  stof_ctx *ctx = sh_ctx();
+  static const struct {
+    const char *text, *msg;
+  } cases[] = {
+      {"{", "trace: JSON error at line 1"},
+      {"[]", "not a stof trace"},
+      {"{\"format\":\"x\",\"version\":1,\"insts\":[]}", "not a stof trace"},
+      {"{\"format\":\"stof.trace\",\"version\":2,\"insts\":[]}", "unsupported version"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":{}}", "insts must be an array"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"Frob\"}]}",
+       "instruction 0 (Frob): unknown kind"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[3]}", "not an object with a kind"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetLoops\",\"block\":0,\"outputs\":[0]}]}",
+       "instruction 0 (GetLoops): block names a value not defined yet"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[3]}]}",
+       "outputs must number the next values in order"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+       "{\"kind\":\"Split\",\"loop\":0,\"factors\":[-1,4],\"outputs\":[1,2]}]}",
+       "instruction 1 (Split): loop must be a loop value"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"Knob\",\"name\":\"t\",\"candidates\":[1,2],"
+       "\"decision\":2,\"outputs\":[0]}]}",
+       "decision must index the candidates"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+       "{\"kind\":\"GetLoops\",\"block\":0,\"outputs\":[1]},{\"kind\":\"Split\",\"loop\":1,\"factors\":[-1,\"x\"],"
+       "\"outputs\":[2,3]}]}",
+       "factors: each is an integer or {\"knob\": value}"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"outputs\":[0]}]}",
+       "name must be a string"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"Vectorize\",\"loop\":0,\"outputs\":[0]}]}",
+       "loop names a value not defined yet"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    stof_trace *t = NULL;
+    sh_expect_error(ctx, stof_trace_from_json(ctx, cases[i].text, &t), STOF_ERR_PARSE, cases[i].msg);
+    assert_null(t);
+  }
+  stof_trace *t;
+  SH_OK(ctx, stof_trace_from_json(ctx, "{\"format\":\"stof.trace\",\"version\":1,\"insts\":[]}", &t));
+  assert_int_equal(stof_trace_ninst(t), 0);
+  stof_trace_free(t);
+  sh_ctx_done(ctx);
+}
+
+static void failed_replay_leaves_the_schedule_unchanged(void **state) {
+  sh_graph G;
+  sh_matmul(&G, 16, 12, 8);
+  stof_sched *s = sh_sched(&G);
+  int l[4], p[2];
+  sh_loops(s, sh_block(s, "C"), l);
+  stof_factor f[2] = {stof_factor_const(STOF_INFER), stof_factor_const(4)};
+  SH_OK(G.ctx, stof_sched_split(s, l[0], 2, f, p));
+  stof_trace *t;
+  SH_OK(G.ctx, stof_sched_trace(s, &t));
+  /* into the same schedule again: C has 4 loops now, the trace expects 3 */
+  char *before = sh_nest(s), *lua = sh_trace_lua(s);
+  sh_expect_error(G.ctx, stof_sched_replay(t, s), STOF_ERR_SCHEDULE,
+                  "replay: instruction 1 (GetLoops): block C has 4 loops, the trace expects 3");
+  char *after = sh_nest(s), *lua2 = sh_trace_lua(s);
+  assert_string_equal(before, after);
+  assert_string_equal(lua, lua2);
+  free(before);
+  free(after);
+  free(lua);
+  free(lua2);
+  /* into a schedule of another graph */
+  sh_graph H;
+  sh_elem2(&H, 4, 4);
+  stof_sched *o = sh_sched(&H);
+  sh_expect_error(H.ctx, stof_sched_replay(t, o), STOF_ERR_SCHEDULE,
+                  "replay: instruction 0 (GetBlock): get_block: no block named C (blocks: B)");
+  sh_expect_nest(o, "for i in 0..4:\n  for j in 0..4:\n    B[i, j] = (A[i, j] * 2.0) + 1.0\n");
+  stof_sched_free(o);
+  sh_done(&H);
+  stof_trace_free(t);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+static void long_traces_use_a_table(void **state) {
+  sh_graph G;
+  sh_elem2(&G, 4, 6);
+  stof_sched *s = sh_sched(&G);
+  int b = sh_block(s, "B"), l[4];
+  for (int i = 0; i < 100; i++) sh_loops(s, b, l);
+  int f;
+  SH_OK(G.ctx, stof_sched_fuse(s, 2, l, &f));
+  char *lua = sh_trace_lua(s);
+  assert_non_null(strstr(lua, "return function(s, stof)\n  local v = {}\n  v[0] = s:get_block(\"B\")\n"));
+  assert_non_null(strstr(lua, "  v[199], v[200] = table.unpack(s:get_loops(v[0]))\n  v[201] = s:fuse(v[199], v[200])\n"));
+  free(lua);
+  sh_round_trip(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+int run_trace_tests(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(trace_texts_of_every_kind),
+      cmocka_unit_test(json_reader_checks),
+      cmocka_unit_test(failed_replay_leaves_the_schedule_unchanged),
+      cmocka_unit_test(long_traces_use_a_table),
+  };
+  return cmocka_run_group_tests_name("trace", tests, NULL, NULL);
+}
