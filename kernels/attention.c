@@ -162,6 +162,13 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: unknown kernel %d", (int)o.kernel);
   if (o.tile != 0 && o.tile != 64 && o.tile != 128)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tile %d (64 or 128)", o.tile);
+  if (o.stages != 0 && (o.stages < 2 || o.stages > 4))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d stages (2, 3 or 4)", o.stages);
+  if (o.warps < 0 || o.warps > 32)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps", o.warps);
+  if (!(o.scale >= 0) || isinf(o.scale))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: scale %g (a positive number, or 0 for 1/sqrt(D))",
+                          (double)o.scale);
   double S = (double)(f->Sk > f->Sq ? f->Sk : f->Sq);
   double l = S > 32 ? log2(S / 16.0) : 1.0;
   out->frac16 = f->frac16;
@@ -193,16 +200,20 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                : out->tile == 128 && D == 128   ? 8
                                                 : 4;
   out->stages = o.stages ? o.stages : 2;
+  if (out->kernel == STOF_ATTN_BLOCK && out->tile / out->warps != 16 && out->tile / out->warps != 32)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "attention: %d warps for tile %d (block-wise needs 16 or 32 query rows per warp)",
+                          out->warps, out->tile);
+  if (out->kernel == STOF_ATTN_ROW && out->warps > 8)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps (row-wise takes 1 to 8)", out->warps);
   if (n > 0 && (size_t)n < sizeof out->why)
-    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps%s (B*H = %lld, D = %lld%s)",
-             out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? (out->stages == 3 ? ", 3 stages" : ", 2 stages") : "",
-             (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps, %d stages (B*H = %lld, D = %lld%s)",
+             out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1, (long long)(B * H),
+             (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
 }
 
 /* ---------------------------------------------------------------- GPU engine */
-
-#define MAX_VARIANTS 32
 
 typedef struct attn_variant {
   char key[256];
@@ -215,8 +226,10 @@ struct stof_attn_engine {
   stof_cuda_props props;
   char arch[16];
   stof_mask_cache *formats;
-  int nvariant;
-  attn_variant variant[MAX_VARIANTS];
+  /* compiled variants, never unloaded before the engine: plans borrow their kernels;
+   * there are few (kernel x D x dtype x tile x warps x stages) */
+  int nvariant, capvariant;
+  attn_variant *variant;
 };
 
 struct stof_attn_plan {
@@ -247,10 +260,11 @@ stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
   }
   snprintf(e->arch, sizeof e->arch, "sm_%d%d", e->props.cc_major, e->props.cc_minor);
   if (e->props.cc_major < 8) {
+    int major = e->props.cc_major, minor = e->props.cc_minor;
     stof_attn_engine_free(e);
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "attention: the kernels need compute capability 8.0 or newer (this GPU is %d.%d)",
-                          e->props.cc_major, e->props.cc_minor);
+                          major, minor);
   }
   *out = e;
   return STOF_OK;
@@ -259,6 +273,7 @@ stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
 void stof_attn_engine_free(stof_attn_engine *e) {
   if (!e) return;
   for (int i = 0; i < e->nvariant; i++) stof_cuda_module_free(e->variant[i].mod);
+  stof_ctx_dealloc(e->ctx, e->variant, sizeof *e->variant * (size_t)e->capvariant);
   stof_mask_cache_free(e->formats);
   stof_ctx_dealloc(e->ctx, e, sizeof *e);
 }
@@ -280,10 +295,13 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   snprintf(key, sizeof key, "%s %s %s %s %s %s", block ? "block" : "row", o[0], o[1], o[2], o[3], block ? o[4] : "");
   for (int i = 0; i < e->nvariant; i++)
     if (strcmp(e->variant[i].key, key) == 0) return *fn = e->variant[i].fn, STOF_OK;
-  if (e->nvariant == MAX_VARIANTS) {
-    stof_cuda_module_free(e->variant[0].mod); /* the oldest goes */
-    memmove(e->variant, e->variant + 1, sizeof e->variant[0] * (MAX_VARIANTS - 1));
-    e->nvariant--;
+  if (e->nvariant == e->capvariant) {
+    int ncap = e->capvariant ? 2 * e->capvariant : 8;
+    attn_variant *nv = stof_ctx_realloc(e->ctx, e->variant, sizeof *nv * (size_t)e->capvariant,
+                                        sizeof *nv * (size_t)ncap);
+    if (!nv) return STOF_ERR_NOMEM;
+    e->variant = nv;
+    e->capvariant = ncap;
   }
   const char *file = block ? "attention_block.cu" : "attention_row.cu";
   const char *src = stof_kernels_source(file);

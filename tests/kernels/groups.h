@@ -3,4 +3,5 @@
   X(mask)                   \
   X(mask_format)            \
   X(mask_svg)               \
-  X(mask_nomem)
+  X(mask_nomem)             \
+  X(attention)

@@ -1,0 +1,794 @@
+/*
+ * The attention intrinsic without a GPU: stof_attention_cpu against a reference written
+ * here (stof_mask_eval element by element, masked softmax in double, rows with no key
+ * exactly 0) on every suite mask and more (dilated, fully masked rows, per-batch and
+ * per-head masks), odd lengths, Sq != Sk, grouped-query heads, f32 and f16, tiles 16, 64
+ * and 128; against the reference interpreter running the same attention as a TE graph;
+ * the selector's rule, forced choices and explanations; bad arguments (status and
+ * message); out of memory; and the GPU engine's answer on a machine without a GPU.
+ * Outputs are poisoned with NaN before every call. Inputs are random and never zero.
+ */
+#include "helpers.h"
+#include "../core/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dims {
+  int64_t B, H, Hkv, Sq, Sk, D;
+} dims;
+
+/* ---------------------------------------------------------------- the reference */
+
+/*
+ * want[B, H, Sq, D] = softmax(scale * q k^T masked by stof_mask_eval) v, in double, from
+ * q [B, H, Sq, D], k and v [B, Hkv, Sk, D] (head h reads kv head h / (H / Hkv)); a row
+ * with no kept key is exactly 0 and marked in empty[B, H, Sq]. Returns the number of
+ * such rows.
+ */
+static int64_t reference(const stof_mask *m, dims d, const double *q, const double *k,
+                         const double *v, double scale, double *want, uint8_t *empty) {
+  double *s = malloc(sizeof *s * (size_t)d.Sk);
+  uint8_t *keep = malloc((size_t)d.Sk);
+  assert_non_null(s);
+  assert_non_null(keep);
+  int64_t nempty = 0, group = d.H / d.Hkv;
+  for (int64_t b = 0; b < d.B; b++)
+    for (int64_t h = 0; h < d.H; h++) {
+      const double *kh = k + (b * d.Hkv + h / group) * d.Sk * d.D;
+      const double *vh = v + (b * d.Hkv + h / group) * d.Sk * d.D;
+      for (int64_t i = 0; i < d.Sq; i++) {
+        int64_t row = (b * d.H + h) * d.Sq + i;
+        const double *qi = q + row * d.D;
+        double *o = want + row * d.D, mx = -INFINITY, sum = 0;
+        int any = 0;
+        for (int64_t j = 0; j < d.Sk; j++) {
+          int e = stof_mask_eval(m, b, h, i, j);
+          if (e != 0 && e != 1)
+            fail_msg("mask_eval(%lld, %lld, %lld, %lld) = %d", (long long)b, (long long)h,
+                     (long long)i, (long long)j, e);
+          keep[j] = (uint8_t)e;
+          if (!e) continue;
+          double dot = 0;
+          for (int64_t x = 0; x < d.D; x++) dot += qi[x] * kh[j * d.D + x];
+          s[j] = dot * scale;
+          if (s[j] > mx) mx = s[j];
+          any = 1;
+        }
+        for (int64_t x = 0; x < d.D; x++) o[x] = 0;
+        empty[row] = (uint8_t)!any;
+        if (!any) {
+          nempty++;
+          continue;
+        }
+        for (int64_t j = 0; j < d.Sk; j++)
+          if (keep[j]) sum += exp(s[j] - mx);
+        for (int64_t j = 0; j < d.Sk; j++) {
+          if (!keep[j]) continue;
+          double p = exp(s[j] - mx) / sum;
+          for (int64_t x = 0; x < d.D; x++) o[x] += p * vh[j * d.D + x];
+        }
+      }
+    }
+  free(s);
+  free(keep);
+  return nempty;
+}
+
+/*
+ * got (contiguous [B, H, Sq, D]) against want: no NaN anywhere, rows marked empty exactly
+ * 0, every element within abs_tol (so one wrong row cannot hide in the global norm), and
+ * relative L2 below tol.
+ */
+static void check_output(const stof_tensor *got, const double *want, const uint8_t *empty,
+                         int64_t nrow, int64_t D, double tol, double abs_tol, const char *what) {
+  assert_int_equal(stof_tensor_numel(got), nrow * D);
+  double *g = tu_values(got);
+  double maxerr = 0;
+  for (int64_t r = 0; r < nrow; r++)
+    for (int64_t x = 0; x < D; x++) {
+      double a = g[r * D + x], w = want[r * D + x];
+      if (isnan(a))
+        fail_msg("%s: NaN at row %lld, d %lld (want %g)", what, (long long)r, (long long)x, w);
+      if (empty[r] && a != 0)
+        fail_msg("%s: row %lld has no key but out[%lld] = %g (want exactly 0)", what, (long long)r,
+                 (long long)x, a);
+      double e = fabs(a - w);
+      if (e > maxerr) maxerr = e;
+      if (!(e <= abs_tol))
+        fail_msg("%s: row %lld, d %lld: %.9g, want %.9g", what, (long long)r, (long long)x, a, w);
+    }
+  double rel = tu_rel_l2(g, want, (size_t)(nrow * D));
+  free(g);
+  if (!(rel < tol)) fail_msg("%s: relative L2 error %g >= %g (max abs %g)", what, rel, tol, maxerr);
+}
+
+/* ---------------------------------------------------------------- CPU vs the reference */
+
+static stof_tensor *uniform4(stof_ctx *ctx, stof_dtype dt, int64_t a, int64_t b, int64_t c,
+                             int64_t d, uint64_t *seed, double lo, double hi) {
+  return tu_tensor_uniform(ctx, dt, 4, TU_SHAPE(a, b, c, d), seed, lo, hi);
+}
+
+/* Runs stof_attention_cpu on random q, k, v of dtypes qt/kt/vt with out of dtype ot,
+ * format tile T, and checks it against the reference. Returns the empty rows. */
+static int64_t check_cpu_case(stof_ctx *ctx, const stof_mask *m, dims d, int T, stof_dtype qt,
+                              stof_dtype kt, stof_dtype vt, stof_dtype ot, float scale,
+                              uint64_t seed) {
+  stof_tensor *q = uniform4(ctx, qt, d.B, d.H, d.Sq, d.D, &seed, -2, 2);
+  stof_tensor *k = uniform4(ctx, kt, d.B, d.Hkv, d.Sk, d.D, &seed, -2, 2);
+  stof_tensor *v = uniform4(ctx, vt, d.B, d.Hkv, d.Sk, d.D, &seed, -1, 1);
+  stof_tensor *out = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, ot, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D), STOF_DEVICE_CPU, &out));
+  stof_tensor_fill(out, NAN);
+  stof_mask_format *f = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, d.B, d.H, d.Sq, d.Sk, T, &f));
+  TU_OK(ctx, stof_attention_cpu(ctx, q, k, v, f, scale, out));
+
+  int64_t nrow = d.B * d.H * d.Sq;
+  double *qd = tu_values(q), *kd = tu_values(k), *vd = tu_values(v);
+  double *want = malloc(sizeof *want * (size_t)(nrow * d.D));
+  uint8_t *empty = malloc((size_t)nrow);
+  assert_non_null(want);
+  assert_non_null(empty);
+  double sc = scale > 0 ? scale : 1 / sqrt((double)d.D);
+  int64_t nempty = reference(m, d, qd, kd, vd, sc, want, empty);
+  char what[256];
+  snprintf(what, sizeof what, "%s B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld T=%d %s->%s",
+           stof_mask_description(m), (long long)d.B, (long long)d.H, (long long)d.Hkv,
+           (long long)d.Sq, (long long)d.Sk, (long long)d.D, T, stof_dtype_name(qt),
+           stof_dtype_name(ot));
+  int half = ot == STOF_DTYPE_F16 || ot == STOF_DTYPE_BF16;
+  /* |out| <= 1 (a convex combination of v): f16 rounding is at most 2^-11 */
+  check_output(out, want, empty, nrow, d.D, half ? 1e-2 : 1e-5, half ? 2e-3 : 1e-5, what);
+
+  free(qd);
+  free(kd);
+  free(vd);
+  free(want);
+  free(empty);
+  stof_mask_format_free(f);
+  stof_tensor_free(q);
+  stof_tensor_free(k);
+  stof_tensor_free(v);
+  stof_tensor_free(out);
+  return nempty;
+}
+
+/* Keeps a band whose width grows with h; head 1 loses every row i = 3 (mod 7) entirely. */
+static int per_head_band(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud;
+  (void)b;
+  if (h == 1 && i % 7 == 3) return 0;
+  return j <= i + 2 * h && i - j <= 5 + 4 * h;
+}
+
+enum { NEXTRA = 6 };
+
+/* The masks beyond the suite, for query/key lengths up to S; extra[i] is named in
+ * names[i]. Every one of them is freed by the caller. */
+static void extra_masks(stof_ctx *ctx, int64_t S, stof_mask **extra, const char **names) {
+  stof_mask *a, *b;
+  names[0] = "dilated";
+  TU_OK(ctx, stof_mask_dilated(ctx, 6, 2, &extra[0]));
+  /* causal() - window(3, 0): keys j < i - 3 only, so rows 0..3 have none */
+  names[1] = "difference (rows 0..3 empty)";
+  TU_OK(ctx, stof_mask_causal(ctx, &a));
+  TU_OK(ctx, stof_mask_window(ctx, 3, 0, &b));
+  TU_OK(ctx, stof_mask_difference(a, b, &extra[1]));
+  stof_mask_free(a);
+  stof_mask_free(b);
+  /* two documents of 20 and 30: positions from 50 see nothing */
+  names[2] = "document (past the end empty)";
+  TU_OK(ctx, stof_mask_document(ctx, 2, (const int64_t[]){20, 30}, &extra[2]));
+  /* one document mask per batch element (B = 2); batch 1 leaves its last 18 out */
+  names[3] = "document_batched";
+  int64_t half = S / 2;
+  TU_OK(ctx,
+        stof_mask_document_batched(ctx, 2, (const int64_t[]){2, 3},
+                                   (const int64_t[]){half, S - half, 5, 17, S - 40}, &extra[3]));
+  names[4] = "fn per head";
+  TU_OK(ctx, stof_mask_fn(ctx, per_head_band, NULL, "per_head_band", 0, 1, &extra[4]));
+  /* sliding(9) & random_blocks(8, 0.5): empty rows scattered in the middle */
+  names[5] = "sliding & random_blocks";
+  TU_OK(ctx, stof_mask_sliding(ctx, 9, &a));
+  TU_OK(ctx, stof_mask_random_blocks(ctx, 8, 0.5, 11, &b));
+  TU_OK(ctx, stof_mask_intersection(a, b, &extra[5]));
+  stof_mask_free(a);
+  stof_mask_free(b);
+}
+
+static void cpu_attention_matches_reference_on_every_mask(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  static const int64_t shapes[][2] = {{77, 77}, {50, 90}};
+  static const int tiles[] = {16, 64, 128};
+  int nsuite = 0;
+  while (stof_mask_suite_name(nsuite)) nsuite++;
+  assert_int_equal(nsuite, 7);
+  int c = 0;
+  int64_t empty_of[NEXTRA] = {0};
+  for (int s = 0; s < 2; s++) {
+    int64_t Sq = shapes[s][0], Sk = shapes[s][1], S = Sq > Sk ? Sq : Sk;
+    stof_mask *extra[NEXTRA];
+    const char *names[NEXTRA];
+    extra_masks(ctx, S, extra, names);
+    for (int mi = 0; mi < nsuite + NEXTRA; mi++) {
+      stof_mask *suite = NULL;
+      if (mi < nsuite) TU_OK(ctx, stof_mask_suite(ctx, stof_mask_suite_name(mi), S, &suite));
+      const stof_mask *m = mi < nsuite ? suite : extra[mi - nsuite];
+      for (int t = 0; t < 3; t++, c++) {
+        /* dtype, kv heads, head dim and scale cycle at different rates, so every mask
+         * meets each of them */
+        dims d = {2, 3, (c / 2) % 2 ? 1 : 3, Sq, Sk, (c / 4) % 2 ? 16 : 8};
+        stof_dtype dt = c % 2 ? STOF_DTYPE_F16 : STOF_DTYPE_F32;
+        float scale = c % 5 == 4 ? 0.3f : 0.0f;
+        int64_t ne = check_cpu_case(ctx, m, d, tiles[t], dt, dt, dt, dt, scale, 1000 + (uint64_t)c);
+        if (mi >= nsuite) empty_of[mi - nsuite] += ne;
+      }
+      stof_mask_free(suite);
+    }
+    for (int i = 0; i < NEXTRA; i++) stof_mask_free(extra[i]);
+  }
+  /* the masks meant to empty rows did */
+  assert_true(empty_of[1] > 0);
+  assert_true(empty_of[2] > 0);
+  assert_true(empty_of[3] > 0);
+  assert_true(empty_of[4] > 0);
+  assert_true(empty_of[5] > 0);
+  tu_ctx_free(ctx, &heap);
+}
+
+static void cpu_attention_mixes_dtypes_heads_and_scales(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 61, &m));
+  dims d = {1, 2, 2, 61, 61, 5}; /* a head dim no GPU kernel has */
+  check_cpu_case(ctx, m, d, 32, STOF_DTYPE_BF16, STOF_DTYPE_F32, STOF_DTYPE_F64, STOF_DTYPE_F32, 0,
+                 7);
+  check_cpu_case(ctx, m, d, 48, STOF_DTYPE_F16, STOF_DTYPE_BF16, STOF_DTYPE_F16, STOF_DTYPE_F64,
+                 0.5f, 8);
+  d.D = 1;
+  check_cpu_case(ctx, m, d, 16, STOF_DTYPE_F32, STOF_DTYPE_F32, STOF_DTYPE_F32, STOF_DTYPE_F32, 0,
+                 9);
+  /* grouped-query with H / Hkv = 2 heads per kv head (h / 2, not h % 2) */
+  dims g = {2, 4, 2, 61, 61, 8};
+  check_cpu_case(ctx, m, g, 64, STOF_DTYPE_F32, STOF_DTYPE_F32, STOF_DTYPE_F32, STOF_DTYPE_F32, 0,
+                 10);
+  /* scores in the thousands: exp overflows unless the row max is subtracted first */
+  check_cpu_case(ctx, m, g, 16, STOF_DTYPE_F32, STOF_DTYPE_F32, STOF_DTYPE_F32, STOF_DTYPE_F32,
+                 300.0f, 11);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* ---------------------------------------------------------------- CPU vs the interpreter */
+
+/*
+ * The same attention as a TE graph over [B, H, Sq, Sk] with the mask as a bool
+ * placeholder [Sq, Sk]: scores = sum_d Q K; masked = mask ? scale * scores : -inf; row max;
+ * e = mask ? exp(masked - max) : 0; row sum; p = e / (sum > 0 ? sum : 1); O = sum_j p V.
+ * Head h reads K/V head h // (H / Hkv).
+ */
+static const stof_op *attention_graph(stof_graph *g, dims d, double scale, const stof_op **ph) {
+  const stof_op *Q = tu_ph(g, "Q", STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D));
+  const stof_op *K = tu_ph(g, "K", STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.Hkv, d.Sk, d.D));
+  const stof_op *V = tu_ph(g, "V", STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.Hkv, d.Sk, d.D));
+  const stof_op *M = tu_ph(g, "mask", STOF_DTYPE_BOOL, 2, TU_SHAPE(d.Sq, d.Sk));
+  ph[0] = Q, ph[1] = K, ph[2] = V, ph[3] = M;
+  const stof_expr *a[4], *r;
+  const int64_t *sh4 = TU_SHAPE(d.B, d.H, d.Sq, d.Sk), *sh3 = TU_SHAPE(d.B, d.H, d.Sq);
+
+  tu_axes(g, 4, sh4, a);
+  r = tu_raxis(g, d.D, "d");
+  const stof_expr *hk = tu_bin(g, STOF_EXPR_FLOORDIV, a[1], tu_int(g, d.H / d.Hkv));
+  const stof_op *SC =
+      tu_compute(g, "scores", 4, a,
+                 tu_reduce(g, STOF_REDUCE_SUM,
+                           tu_bin(g, STOF_EXPR_MUL, tu_load(g, Q, 4, a[0], a[1], a[2], r),
+                                  tu_load(g, K, 4, a[0], hk, a[3], r)),
+                           1, r));
+  tu_axes(g, 4, sh4, a);
+  const stof_op *MS = tu_compute(
+      g, "masked", 4, a,
+      tu_sel(g, tu_load(g, M, 2, a[2], a[3]),
+             tu_bin(g, STOF_EXPR_MUL, tu_load(g, SC, 4, a[0], a[1], a[2], a[3]), tu_f32(g, scale)),
+             tu_f32(g, -INFINITY)));
+  tu_axes(g, 3, sh3, a);
+  r = tu_raxis(g, d.Sk, "jm");
+  const stof_op *MX =
+      tu_compute(g, "row_max", 3, a,
+                 tu_reduce(g, STOF_REDUCE_MAX, tu_load(g, MS, 4, a[0], a[1], a[2], r), 1, r));
+  tu_axes(g, 4, sh4, a);
+  const stof_expr *e = tu_un(g, STOF_EXPR_EXP,
+                             tu_bin(g, STOF_EXPR_SUB, tu_load(g, MS, 4, a[0], a[1], a[2], a[3]),
+                                    tu_load(g, MX, 3, a[0], a[1], a[2])));
+  const stof_op *E =
+      tu_compute(g, "exp", 4, a, tu_sel(g, tu_load(g, M, 2, a[2], a[3]), e, tu_f32(g, 0)));
+  tu_axes(g, 3, sh3, a);
+  r = tu_raxis(g, d.Sk, "js");
+  const stof_op *SUM =
+      tu_compute(g, "row_sum", 3, a,
+                 tu_reduce(g, STOF_REDUCE_SUM, tu_load(g, E, 4, a[0], a[1], a[2], r), 1, r));
+  tu_axes(g, 4, sh4, a);
+  const stof_expr *sum = tu_load(g, SUM, 3, a[0], a[1], a[2]);
+  const stof_expr *den = tu_sel(g, tu_bin(g, STOF_EXPR_GT, sum, tu_f32(g, 0)), sum, tu_f32(g, 1));
+  const stof_op *P = tu_compute(
+      g, "probs", 4, a, tu_bin(g, STOF_EXPR_DIV, tu_load(g, E, 4, a[0], a[1], a[2], a[3]), den));
+  tu_axes(g, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D), a);
+  r = tu_raxis(g, d.Sk, "jv");
+  hk = tu_bin(g, STOF_EXPR_FLOORDIV, a[1], tu_int(g, d.H / d.Hkv));
+  return tu_compute(g, "attention", 4, a,
+                    tu_reduce(g, STOF_REDUCE_SUM,
+                              tu_bin(g, STOF_EXPR_MUL, tu_load(g, P, 4, a[0], a[1], a[2], r),
+                                     tu_load(g, V, 4, a[0], hk, r, a[3])),
+                              1, r));
+}
+
+static void cpu_attention_matches_interpreter(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  dims d = {2, 4, 2, 19, 23, 8};
+  /* causal() - window(3, 0): rows 0..3 keep no key; Sq, Sk odd and across 16-tiles */
+  stof_mask *a, *b, *m;
+  TU_OK(ctx, stof_mask_causal(ctx, &a));
+  TU_OK(ctx, stof_mask_window(ctx, 3, 0, &b));
+  TU_OK(ctx, stof_mask_difference(a, b, &m));
+  stof_mask_free(a);
+  stof_mask_free(b);
+  stof_mask_format *f = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, d.B, d.H, d.Sq, d.Sk, 16, &f));
+
+  uint64_t seed = 77;
+  stof_tensor *q = uniform4(ctx, STOF_DTYPE_F32, d.B, d.H, d.Sq, d.D, &seed, -2, 2);
+  stof_tensor *k = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk, d.D, &seed, -2, 2);
+  stof_tensor *v = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk, d.D, &seed, -1, 1);
+  stof_tensor *mt = NULL, *out = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_BOOL, 2, TU_SHAPE(d.Sq, d.Sk), STOF_DEVICE_CPU, &mt));
+  TU_OK(ctx, stof_mask_format_expand(f, 0, 0, mt));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D), STOF_DEVICE_CPU,
+                             &out));
+  stof_tensor_fill(out, NAN);
+  const float scale = 0.4f;
+  TU_OK(ctx, stof_attention_cpu(ctx, q, k, v, f, scale, out));
+
+  stof_graph *g = NULL;
+  TU_OK(ctx, stof_graph_new(ctx, &g));
+  const stof_op *ph[4];
+  const stof_op *O = attention_graph(g, d, scale, ph);
+  stof_tensor *res = NULL;
+  TU_OK(ctx, stof_interp_eval(g, 1, &O, 4, ph, (const stof_tensor *[]){q, k, v, mt}, &res));
+  assert_non_null(res);
+
+  int64_t nrow = d.B * d.H * d.Sq;
+  uint8_t *empty = calloc((size_t)nrow, 1);
+  assert_non_null(empty);
+  int64_t nempty = 0;
+  for (int64_t r = 0; r < nrow; r++) {
+    int64_t i = r % d.Sq, any = 0;
+    for (int64_t j = 0; j < d.Sk; j++) any |= stof_tensor_load(mt, i * d.Sk + j) != 0;
+    empty[r] = (uint8_t)!any;
+    nempty += !any;
+  }
+  assert_int_equal(nempty, d.B * d.H * 4);
+  double *want = tu_values(res);
+  for (int64_t r = 0; r < nrow; r++)
+    for (int64_t x = 0; x < d.D; x++)
+      if (empty[r] && want[r * d.D + x] != 0)
+        fail_msg("interpreter: empty row %lld gives %g", (long long)r, want[r * d.D + x]);
+  check_output(out, want, empty, nrow, d.D, 1e-5, 1e-5, "cpu vs interpreter");
+
+  free(want);
+  free(empty);
+  stof_tensor_free(res);
+  stof_graph_free(g);
+  stof_tensor_free(q);
+  stof_tensor_free(k);
+  stof_tensor_free(v);
+  stof_tensor_free(mt);
+  stof_tensor_free(out);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* ---------------------------------------------------------------- the selector */
+
+static stof_mask_format *format_of(stof_ctx *ctx, const stof_mask *m, int64_t Sq, int64_t Sk) {
+  stof_mask_format *f = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, Sq, Sk, 64, &f));
+  return f;
+}
+
+/* The rule's threshold, in the paper's form with the calibrated constant of kernels.h. */
+static double rule_threshold(int64_t Sq, int64_t Sk) {
+  double l = log2((double)(Sq > Sk ? Sq : Sk) / 16.0);
+  return STOF_ATTN_SELECT_C / (l * l);
+}
+
+static void expect_in_why(const stof_attn_choice *c, const char *s) {
+  if (!strstr(c->why, s)) fail_msg("why \"%s\" lacks \"%s\"", c->why, s);
+}
+
+/* why names the kernel and gives the fraction of valid tiles as a percentage. */
+static void expect_explained(const stof_attn_choice *c, double frac16) {
+  expect_in_why(c, stof_attn_kernel_name(c->kernel));
+  char p1[32], p2[32];
+  snprintf(p1, sizeof p1, "%.1f%%", 100 * frac16);
+  snprintf(p2, sizeof p2, "%.2f%%", 100 * frac16);
+  if (!strstr(c->why, p1) && !strstr(c->why, p2))
+    fail_msg("why \"%s\" lacks the percentage of valid tiles (%s)", c->why, p1);
+}
+
+static void select_follows_the_papers_rule(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_attn_choice c;
+  stof_mask *m;
+  /* the paper's constant is 1.2; ours is calibrated, but stays positive and at most it */
+  assert_true(STOF_ATTN_SELECT_C > 0 && STOF_ATTN_SELECT_C <= 1.2);
+
+  /* dense at S = 1024: every tile is valid: block-wise, threshold C / 36 */
+  TU_OK(ctx, stof_mask_dense(ctx, &m));
+  stof_mask_format *f = format_of(ctx, m, 1024, 1024);
+  TU_OK(ctx, stof_attention_select(ctx, f, 2, 8, 64, 132, NULL, &c));
+  assert_int_equal(c.kernel, STOF_ATTN_BLOCK);
+  assert_true(c.frac16 == 1.0);
+  assert_true(fabs(c.threshold - STOF_ATTN_SELECT_C / 36.0) < 1e-15);
+  assert_true(c.tile == 64 || c.tile == 128);
+  assert_true(c.warps > 0 && c.stages >= 2);
+  expect_explained(&c, 1.0);
+  expect_in_why(&c, "100.0%");
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+
+  /* sliding(8) at S = 4096: 16-tiles (I, J) with |I - J| <= 1, 766 of 65536 = 1.17%,
+   * against C / 64 (row-wise with the paper's 1.2, block-wise with a constant below
+   * 0.75) */
+  TU_OK(ctx, stof_mask_sliding(ctx, 8, &m));
+  f = format_of(ctx, m, 4096, 4096);
+  assert_true(fabs(f->frac16 - 766.0 / 65536.0) < 1e-15);
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 16, 128, 132, NULL, &c));
+  assert_true(fabs(c.frac16 - 766.0 / 65536.0) < 1e-15);
+  assert_true(fabs(c.threshold - STOF_ATTN_SELECT_C / 64.0) < 1e-15);
+  assert_int_equal(c.kernel,
+                   766.0 / 65536.0 >= STOF_ATTN_SELECT_C / 64.0 ? STOF_ATTN_BLOCK : STOF_ATTN_ROW);
+  expect_explained(&c, 766.0 / 65536.0);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+
+  /* one document of 40 at S = 4096: 9 valid 16-tiles of 65536 (0.014%), under C / 64 for
+   * any C above 0.009: row-wise */
+  TU_OK(ctx, stof_mask_document(ctx, 1, (const int64_t[]){40}, &m));
+  f = format_of(ctx, m, 4096, 4096);
+  assert_true(fabs(f->frac16 - 9.0 / 65536.0) < 1e-15);
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 16, 64, 132, NULL, &c));
+  assert_int_equal(c.kernel, STOF_ATTN_ROW);
+  expect_explained(&c, 9.0 / 65536.0);
+  expect_in_why(&c, "row");
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+
+  /* the rule on every suite mask and the short document at a few lengths, Sq != Sk
+   * included (S = max(Sq, Sk)) */
+  static const int64_t shapes[][2] = {
+      {256, 256}, {1000, 1000}, {2048, 2048}, {100, 3000}, {3000, 700}};
+  int nblock = 0, nrow = 0;
+  for (int s = 0; s < 5; s++)
+    for (int i = 0; i < 8; i++) {
+      int64_t Sq = shapes[s][0], Sk = shapes[s][1];
+      if (stof_mask_suite_name(i))
+        TU_OK(ctx, stof_mask_suite(ctx, stof_mask_suite_name(i), Sq > Sk ? Sq : Sk, &m));
+      else
+        TU_OK(ctx, stof_mask_document(ctx, 1, (const int64_t[]){40}, &m));
+      f = format_of(ctx, m, Sq, Sk);
+      TU_OK(ctx, stof_attention_select(ctx, f, 1, 4, 64, 0, NULL, &c));
+      double thr = rule_threshold(Sq, Sk);
+      stof_attn_kernel want = f->frac16 >= thr ? STOF_ATTN_BLOCK : STOF_ATTN_ROW;
+      if (c.kernel != want || fabs(c.threshold - thr) > 1e-15)
+        fail_msg("%s at %lld x %lld: frac16 %g, threshold %g (want %g): %s, want %s",
+                 stof_mask_description(m), (long long)Sq, (long long)Sk, f->frac16, c.threshold,
+                 thr, stof_attn_kernel_name(c.kernel), stof_attn_kernel_name(want));
+      expect_explained(&c, f->frac16);
+      assert_true(c.tile == 64 || c.tile == 128);
+      if (c.kernel == STOF_ATTN_BLOCK)
+        assert_true(c.tile / c.warps == 16 || c.tile / c.warps == 32);
+      nblock += want == STOF_ATTN_BLOCK;
+      nrow += want == STOF_ATTN_ROW;
+      stof_mask_format_free(f);
+      stof_mask_free(m);
+    }
+  assert_true(nblock > 0 && nrow > 0); /* both sides of the rule were exercised */
+  tu_ctx_free(ctx, &heap);
+}
+
+static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_attn_choice c;
+  stof_mask *dense, *sparse;
+  TU_OK(ctx, stof_mask_dense(ctx, &dense));
+  TU_OK(ctx, stof_mask_document(ctx, 1, (const int64_t[]){40}, &sparse));
+  stof_mask_format *fd = format_of(ctx, dense, 1024, 1024),
+                   *fs = format_of(ctx, sparse, 4096, 4096);
+
+  /* the rule's choices (block, row) turned around by force; the statistics are still
+   * reported */
+  TU_OK(ctx, stof_attention_select(ctx, fd, 1, 8, 64, 132,
+                                   &(stof_attn_opts){.kernel = STOF_ATTN_ROW}, &c));
+  assert_int_equal(c.kernel, STOF_ATTN_ROW);
+  assert_true(c.frac16 == 1.0);
+  expect_in_why(&c, "row");
+  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, 132,
+                                   &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK}, &c));
+  assert_int_equal(c.kernel, STOF_ATTN_BLOCK);
+  assert_true(fabs(c.threshold - STOF_ATTN_SELECT_C / 64.0) < 1e-15);
+  expect_in_why(&c, "block");
+
+  /* tiles: forced 64 and 128 kept; 0 is the selector's (one the kernels have) */
+  static const stof_attn_kernel kernels[] = {STOF_ATTN_AUTO, STOF_ATTN_BLOCK, STOF_ATTN_ROW};
+  for (int kk = 0; kk < 3; kk++) {
+    for (int tile = 0; tile <= 128; tile += 64) {
+      stof_attn_opts o = {.kernel = kernels[kk], .tile = tile};
+      TU_OK(ctx, stof_attention_select(ctx, fd, 1, 8, 128, 132, &o, &c));
+      if (tile)
+        assert_int_equal(c.tile, tile);
+      else
+        assert_true(c.tile == 64 || c.tile == 128);
+      if (kernels[kk] != STOF_ATTN_AUTO) assert_int_equal(c.kernel, kernels[kk]);
+      assert_true(c.kernel == STOF_ATTN_BLOCK || c.kernel == STOF_ATTN_ROW);
+      /* the block kernel needs tile / warps query rows per warp of 16 or 32 */
+      if (c.kernel == STOF_ATTN_BLOCK)
+        assert_true(c.warps > 0 && (c.tile / c.warps == 16 || c.tile / c.warps == 32));
+      assert_true(c.warps >= 1 && c.warps <= 32);
+      assert_true(c.stages >= 2 && c.stages <= 4);
+      char t[32];
+      snprintf(t, sizeof t, "tile %d", c.tile);
+      expect_in_why(&c, t);
+    }
+  }
+  /* warps and stages forced */
+  TU_OK(ctx,
+        stof_attention_select(
+            ctx, fd, 1, 8, 64, 0,
+            &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = 64, .warps = 2, .stages = 3}, &c));
+  assert_int_equal(c.warps, 2);
+  assert_int_equal(c.stages, 3);
+  expect_in_why(&c, "2 warps");
+  expect_in_why(&c, "3 stages");
+  /* NULL opts are the zero opts */
+  stof_attn_choice c2;
+  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, 0, NULL, &c));
+  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, 0, &(stof_attn_opts){0}, &c2));
+  assert_int_equal(c.kernel, c2.kernel);
+  assert_int_equal(c.tile, c2.tile);
+  assert_int_equal(c.warps, c2.warps);
+  assert_string_equal(c.why, c2.why);
+
+  stof_mask_format_free(fd);
+  stof_mask_format_free(fs);
+  stof_mask_free(dense);
+  stof_mask_free(sparse);
+  tu_ctx_free(ctx, &heap);
+}
+
+static void select_rejects_bad_tiles_and_kernels(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_causal(ctx, &m));
+  stof_mask_format *f = format_of(ctx, m, 300, 300);
+  stof_attn_choice c;
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, 0, &(stof_attn_opts){.tile = 96}, &c),
+         STOF_ERR_ARG, "tile 96");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, 0, &(stof_attn_opts){.tile = 32}, &c),
+         STOF_ERR_ARG, "tile 32");
+  TU_ERR(ctx,
+         stof_attention_select(ctx, f, 1, 1, 64, 0,
+                               &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = -64}, &c),
+         STOF_ERR_ARG, "tile -64");
+  TU_ERR(ctx,
+         stof_attention_select(ctx, f, 1, 1, 64, 0,
+                               &(stof_attn_opts){.kernel = (stof_attn_kernel)7}, &c),
+         STOF_ERR_ARG, "kernel");
+  /* the kernel names */
+  assert_string_equal(stof_attn_kernel_name(STOF_ATTN_AUTO), "auto");
+  assert_string_equal(stof_attn_kernel_name(STOF_ATTN_BLOCK), "block");
+  assert_string_equal(stof_attn_kernel_name(STOF_ATTN_ROW), "row");
+  assert_string_equal(stof_attn_kernel_name(STOF_ATTN_KERNEL_COUNT), "?");
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* ---------------------------------------------------------------- bad arguments */
+
+static void assert_all_nan(const stof_tensor *t) {
+  for (int64_t i = 0; i < stof_tensor_numel(t); i++)
+    if (!isnan(stof_tensor_load(t, i))) fail_msg("a failed call wrote out[%lld]", (long long)i);
+}
+
+static void cpu_attention_rejects_bad_arguments(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  dims d = {2, 3, 3, 20, 30, 8};
+  uint64_t seed = 3;
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_causal(ctx, &m));
+  stof_mask_format *f = NULL, *other = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, d.B, d.H, d.Sq, d.Sk, 16, &f));
+  stof_tensor *q = uniform4(ctx, STOF_DTYPE_F32, d.B, d.H, d.Sq, d.D, &seed, -1, 1);
+  stof_tensor *k = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk, d.D, &seed, -1, 1);
+  stof_tensor *v = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk, d.D, &seed, -1, 1);
+  stof_tensor *out = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D), STOF_DEVICE_CPU,
+                             &out));
+  stof_tensor_fill(out, NAN);
+
+  /* q with 3 dimensions */
+  stof_tensor *q3 =
+      tu_tensor_uniform(ctx, STOF_DTYPE_F32, 3, TU_SHAPE(d.B * d.H, d.Sq, d.D), &seed, -1, 1);
+  TU_ERR(ctx, stof_attention_cpu(ctx, q3, k, v, f, 0, out), STOF_ERR_SHAPE, "q has 3 dimensions");
+  /* k with another head dim */
+  stof_tensor *k16 = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk, 16, &seed, -1, 1);
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k16, v, f, 0, out), STOF_ERR_SHAPE, "head dim");
+  /* k with another batch */
+  stof_tensor *k1 = uniform4(ctx, STOF_DTYPE_F32, 1, d.Hkv, d.Sk, d.D, &seed, -1, 1);
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k1, v, f, 0, out), STOF_ERR_SHAPE, "batch");
+  /* v of another shape than k */
+  stof_tensor *v29 = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk - 1, d.D, &seed, -1, 1);
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k, v29, f, 0, out), STOF_ERR_SHAPE,
+         "v must have k's shape");
+  /* out of another shape than q */
+  stof_tensor *o2 = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.H, d.Sq + 1, d.D),
+                             STOF_DEVICE_CPU, &o2));
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k, v, f, 0, o2), STOF_ERR_SHAPE,
+         "out must have q's shape");
+  /* H = 3 query heads over 2 kv heads */
+  stof_tensor *k2 = uniform4(ctx, STOF_DTYPE_F32, d.B, 2, d.Sk, d.D, &seed, -1, 1);
+  stof_tensor *v2 = uniform4(ctx, STOF_DTYPE_F32, d.B, 2, d.Sk, d.D, &seed, -1, 1);
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k2, v2, f, 0, out), STOF_ERR_SHAPE,
+         "3 query heads is not a multiple of 2 key/value heads");
+  /* no kv head at all */
+  stof_tensor *k0 = NULL, *v0 = NULL;
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, 0, d.Sk, d.D), STOF_DEVICE_CPU, &k0));
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, 0, d.Sk, d.D), STOF_DEVICE_CPU, &v0));
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k0, v0, f, 0, out), STOF_ERR_SHAPE, "not a multiple");
+  /* formats built for other dims: Sq, Sk, H, B */
+  static const int64_t other_dims[][4] = {
+      {2, 3, 21, 30}, {2, 3, 20, 29}, {2, 1, 20, 30}, {1, 3, 20, 30}};
+  for (int i = 0; i < 4; i++) {
+    TU_OK(ctx, stof_mask_format_build(ctx, m, other_dims[i][0], other_dims[i][1], other_dims[i][2],
+                                      other_dims[i][3], 16, &other));
+    TU_ERR(ctx, stof_attention_cpu(ctx, q, k, v, other, 0, out), STOF_ERR_SHAPE,
+           "built for other dims");
+    stof_mask_format_free(other);
+  }
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k, v, NULL, 0, out), STOF_ERR_SHAPE, "format");
+  /* missing tensors */
+  TU_ERR(ctx, stof_attention_cpu(ctx, NULL, k, v, f, 0, out), STOF_ERR_ARG, "missing tensor q");
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k, v, f, 0, NULL), STOF_ERR_ARG, "missing tensor out");
+  /* a strided (non-contiguous) q, and a GPU tensor: the CPU path wants contiguous CPU ones */
+  stof_tensor *qs = NULL;
+  int64_t strides[4] = {d.H * d.Sq * d.D, d.Sq * d.D, 1, d.Sq}; /* [.., Sq, D] transposed */
+  TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D), strides,
+                              q->data, STOF_DEVICE_CPU, &qs));
+  TU_ERR(ctx, stof_attention_cpu(ctx, qs, k, v, f, 0, out), STOF_ERR_ARG, "contiguous");
+  stof_tensor *vg = NULL;
+  TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.Hkv, d.Sk, d.D), NULL,
+                              (void *)(uintptr_t)0x1000, STOF_DEVICE_CUDA, &vg));
+  TU_ERR(ctx, stof_attention_cpu(ctx, q, k, vg, f, 0, out), STOF_ERR_ARG, "CPU");
+  /* none of the failures wrote anything */
+  assert_all_nan(out);
+  /* and the same call with good arguments works */
+  TU_OK(ctx, stof_attention_cpu(ctx, q, k, v, f, 0, out));
+  for (int64_t i = 0; i < stof_tensor_numel(out); i++)
+    assert_false(isnan(stof_tensor_load(out, i)));
+
+  stof_tensor *ts[] = {q3, k16, k1, v29, o2, k2, v2, k0, v0, qs, vg, q, k, v, out};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+static void cpu_attention_out_of_memory_is_clean(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  dims d = {1, 2, 1, 33, 40, 4};
+  uint64_t seed = 5;
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_suite(ctx, "longformer", 40, &m));
+  stof_mask_format *f = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, d.B, d.H, d.Sq, d.Sk, 16, &f));
+  stof_tensor *q = uniform4(ctx, STOF_DTYPE_F32, d.B, d.H, d.Sq, d.D, &seed, -1, 1);
+  stof_tensor *k = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk, d.D, &seed, -1, 1);
+  stof_tensor *v = uniform4(ctx, STOF_DTYPE_F32, d.B, d.Hkv, d.Sk, d.D, &seed, -1, 1);
+  stof_tensor *out = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D), STOF_DEVICE_CPU,
+                             &out));
+  size_t before = stof_ctx_bytes_in_use(ctx);
+  int done = 0;
+  for (long n = 1; n < 100 && !done; n++) {
+    heap.fail_at = heap.nalloc + n;
+    heap.failed = 0;
+    stof_status st = stof_attention_cpu(ctx, q, k, v, f, 0, out);
+    heap.fail_at = 0;
+    if (heap.failed) {
+      if (st != STOF_ERR_NOMEM)
+        fail_msg("allocation %ld failed, status %s", n, stof_status_name(st));
+      assert_int_equal(stof_ctx_status(ctx), STOF_ERR_NOMEM);
+      stof_ctx_clear_error(ctx);
+    } else {
+      TU_OK(ctx, st);
+      done = 1;
+    }
+    assert_int_equal(stof_ctx_bytes_in_use(ctx), before);
+  }
+  assert_true(done);
+  stof_tensor_free(q);
+  stof_tensor_free(k);
+  stof_tensor_free(v);
+  stof_tensor_free(out);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* ---------------------------------------------------------------- the GPU engine */
+
+static void engine_needs_a_gpu(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_attn_engine *e = (stof_attn_engine *)&heap; /* overwritten either way */
+  stof_status st = stof_attn_engine_new(ctx, &e);
+  if (st == STOF_OK) {
+    /* a GPU is present: the engine must come up */
+    assert_non_null(e);
+    stof_attn_engine_free(e);
+  } else {
+    assert_null(e);
+    TU_ERR(ctx, st, STOF_ERR_NO_DEVICE, "no GPU");
+  }
+  stof_attn_engine_free(NULL);
+  /* the kernels are embedded whether or not there is a GPU */
+  const char *block = stof_kernels_source("attention_block.cu");
+  const char *row = stof_kernels_source("attention_row.cu");
+  assert_non_null(block);
+  assert_non_null(row);
+  assert_non_null(stof_kernels_source("attention_common.cuh"));
+  assert_non_null(strstr(block, "stof_attn_block_fwd"));
+  assert_non_null(strstr(row, "stof_attn_row_fwd"));
+  assert_null(stof_kernels_source("no_such_kernel.cu"));
+  tu_ctx_free(ctx, &heap);
+}
+
+int run_attention_tests(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(cpu_attention_matches_reference_on_every_mask),
+      cmocka_unit_test(cpu_attention_mixes_dtypes_heads_and_scales),
+      cmocka_unit_test(cpu_attention_matches_interpreter),
+      cmocka_unit_test(select_follows_the_papers_rule),
+      cmocka_unit_test(select_respects_forced_kernel_tile_and_pipeline),
+      cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
+      cmocka_unit_test(cpu_attention_rejects_bad_arguments),
+      cmocka_unit_test(cpu_attention_out_of_memory_is_clean),
+      cmocka_unit_test(engine_needs_a_gpu),
+  };
+  return cmocka_run_group_tests_name("attention", tests, NULL, NULL);
+}

@@ -1,0 +1,799 @@
+/*
+ * test_kernels_gpu: the attention kernels on a real GPU (CTest label gpu), checked against
+ * stof_attention_cpu with a float64 output on the same (f16 / bf16) inputs. Every test
+ * skips when stof_attn_engine_new says STOF_ERR_NO_DEVICE, so the executable passes on
+ * machines without one.
+ *
+ * Each case (mask, shape, dtype, seed) gets random inputs (seeded, different per case,
+ * never zero) and one CPU reference, then runs on the GPU once per kernel choice (block,
+ * row, each at tile 64 and 128, and auto). Before every run the output and a guard zone
+ * past its end are poisoned with NaN; after it: no NaN, rows with no kept key exactly 0,
+ * every element within a small absolute error (one wrong row cannot hide in the norm),
+ * relative L2 below 1e-2, and the guard zone untouched. Every run prints one line (mask,
+ * shape, kernel asked and chosen, errors); a failing run prints where it went wrong and
+ * the test goes on with the next run, failing at the end, so one log shows every broken
+ * configuration.
+ */
+#include "../core/testutil.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include <stof/kernels.h>
+
+typedef struct fixture {
+  tu_heap heap;
+  stof_ctx *ctx;
+  stof_attn_engine *e;
+  stof_cuda_props props;
+  int nrun, nfail;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  f->ctx = tu_ctx_new(&f->heap);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  stof_attn_engine_free(f->e);
+  tu_ctx_free(f->ctx, &f->heap);
+  free(f);
+  return 0;
+}
+
+/* The fixture with an engine; skips the test without a GPU. */
+static fixture *gpu(void **state) {
+  fixture *f = *state;
+  stof_status st = stof_attn_engine_new(f->ctx, &f->e);
+  if (st == STOF_ERR_NO_DEVICE) {
+    print_message("skipping: %s\n", stof_ctx_message(f->ctx));
+    stof_ctx_clear_error(f->ctx);
+    skip();
+  }
+  TU_OK(f->ctx, st);
+  assert_non_null(f->e);
+  TU_OK(f->ctx, stof_cuda_props_get(f->ctx, &f->props));
+  return f;
+}
+
+/* Fails the test when any run of it failed (each printed its own reasons). */
+static void finish(fixture *f) {
+  print_message("%d of %d runs failed\n", f->nfail, f->nrun);
+  if (f->nfail)
+    fail_msg("%d of %d runs failed (see the lines marked FAIL above)", f->nfail, f->nrun);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+typedef struct run_spec {
+  stof_attn_kernel kernel;
+  int tile, warps, stages; /* 0: the selector's */
+} run_spec;
+
+static const run_spec all_runs[] = {
+    {STOF_ATTN_BLOCK, 64, 0, 0}, {STOF_ATTN_BLOCK, 128, 0, 0}, {STOF_ATTN_ROW, 64, 0, 0},
+    {STOF_ATTN_ROW, 128, 0, 0},  {STOF_ATTN_AUTO, 0, 0, 0},
+};
+#define NALL ((int)(sizeof all_runs / sizeof all_runs[0]))
+
+typedef struct gcase {
+  const stof_mask *mask;
+  int64_t B, H, Hkv, Sq, Sk, D;
+  stof_dtype dtype;
+  float scale; /* 0: 1 / sqrt(D) */
+  uint64_t seed;
+} gcase;
+
+/* Inputs on both sides and the reference. */
+typedef struct prepared {
+  stof_tensor *dq, *dk, *dv; /* device copies of the inputs */
+  stof_mask_format *fmt64;   /* the CPU format at tile 64 (the selector's input) */
+  double *want;              /* [B, H, Sq, D] */
+  uint8_t *empty;            /* [B, H, Sq]: 1 where the row keeps no key */
+  int64_t nempty, nvalid;
+  double ref_s;
+} prepared;
+
+/* A CPU tensor of uniform values in [lo, hi), none closer to 0 than 1e-3 (so none is 0
+ * after rounding to 16 bits). */
+static stof_tensor *nonzero_uniform(stof_ctx *ctx, stof_dtype dt, int64_t a, int64_t b, int64_t c,
+                                    int64_t d, uint64_t *seed, double lo, double hi) {
+  stof_tensor *t = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, dt, 4, TU_SHAPE(a, b, c, d), STOF_DEVICE_CPU, &t));
+  for (int64_t i = 0; i < stof_tensor_numel(t); i++) {
+    double x = tu_uniform(seed, lo, hi);
+    if (fabs(x) < 1e-3) x = copysign(1e-3, x);
+    stof_tensor_store(t, i, x);
+  }
+  return t;
+}
+
+static stof_tensor *to_f64(stof_ctx *ctx, const stof_tensor *t) {
+  stof_tensor *r = NULL;
+  TU_OK(ctx, stof_tensor_cast(t, STOF_DTYPE_F64, &r));
+  return r;
+}
+
+static stof_tensor *to_gpu(stof_ctx *ctx, const stof_tensor *t) {
+  stof_tensor *r = NULL;
+  TU_OK(ctx, stof_tensor_to(t, STOF_DEVICE_CUDA, &r));
+  return r;
+}
+
+static void prepare(fixture *f, const gcase *c, prepared *p) {
+  stof_ctx *ctx = f->ctx;
+  memset(p, 0, sizeof *p);
+  uint64_t seed = c->seed;
+  stof_tensor *q = nonzero_uniform(ctx, c->dtype, c->B, c->H, c->Sq, c->D, &seed, -2, 2);
+  stof_tensor *k = nonzero_uniform(ctx, c->dtype, c->B, c->Hkv, c->Sk, c->D, &seed, -2, 2);
+  stof_tensor *v = nonzero_uniform(ctx, c->dtype, c->B, c->Hkv, c->Sk, c->D, &seed, -1, 1);
+  p->dq = to_gpu(ctx, q), p->dk = to_gpu(ctx, k), p->dv = to_gpu(ctx, v);
+
+  /* the reference: the same (rounded) inputs in f64, a f64 output poisoned first */
+  double t0 = now_s();
+  TU_OK(ctx, stof_mask_format_build(ctx, c->mask, c->B, c->H, c->Sq, c->Sk, 64, &p->fmt64));
+  stof_tensor *q64 = to_f64(ctx, q), *k64 = to_f64(ctx, k), *v64 = to_f64(ctx, v), *o64 = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(c->B, c->H, c->Sq, c->D),
+                             STOF_DEVICE_CPU, &o64));
+  stof_tensor_fill(o64, NAN);
+  TU_OK(ctx, stof_attention_cpu(ctx, q64, k64, v64, p->fmt64, c->scale, o64));
+  p->want = tu_values(o64);
+  p->ref_s = now_s() - t0;
+  for (int64_t b = 0; b < c->B; b++)
+    for (int64_t h = 0; h < c->H; h++) p->nvalid += stof_mask_format_count(p->fmt64, b, h);
+
+  /* rows with no key, from the mask itself */
+  int64_t nrow = c->B * c->H * c->Sq;
+  p->empty = malloc((size_t)nrow);
+  assert_non_null(p->empty);
+  for (int64_t r = 0; r < nrow; r++) {
+    int64_t b = r / (c->H * c->Sq), h = r / c->Sq % c->H, i = r % c->Sq, any = 0;
+    for (int64_t j = 0; j < c->Sk && !any; j++) any = stof_mask_eval(c->mask, b, h, i, j) == 1;
+    p->empty[r] = (uint8_t)!any;
+    p->nempty += !any;
+    for (int64_t x = 0; x < c->D; x++)
+      if (!any && p->want[r * c->D + x] != 0)
+        fail_msg("CPU reference: empty row %lld is not 0", (long long)r);
+  }
+  stof_tensor *ts[] = {q, k, v, q64, k64, v64, o64};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
+}
+
+static void release(prepared *p) {
+  stof_tensor_free(p->dq);
+  stof_tensor_free(p->dk);
+  stof_tensor_free(p->dv);
+  stof_mask_format_free(p->fmt64);
+  free(p->want);
+  free(p->empty);
+}
+
+enum { GUARD = 4096 }; /* poisoned elements past the output's end */
+
+static uint16_t nan16(stof_dtype dt) { return dt == STOF_DTYPE_BF16 ? 0x7fc0 : 0x7e00; }
+
+static double value16(stof_dtype dt, uint16_t x) {
+  return dt == STOF_DTYPE_BF16 ? stof_bf16_to_f32(x) : stof_f16_to_f32(x);
+}
+
+/* The case as text: "causal() B=1 H=2/2 1000x1000 D=64 float16". */
+static void case_text(const gcase *c, char *buf, size_t n) {
+  snprintf(buf, n, "%-30.30s B=%lld H=%lld/%lld %lldx%lld D=%lld %s",
+           stof_mask_description(c->mask), (long long)c->B, (long long)c->H, (long long)c->Hkv,
+           (long long)c->Sq, (long long)c->Sk, (long long)c->D, stof_dtype_name(c->dtype));
+}
+
+/* Flat index i of the output as "(b 0, h 1, i 2, d 3)", written into buf. */
+static const char *where(const gcase *c, int64_t i, char *buf, size_t n) {
+  snprintf(buf, n, "(b %lld, h %lld, i %lld, d %lld)", (long long)(i / c->D / c->Sq / c->H),
+           (long long)(i / c->D / c->Sq % c->H), (long long)(i / c->D % c->Sq),
+           (long long)(i % c->D));
+  return buf;
+}
+
+/* Records a failed run: prints why. */
+static void run_failed(fixture *f, const char *head, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  print_message("FAIL %s | %s\n", head, msg);
+  f->nfail++;
+  stof_ctx_clear_error(f->ctx);
+}
+
+/* One plan and one run for spec: checks the plan's choice and output. */
+static void run_case(fixture *f, const gcase *c, const prepared *p, const run_spec *rs) {
+  stof_ctx *ctx = f->ctx;
+  char head[256], ct[160];
+  case_text(c, ct, sizeof ct);
+  snprintf(head, sizeof head, "%s | %s/%d", ct, stof_attn_kernel_name(rs->kernel), rs->tile);
+  f->nrun++;
+
+  stof_attn_opts o = {.kernel = rs->kernel,
+                      .tile = rs->tile,
+                      .scale = c->scale,
+                      .warps = rs->warps,
+                      .stages = rs->stages};
+  stof_attn_plan *plan = NULL;
+  stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
+                                      c->dtype, &o, &plan);
+  if (st) {
+    run_failed(f, head, "plan_new: %s: %s", stof_status_name(st), stof_ctx_message(ctx));
+    return;
+  }
+  const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds", ct, stof_attn_kernel_name(rs->kernel),
+           rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages);
+
+  /* the choice: what was forced is kept; auto is the selector's answer for this device */
+  char bad[512] = "";
+  stof_attn_choice want;
+  TU_OK(ctx, stof_attention_select(ctx, p->fmt64, c->B, c->H, c->D, f->props.sm_count, &o, &want));
+  if (ch->kernel != want.kernel || ch->tile != want.tile || ch->warps != want.warps ||
+      ch->stages != want.stages)
+    snprintf(bad, sizeof bad, "plan chose %s/%d %dw %ds, the selector says %s/%d %dw %ds",
+             stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages,
+             stof_attn_kernel_name(want.kernel), want.tile, want.warps, want.stages);
+  else if ((rs->kernel != STOF_ATTN_AUTO && ch->kernel != rs->kernel) ||
+           (rs->tile && ch->tile != rs->tile) || (rs->warps && ch->warps != rs->warps) ||
+           (rs->stages && ch->stages != rs->stages))
+    snprintf(bad, sizeof bad, "forced options not kept");
+  else if (stof_attn_plan_nvalid(plan) != p->nvalid)
+    snprintf(bad, sizeof bad, "plan_nvalid %lld, the mask keeps %lld",
+             (long long)stof_attn_plan_nvalid(plan), (long long)p->nvalid);
+  else if (!(stof_attn_plan_prepare_ms(plan) >= 0))
+    snprintf(bad, sizeof bad, "prepare_ms %g", stof_attn_plan_prepare_ms(plan));
+  if (bad[0]) {
+    run_failed(f, head, "%s", bad);
+    stof_attn_plan_free(plan);
+    return;
+  }
+
+  /* the output in a buffer with a guard zone, all poisoned */
+  int64_t n = c->B * c->H * c->Sq * c->D;
+  size_t bytes = (size_t)(n + GUARD) * 2;
+  uint64_t buf = 0;
+  stof_tensor *out = NULL;
+  uint16_t *host = malloc(bytes);
+  assert_non_null(host);
+  TU_OK(ctx, stof_cuda_malloc(ctx, bytes, &buf));
+  TU_OK(ctx, stof_tensor_wrap(ctx, c->dtype, 4, TU_SHAPE(c->B, c->H, c->Sq, c->D), NULL,
+                              (void *)(uintptr_t)buf, STOF_DEVICE_CUDA, &out));
+  TU_OK(ctx, stof_cuda_memset16(ctx, buf, nan16(c->dtype), (size_t)(n + GUARD)));
+  if ((st = stof_attn_plan_run(plan, p->dq, p->dk, p->dv, out)) ||
+      (st = stof_cuda_synchronize(ctx)) || (st = stof_cuda_dtoh(ctx, host, buf, bytes))) {
+    run_failed(f, head, "run: %s: %s", stof_status_name(st), stof_ctx_message(ctx));
+    goto done;
+  }
+
+  int64_t nnan = 0, first_nan = -1, nbad_empty = 0, first_bad_empty = -1, worst = -1,
+          guard_bad = -1;
+  double num = 0, den = 0, maxerr = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double g = value16(c->dtype, host[i]), w = p->want[i];
+    if (isnan(g)) {
+      if (!nnan++) first_nan = i;
+      continue;
+    }
+    if (p->empty[i / c->D] && g != 0) {
+      if (!nbad_empty++) first_bad_empty = i;
+    }
+    double e = fabs(g - w);
+    if (e > maxerr || worst < 0) maxerr = e, worst = i;
+    num += (g - w) * (g - w);
+    den += w * w;
+  }
+  for (int64_t i = n; i < n + GUARD && guard_bad < 0; i++)
+    if (host[i] != nan16(c->dtype)) guard_bad = i - n;
+  double rel = nnan ? INFINITY : den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+  double abs_tol = c->dtype == STOF_DTYPE_BF16 ? 2e-2 : 1e-2;
+  int ok = !nnan && !nbad_empty && maxerr <= abs_tol && rel < 1e-2 && guard_bad < 0;
+  print_message("%s %s | rel %.1e max %.1e | empty rows %lld\n", ok ? "ok  " : "FAIL", head, rel,
+                maxerr, (long long)p->nempty);
+  if (!ok) {
+    f->nfail++;
+    char at[96];
+    if (nnan)
+      print_message("     %lld NaN, the first at %s\n", (long long)nnan,
+                    where(c, first_nan, at, sizeof at));
+    if (nbad_empty)
+      print_message("     %lld non-zero elements in rows without keys, the first at %s: %g\n",
+                    (long long)nbad_empty, where(c, first_bad_empty, at, sizeof at),
+                    value16(c->dtype, host[first_bad_empty]));
+    if (worst >= 0 && maxerr > abs_tol)
+      print_message("     worst at %s: %.6g, want %.6g (tolerance %g)\n",
+                    where(c, worst, at, sizeof at), value16(c->dtype, host[worst]), p->want[worst],
+                    abs_tol);
+    if (guard_bad >= 0)
+      print_message("     written past the end of the output (element %lld after it)\n",
+                    (long long)guard_bad);
+  }
+done:
+  stof_tensor_free(out);
+  stof_cuda_mem_free(ctx, buf);
+  free(host);
+  stof_attn_plan_free(plan);
+}
+
+/* Prepares the case and runs it under each spec. */
+static void check_case(fixture *f, const gcase *c, const run_spec *runs, int nrun) {
+  prepared p;
+  prepare(f, c, &p);
+  if (p.ref_s > 1) print_message("     (CPU reference %.1f s)\n", p.ref_s);
+  for (int i = 0; i < nrun; i++) run_case(f, c, &p, &runs[i]);
+  release(&p);
+}
+
+static stof_mask *suite_mask(fixture *f, int i, int64_t S) {
+  stof_mask *m = NULL;
+  TU_OK(f->ctx, stof_mask_suite(f->ctx, stof_mask_suite_name(i), S, &m));
+  return m;
+}
+
+/* ---------------------------------------------------------------- the suite */
+
+/* Every suite mask at (B, S) with H heads, f16, D = 64, all five kernel choices. */
+static void suite_at(void **state, int64_t B, int64_t S, int64_t H, float scale, uint64_t seed) {
+  fixture *f = gpu(state);
+  for (int i = 0; stof_mask_suite_name(i); i++) {
+    stof_mask *m = suite_mask(f, i, S);
+    gcase c = {m, B, H, H, S, S, 64, STOF_DTYPE_F16, scale, seed + (uint64_t)i};
+    check_case(f, &c, all_runs, NALL);
+    stof_mask_free(m);
+  }
+  finish(f);
+}
+
+/* scale 0 is 1/sqrt(D): with q, k in [-2, 2) the scores spread about 1.3, a flat softmax
+ * over many keys; a larger scale makes each row peak on a few keys, so that a key leaking
+ * through the mask shows (a leak of one key among hundreds hides in a flat softmax). */
+static void suite_masks_at_1x128(void **state) { suite_at(state, 1, 128, 4, 0, 100); }
+static void suite_masks_at_2x512(void **state) { suite_at(state, 2, 512, 3, 1.0f, 200); }
+static void suite_masks_at_1x1000(void **state) { suite_at(state, 1, 1000, 3, 0.5f, 300); }
+static void suite_masks_at_1x3000(void **state) { suite_at(state, 1, 3000, 2, 0.35f, 400); }
+
+/* ---------------------------------------------------------------- variants */
+
+static void head_dim_128_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  static const char *const names[] = {"causal", "longformer", "document"};
+  for (int i = 0; i < 3; i++) {
+    stof_mask *m = NULL;
+    TU_OK(f->ctx, stof_mask_suite(f->ctx, names[i], 1000, &m));
+    gcase c = {m, 1, 2, 2, 1000, 1000, 128, STOF_DTYPE_F16, i == 1 ? 0.5f : 0, 500 + (uint64_t)i};
+    check_case(f, &c, all_runs, NALL);
+    stof_mask_free(m);
+  }
+  finish(f);
+}
+
+static void bf16_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  static const char *const names[] = {"dense", "causal_sliding", "bigbird"};
+  for (int i = 0; i < 3; i++) {
+    stof_mask *m = NULL;
+    TU_OK(f->ctx, stof_mask_suite(f->ctx, names[i], 1000, &m));
+    gcase c = {m, 1, 2, 2, 1000, 1000, 64, STOF_DTYPE_BF16, i == 2 ? 1.0f : 0, 600 + (uint64_t)i};
+    check_case(f, &c, all_runs, NALL);
+    stof_mask_free(m);
+  }
+  /* bf16 with D = 128 */
+  stof_mask *m = suite_mask(f, 1, 512);
+  gcase c = {m, 2, 2, 2, 512, 512, 128, STOF_DTYPE_BF16, 0, 610};
+  static const run_spec runs[] = {{STOF_ATTN_BLOCK, 64, 0, 0},
+                                  {STOF_ATTN_BLOCK, 128, 0, 0},
+                                  {STOF_ATTN_ROW, 64, 0, 0},
+                                  {STOF_ATTN_AUTO, 0, 0, 0}};
+  check_case(f, &c, runs, 4);
+  stof_mask_free(m);
+  finish(f);
+}
+
+static void grouped_query_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_mask *causal = suite_mask(f, 1, 512), *bigbird = NULL, *sliding = NULL, *longformer = NULL;
+  TU_OK(f->ctx, stof_mask_suite(f->ctx, "bigbird", 512, &bigbird));
+  TU_OK(f->ctx, stof_mask_suite(f->ctx, "sliding", 1000, &sliding));
+  TU_OK(f->ctx, stof_mask_suite(f->ctx, "longformer", 1000, &longformer));
+  gcase cases[] = {
+      {causal, 2, 4, 2, 512, 512, 64, STOF_DTYPE_F16, 0, 700},
+      {bigbird, 2, 4, 2, 512, 512, 64, STOF_DTYPE_F16, 1.0f, 701},
+      {sliding, 1, 4, 2, 1000, 1000, 128, STOF_DTYPE_F16, 0, 702},
+      {longformer, 1, 4, 1, 1000, 1000, 64, STOF_DTYPE_F16, 1.0f, 703}, /* one kv head for all */
+  };
+  for (int i = 0; i < 4; i++) check_case(f, &cases[i], all_runs, NALL);
+  stof_mask_free(causal);
+  stof_mask_free(bigbird);
+  stof_mask_free(sliding);
+  stof_mask_free(longformer);
+  finish(f);
+}
+
+static void different_query_and_key_lengths_match_cpu(void **state) {
+  fixture *f = gpu(state);
+  static const char *const names[] = {"dense", "causal", "sliding", "bigbird"};
+  for (int i = 0; i < 4; i++) {
+    stof_mask *m = NULL;
+    TU_OK(f->ctx, stof_mask_suite(f->ctx, names[i], 1000, &m));
+    gcase c = {m, 1, 2, 2, 384, 1000, 64, STOF_DTYPE_F16, i % 2 ? 1.0f : 0, 800 + (uint64_t)i};
+    check_case(f, &c, all_runs, NALL);
+    if (i == 1 || i == 3) { /* and more queries than keys */
+      gcase d = {m, 1, 2, 2, 1000, 384, 64, STOF_DTYPE_F16, 0, 810 + (uint64_t)i};
+      check_case(f, &d, all_runs, NALL);
+    }
+    stof_mask_free(m);
+  }
+  finish(f);
+}
+
+/* Keeps j <= i, except in rows 50..99, 200..249, ... (i / 50 = 1 mod 3): none. */
+static int causal_with_empty_bands(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud;
+  (void)b;
+  (void)h;
+  return j <= i && (i / 50) % 3 != 1;
+}
+
+static void fully_masked_rows_give_exact_zeros(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *a, *b, *m[3];
+  /* causal() - window(100, 0): rows 0..100 keep nothing (tile row 0 entirely empty) */
+  TU_OK(ctx, stof_mask_causal(ctx, &a));
+  TU_OK(ctx, stof_mask_window(ctx, 100, 0, &b));
+  TU_OK(ctx, stof_mask_difference(a, b, &m[0]));
+  stof_mask_free(a);
+  stof_mask_free(b);
+  /* two documents of 300 and 400: rows 700..999 see nothing */
+  TU_OK(ctx, stof_mask_document(ctx, 2, (const int64_t[]){300, 400}, &m[1]));
+  /* bands of empty rows inside tiles */
+  TU_OK(ctx,
+        stof_mask_fn(ctx, causal_with_empty_bands, NULL, "causal_with_empty_bands", 0, 0, &m[2]));
+  static const int64_t S[3] = {1000, 1000, 777};
+  for (int i = 0; i < 3; i++) {
+    gcase c = {m[i], 1, 2, 2, S[i], S[i], 64, STOF_DTYPE_F16, i == 1 ? 0 : 1.0f, 900 + (uint64_t)i};
+    check_case(f, &c, all_runs, NALL);
+    stof_mask_free(m[i]);
+  }
+  finish(f);
+}
+
+static void per_batch_document_mask_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *doc, *causal, *both;
+  /* batch 0: 100 + 250 + 162 = 512; batch 1: 64 + 64 + 300 = 428, rows 428.. empty */
+  TU_OK(ctx, stof_mask_document_batched(ctx, 2, (const int64_t[]){3, 3},
+                                        (const int64_t[]){100, 250, 162, 64, 64, 300}, &doc));
+  gcase c = {doc, 2, 2, 2, 512, 512, 64, STOF_DTYPE_F16, 1.0f, 1000};
+  check_case(f, &c, all_runs, NALL);
+  stof_mask_free(doc);
+  /* per-batch documents & causal at an odd length */
+  TU_OK(ctx, stof_mask_document_batched(ctx, 2, (const int64_t[]){2, 4},
+                                        (const int64_t[]){333, 666, 10, 500, 89, 400}, &doc));
+  TU_OK(ctx, stof_mask_causal(ctx, &causal));
+  TU_OK(ctx, stof_mask_intersection(doc, causal, &both));
+  gcase d = {both, 2, 2, 2, 999, 999, 64, STOF_DTYPE_F16, 0, 1001};
+  check_case(f, &d, all_runs, NALL);
+  stof_mask_free(doc);
+  stof_mask_free(causal);
+  stof_mask_free(both);
+  finish(f);
+}
+
+/* A window whose width depends on the head: 8, 40, 100, then causal for h >= 3. */
+static int per_head_window(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud;
+  (void)b;
+  static const int64_t w[3] = {8, 40, 100};
+  if (h >= 3) return j <= i;
+  return j <= i + w[h] / 4 && i - j <= w[h];
+}
+
+static void per_head_masks_match_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  /* a tensor [1, 3, 300, 300]: head 0 random 15% plus the diagonal, head 1 random 8x8
+   * blocks (some rows empty), head 2 causal without the rows i = 5 (mod 13) */
+  const int64_t S = 300, H = 3;
+  stof_tensor *t = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_BOOL, 4, TU_SHAPE(1, H, S, S), STOF_DEVICE_CPU, &t));
+  uint64_t seed = 1100;
+  uint8_t blocks[(300 / 8 + 1) * (300 / 8 + 1)];
+  for (size_t i = 0; i < sizeof blocks; i++) blocks[i] = tu_splitmix(&seed) % 100 < 30;
+  for (int64_t i = 0; i < S; i++)
+    for (int64_t j = 0; j < S; j++) {
+      stof_tensor_store(t, (0 * S + i) * S + j, i == j || tu_splitmix(&seed) % 100 < 15);
+      stof_tensor_store(t, (1 * S + i) * S + j, blocks[(i / 8) * (S / 8 + 1) + j / 8]);
+      stof_tensor_store(t, (2 * S + i) * S + j, j <= i && i % 13 != 5);
+    }
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_from_tensor(ctx, t, &m));
+  stof_tensor_free(t);
+  assert_true(stof_mask_varies_h(m));
+  gcase c = {m, 2, H, H, S, S, 64, STOF_DTYPE_F16, 1.0f, 1101};
+  check_case(f, &c, all_runs, NALL);
+  stof_mask_free(m);
+
+  TU_OK(ctx, stof_mask_fn(ctx, per_head_window, NULL, "per_head_window", 0, 1, &m));
+  gcase d = {m, 1, 4, 2, 1000, 1000, 64, STOF_DTYPE_F16, 0, 1102};
+  check_case(f, &d, all_runs, NALL);
+  stof_mask_free(m);
+  finish(f);
+}
+
+/* Forced pipeline options: each plan either fails at once with an error, or runs
+ * correctly (a plan that cannot run is a bug). Shapes the kernels reject must fail. */
+static void forced_pipeline_options_run_or_fail_cleanly(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "longformer", 1000, &m));
+  static const run_spec runs[] = {
+      {STOF_ATTN_BLOCK, 128, 0, 3}, {STOF_ATTN_BLOCK, 64, 2, 4}, {STOF_ATTN_BLOCK, 128, 4, 2},
+      {STOF_ATTN_BLOCK, 64, 4, 4},  {STOF_ATTN_ROW, 64, 8, 0},   {STOF_ATTN_ROW, 128, 1, 0},
+  };
+  for (int D = 64; D <= 128; D += 64) {
+    gcase c = {m, 1, 2, 2, 1000, 1000, D, STOF_DTYPE_F16, 1.0f, 1200 + (uint64_t)D};
+    prepared p;
+    prepare(f, &c, &p);
+    for (int i = 0; i < (int)(sizeof runs / sizeof runs[0]); i++) {
+      stof_attn_opts o = {runs[i].kernel, runs[i].tile, 0, runs[i].warps, runs[i].stages};
+      stof_attn_plan *plan = NULL;
+      stof_status st =
+          stof_attn_plan_new(f->e, m, 1, 2, 2, 1000, 1000, D, STOF_DTYPE_F16, &o, &plan);
+      if (st) {
+        /* refused up front: fine, if it says why */
+        print_message("     D=%d %s/%d %dw %ds refused: %s: %.200s\n", D,
+                      stof_attn_kernel_name(runs[i].kernel), runs[i].tile, runs[i].warps,
+                      runs[i].stages, stof_status_name(st), stof_ctx_message(ctx));
+        assert_null(plan);
+        assert_true(strlen(stof_ctx_message(ctx)) > 0);
+        stof_ctx_clear_error(ctx);
+        continue;
+      }
+      stof_attn_plan_free(plan);
+      run_case(f, &c, &p, &runs[i]);
+    }
+    release(&p);
+  }
+  /* 3 warps for a 64-row tile: the block kernel cannot do it: an error, no crash */
+  stof_attn_plan *plan = (stof_attn_plan *)f;
+  stof_status st = stof_attn_plan_new(f->e, m, 1, 2, 2, 1000, 1000, 64, STOF_DTYPE_F16,
+                                      &(stof_attn_opts){STOF_ATTN_BLOCK, 64, 0, 3, 0}, &plan);
+  assert_int_not_equal(st, STOF_OK);
+  assert_null(plan);
+  print_message("     block/64 with 3 warps: %s: %.200s\n", stof_status_name(st),
+                stof_ctx_message(ctx));
+  stof_ctx_clear_error(ctx);
+  stof_mask_free(m);
+  finish(f);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static void plan_new_rejects_bad_arguments(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *causal, *empty;
+  TU_OK(ctx, stof_mask_causal(ctx, &causal));
+  TU_OK(ctx, stof_mask_difference(causal, causal, &empty));
+  stof_attn_plan *p = NULL;
+  const stof_attn_opts *o = NULL;
+#define PLAN(mask, B, H, Hkv, Sq, Sk, D, dt, opts) \
+  stof_attn_plan_new(f->e, mask, B, H, Hkv, Sq, Sk, D, dt, opts, &p)
+  TU_ERR(ctx, PLAN(causal, 1, 2, 2, 128, 128, 96, STOF_DTYPE_F16, o), STOF_ERR_UNSUPPORTED,
+         "head dim 96");
+  assert_null(p);
+  TU_ERR(ctx, PLAN(causal, 1, 2, 2, 128, 128, 32, STOF_DTYPE_BF16, o), STOF_ERR_UNSUPPORTED,
+         "head dim 32");
+  TU_ERR(ctx, PLAN(causal, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F32, o), STOF_ERR_UNSUPPORTED,
+         "float32");
+  assert_null(p);
+  TU_ERR(ctx, PLAN(causal, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F64, o), STOF_ERR_UNSUPPORTED,
+         "float64");
+  TU_ERR(ctx, PLAN(empty, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_ARG, "keeps no");
+  assert_null(p);
+  TU_ERR(ctx, PLAN(causal, 1, 3, 2, 128, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_SHAPE,
+         "not a multiple");
+  TU_ERR(ctx, PLAN(causal, 1, 2, 2, 0, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_SHAPE, "positive");
+  TU_ERR(ctx, PLAN(causal, 0, 2, 2, 128, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_SHAPE, "positive");
+  TU_ERR(ctx, PLAN(NULL, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_ARG, "mask");
+  TU_ERR(ctx, PLAN(causal, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F16, &(stof_attn_opts){.tile = 96}),
+         STOF_ERR_ARG, "tile 96");
+  assert_null(p);
+#undef PLAN
+  stof_mask_free(causal);
+  stof_mask_free(empty);
+}
+
+/* Copies a f16 device output back and checks it against want: no NaN, rel L2 < 1e-2. */
+static void fetch_and_check(stof_ctx *ctx, const stof_tensor *out, const double *want,
+                            const char *what) {
+  int64_t n = stof_tensor_numel(out);
+  uint16_t *host = malloc(sizeof *host * (size_t)n);
+  double *got = malloc(sizeof *got * (size_t)n);
+  assert_non_null(host);
+  assert_non_null(got);
+  TU_OK(ctx, stof_cuda_dtoh(ctx, host, (uint64_t)(uintptr_t)out->data, sizeof *host * (size_t)n));
+  for (int64_t i = 0; i < n; i++) got[i] = stof_f16_to_f32(host[i]);
+  for (int64_t i = 0; i < n; i++)
+    if (isnan(got[i])) fail_msg("%s: out[%lld] is NaN", what, (long long)i);
+  double rel = tu_rel_l2(got, want, (size_t)n);
+  print_message("     %s: rel %.1e\n", what, rel);
+  if (!(rel < 1e-2)) fail_msg("%s: relative L2 %g", what, rel);
+  free(host);
+  free(got);
+}
+
+static void plan_run_rejects_bad_tensors(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 200, &m));
+  gcase c = {m, 1, 2, 2, 200, 200, 64, STOF_DTYPE_F16, 0, 1300};
+  prepared p;
+  prepare(f, &c, &p);
+  stof_attn_plan *plan = NULL;
+  TU_OK(ctx, stof_attn_plan_new(f->e, m, 1, 2, 2, 200, 200, 64, STOF_DTYPE_F16, NULL, &plan));
+  uint64_t seed = 1301;
+  stof_tensor *hq = nonzero_uniform(ctx, STOF_DTYPE_F16, 1, 2, 200, 64, &seed, -1, 1);
+  stof_tensor *q400 = NULL, *o400 = NULL, *k100 = NULL, *qb = NULL, *ob = NULL, *q3 = NULL,
+              *ot = NULL, *out = NULL;
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 400, 64), STOF_DEVICE_CUDA, &q400));
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 400, 64), STOF_DEVICE_CUDA, &o400));
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 100, 64), STOF_DEVICE_CUDA, &k100));
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_BF16, 4, TU_SHAPE(1, 2, 200, 64), STOF_DEVICE_CUDA, &qb));
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_BF16, 4, TU_SHAPE(1, 2, 200, 64), STOF_DEVICE_CUDA, &ob));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 3, TU_SHAPE(2, 200, 64), STOF_DEVICE_CUDA, &q3));
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 200, 64), STOF_DEVICE_CUDA, &out));
+  int64_t n = stof_tensor_numel(out);
+  /* out viewed with its last two dims transposed: not contiguous */
+  TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 200, 64),
+                              TU_SHAPE(2 * 200 * 64, 200 * 64, 1, 200), out->data, STOF_DEVICE_CUDA,
+                              &ot));
+  TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)out->data, 0x7e00, (size_t)n));
+
+  TU_ERR(ctx, stof_attn_plan_run(plan, q400, p.dk, p.dv, o400), STOF_ERR_SHAPE, "the plan is for");
+  TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, k100, k100, out), STOF_ERR_SHAPE, "the plan is for");
+  TU_ERR(ctx, stof_attn_plan_run(plan, q3, p.dk, p.dv, out), STOF_ERR_SHAPE, "q has 3 dimensions");
+  TU_ERR(ctx, stof_attn_plan_run(plan, hq, p.dk, p.dv, out), STOF_ERR_ARG, "q is on the CPU");
+  TU_ERR(ctx, stof_attn_plan_run(plan, qb, p.dk, p.dv, out), STOF_ERR_TYPE, "q is bfloat16");
+  TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, p.dv, ob), STOF_ERR_TYPE, "out is bfloat16");
+  TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, p.dv, ot), STOF_ERR_ARG, "not contiguous");
+  TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, NULL, out), STOF_ERR_ARG, "missing tensor v");
+
+  /* nothing was launched: out is still poison; then a good run matches the reference */
+  uint16_t *host = malloc(sizeof *host * (size_t)n);
+  assert_non_null(host);
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  TU_OK(ctx, stof_cuda_dtoh(ctx, host, (uint64_t)(uintptr_t)out->data, sizeof *host * (size_t)n));
+  for (int64_t i = 0; i < n; i++)
+    if (host[i] != 0x7e00) fail_msg("a rejected run wrote out[%lld]", (long long)i);
+  free(host);
+  TU_OK(ctx, stof_attn_plan_run(plan, p.dq, p.dk, p.dv, out));
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  fetch_and_check(ctx, out, p.want, "a good run after the rejected ones");
+
+  stof_tensor *ts[] = {hq, q400, o400, k100, qb, ob, q3, ot, out};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
+  stof_attn_plan_free(plan);
+  release(&p);
+  stof_mask_free(m);
+}
+
+/* A plan runs again on new inputs (and its format comes from the engine's cache). */
+static void plan_runs_again_on_new_inputs(void **state) {
+  fixture *f = gpu(state);
+  stof_mask *m = suite_mask(f, 3, 640); /* causal_sliding */
+  for (int rep = 0; rep < 3; rep++) {
+    gcase c = {m, 2, 2, 1, 640, 640, 64, STOF_DTYPE_F16, 0, 1400 + (uint64_t)rep};
+    static const run_spec runs[] = {{STOF_ATTN_AUTO, 0, 0, 0}};
+    check_case(f, &c, runs, 1);
+  }
+  stof_mask_free(m);
+  finish(f);
+}
+
+/* A live plan keeps working while later plans compile more kernel variants than the
+ * engine keeps (it holds 32); two plans of one engine, alive together, run one after
+ * the other. */
+static void plan_outlives_many_other_variants(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *m = suite_mask(f, 2, 300); /* sliding(32) */
+  gcase c = {m, 1, 2, 2, 300, 300, 64, STOF_DTYPE_F16, 1.0f, 1500};
+  stof_attn_plan *first = NULL, *second = NULL;
+  TU_OK(ctx, stof_attn_plan_new(f->e, m, 1, 2, 2, 300, 300, 64, STOF_DTYPE_F16,
+                                &(stof_attn_opts){STOF_ATTN_ROW, 64, c.scale, 1, 0}, &first));
+  /* other variants (kernel, tile, warps, stages, head dim, dtype), until 40 compiled;
+   * those the kernels refuse (an error at plan time) do not count */
+  int nvariant = 1;
+  for (int dd = 0; dd < 4 && nvariant < 40; dd++)
+    for (int kind = 0; kind < 2 && nvariant < 40; kind++)
+      for (int tile = 64; tile <= 128 && nvariant < 40; tile += 64)
+        for (int w = 1; w <= 32 && nvariant < 40; w++)
+          for (int stages = 2; stages <= (kind ? 4 : 2) && nvariant < 40; stages++) {
+            if (dd == 0 && kind == 0 && tile == 64 && w == 1) continue;
+            if (kind == 1 && tile / w != 16 && tile / w != 32) continue;
+            stof_attn_opts o = {kind ? STOF_ATTN_BLOCK : STOF_ATTN_ROW, tile, 0, w,
+                                kind ? stages : 0};
+            stof_attn_plan *other = NULL;
+            stof_status st =
+                stof_attn_plan_new(f->e, m, 1, 2, 2, 300, 300, dd % 2 ? 128 : 64,
+                                   dd / 2 ? STOF_DTYPE_BF16 : STOF_DTYPE_F16, &o, &other);
+            if (st) {
+              assert_null(other);
+              stof_ctx_clear_error(ctx);
+              continue;
+            }
+            nvariant++;
+            stof_attn_plan_free(other);
+          }
+  print_message("     %d kernel variants compiled in one engine\n", nvariant);
+  assert_true(nvariant > 32);
+  TU_OK(ctx, stof_attn_plan_new(f->e, m, 1, 2, 2, 300, 300, 64, STOF_DTYPE_F16,
+                                &(stof_attn_opts){STOF_ATTN_BLOCK, 64, c.scale, 0, 0}, &second));
+  prepared p;
+  prepare(f, &c, &p);
+  int64_t n = c.B * c.H * c.Sq * c.D;
+  stof_tensor *o1 = NULL, *o2 = NULL;
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 300, 64), STOF_DEVICE_CUDA, &o1));
+  TU_OK(ctx,
+        stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 300, 64), STOF_DEVICE_CUDA, &o2));
+  TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)o1->data, 0x7e00, (size_t)n));
+  TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)o2->data, 0x7e00, (size_t)n));
+  stof_status st = stof_attn_plan_run(first, p.dq, p.dk, p.dv, o1);
+  if (!st) st = stof_attn_plan_run(second, p.dq, p.dk, p.dv, o2);
+  if (!st) st = stof_cuda_synchronize(ctx);
+  if (st) fail_msg("the plans no longer run: %s: %s", stof_status_name(st), stof_ctx_message(ctx));
+  fetch_and_check(ctx, o1, p.want, "the first plan (row/64, 1 warp) after the others");
+  fetch_and_check(ctx, o2, p.want, "a second plan (block/64) alive beside it");
+  stof_tensor_free(o1);
+  stof_tensor_free(o2);
+  stof_attn_plan_free(first);
+  stof_attn_plan_free(second);
+  release(&p);
+  stof_mask_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(plan_new_rejects_bad_arguments, setup, teardown),
+      cmocka_unit_test_setup_teardown(plan_run_rejects_bad_tensors, setup, teardown),
+      cmocka_unit_test_setup_teardown(suite_masks_at_1x128, setup, teardown),
+      cmocka_unit_test_setup_teardown(suite_masks_at_2x512, setup, teardown),
+      cmocka_unit_test_setup_teardown(suite_masks_at_1x1000, setup, teardown),
+      cmocka_unit_test_setup_teardown(suite_masks_at_1x3000, setup, teardown),
+      cmocka_unit_test_setup_teardown(head_dim_128_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(bf16_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(grouped_query_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(different_query_and_key_lengths_match_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(fully_masked_rows_give_exact_zeros, setup, teardown),
+      cmocka_unit_test_setup_teardown(per_batch_document_mask_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(per_head_masks_match_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
+      cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
+      cmocka_unit_test_setup_teardown(plan_outlives_many_other_variants, setup, teardown),
+  };
+  return cmocka_run_group_tests_name("kernels_gpu", tests, NULL, NULL) ? 1 : 0;
+}
