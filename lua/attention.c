@@ -169,16 +169,7 @@ static int l_attention(lua_State *L) {
   snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %g", (long long)d[0], (long long)d[1],
            (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5], (int)q->dtype, (int)o.kernel, o.tile,
            o.warps, o.stages, (double)o.scale);
-  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_PLANS) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, REG_PLANS);
-  }
+  slua_registry_table(L, REG_PLANS, "k");
   int pidx = lua_gettop(L);
   lua_pushvalue(L, 4);
   if (lua_rawget(L, pidx) != LUA_TTABLE) {
@@ -398,16 +389,7 @@ static int te_attention(lua_State *L) {
   lua_getiuservalue(L, 1, 1); /* the graph handle */
   int gidx = lua_gettop(L);
   /* keep the mask alive with the graph */
-  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_GRAPH_MASKS) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, REG_GRAPH_MASKS);
-  }
+  slua_registry_table(L, REG_GRAPH_MASKS, "k");
   lua_pushvalue(L, gidx);
   if (lua_rawget(L, -2) != LUA_TTABLE) {
     lua_pop(L, 1);

@@ -117,6 +117,9 @@ char **slua_owned_new(lua_State *L);
 /** Pushes the string of the holder at idx, less trailing newlines, and frees it (the
  *  holder stays, empty). */
 void slua_owned_push(lua_State *L, int idx);
+/** Pushes registry[key], a table created on first use with the given weak mode ("k",
+ *  "v", "kv" or NULL for a strong table). */
+void slua_registry_table(lua_State *L, const char *key, const char *mode);
 /** A scratch buffer of n bytes owned by a userdata pushed on the stack (freed by GC). */
 void *slua_scratch(lua_State *L, size_t n);
 

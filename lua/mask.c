@@ -62,17 +62,7 @@ typedef struct slua_mask_format { /* stof.MaskFormat: owns f; user value 1: the 
 static _Thread_local slua_pred_call *current_call;
 
 /* Pushes the table of predicate functions (created on first use). */
-static void push_fns(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_FNS) == LUA_TTABLE) return;
-  lua_pop(L, 1);
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, REG_FNS);
-}
+static void push_fns(lua_State *L) { slua_registry_table(L, REG_FNS, "v"); }
 
 /* Pushes the table of predicates and opens a record; nothing may raise until call_end. */
 void slua_pred_begin(lua_State *L, slua_pred_call *c) {

@@ -390,3 +390,17 @@ int stof_lua_open(lua_State *L) {
   lua_setfield(L, LUA_REGISTRYINDEX, REG_MODULE);
   return 1;
 }
+
+void slua_registry_table(lua_State *L, const char *key, const char *mode) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  if (mode) {
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, mode);
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+  }
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, key);
+}
