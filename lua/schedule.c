@@ -8,6 +8,8 @@
  *   s:fuse(a, b) s:reorder(...) s:tile(x, y, fx, fy) s:bind(l, "threadIdx.x")
  *   s:vectorize(l) s:unroll(l) s:parallel(l) s:annotate(l_or_b, key, value)
  *   s:knob(name, {cands}[, decision]) s:sample_categorical(name, {cands}, {probs}[, decision])
+ *   s:compute_at(b, l) s:reverse_compute_at(b, l) s:compute_inline(b) s:reverse_compute_inline(b)
+ *   s:cache_read(b, i, scope) -> block   s:cache_write(b, scope) -> block   s:rfactor(l, axis) -> block
  *   s:group({A, B}) -> id   s:ungroup(id)
  *   s:trace() (Lua text) s:trace_json() s:replay(json) s:with_decisions({name = index})
  *   s:print_loop_nest() s:clone()
@@ -433,7 +435,7 @@ static int m_group(lua_State *L) {
       const char *name = lua_tostring(L, -1);
       int found = -1, count = 0;
       for (int b = 0; b < stof_sched_nblock(ls->s); b++)
-        if (strcmp(stof_sched_block_op(ls->s, b)->name, name) == 0) found = b, count++;
+        if (strcmp(stof_sched_block_name(ls->s, b), name) == 0) found = b, count++;
       if (count != 1) { /* get_block explains (and records nothing when it fails) */
         int b;
         stof_status st = stof_sched_get_block(ls->s, name, &b);
@@ -460,6 +462,69 @@ static int m_ungroup(lua_State *L) {
   stof_status st = stof_sched_ungroup(ls->s, g < 0 || g > 1 << 30 ? -1 : (int)g);
   if (st) return raise_core(L, ls, st);
   return 0;
+}
+
+/* s:compute_at(b, l) / s:reverse_compute_at(b, l): upvalue 1 is 1 for reverse. */
+static int m_compute_at(lua_State *L) {
+  int rev = (int)lua_tointeger(L, lua_upvalueindex(1));
+  const char *fname = rev ? "reverse_compute_at" : "compute_at";
+  lsched *ls = check_sched(L, 1, fname);
+  int b = check_handle(L, 1, 2, MT_BLOCK, fname, "block");
+  int l = check_handle(L, 1, 3, MT_LOOP, fname, "loop");
+  stof_status st = rev ? stof_sched_reverse_compute_at(ls->s, b, l) : stof_sched_compute_at(ls->s, b, l);
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+/* s:compute_inline(b) / s:reverse_compute_inline(b): upvalue 1 is 1 for reverse. */
+static int m_compute_inline(lua_State *L) {
+  int rev = (int)lua_tointeger(L, lua_upvalueindex(1));
+  const char *fname = rev ? "reverse_compute_inline" : "compute_inline";
+  lsched *ls = check_sched(L, 1, fname);
+  int b = check_handle(L, 1, 2, MT_BLOCK, fname, "block");
+  stof_status st = rev ? stof_sched_reverse_compute_inline(ls->s, b) : stof_sched_compute_inline(ls->s, b);
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+/* s:cache_read(b, input_index, scope) -> block (input_index 0-based, as in TVM) */
+static int m_cache_read(lua_State *L) {
+  const char *fname = "cache_read";
+  lsched *ls = check_sched(L, 1, fname);
+  int b = check_handle(L, 1, 2, MT_BLOCK, fname, "block");
+  lua_Integer i = slua_check_integer(L, 3, fname, "input index");
+  if (lua_type(L, 4) != LUA_TSTRING) return method_typeerror(L, 4, fname, "scope string");
+  int c;
+  stof_status st = stof_sched_cache_read(ls->s, b, i < -1 || i > 1 << 20 ? -1 : (int)i, lua_tostring(L, 4), &c);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_BLOCK, c);
+  return 1;
+}
+
+/* s:cache_write(b, scope) -> block (the copy back into b's buffer) */
+static int m_cache_write(lua_State *L) {
+  const char *fname = "cache_write";
+  lsched *ls = check_sched(L, 1, fname);
+  int b = check_handle(L, 1, 2, MT_BLOCK, fname, "block");
+  if (lua_type(L, 3) != LUA_TSTRING) return method_typeerror(L, 3, fname, "scope string");
+  int c;
+  stof_status st = stof_sched_cache_write(ls->s, b, lua_tostring(L, 3), &c);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_BLOCK, c);
+  return 1;
+}
+
+/* s:rfactor(l, factor_axis) -> block (the partial reduction) */
+static int m_rfactor(lua_State *L) {
+  const char *fname = "rfactor";
+  lsched *ls = check_sched(L, 1, fname);
+  int l = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
+  lua_Integer f = slua_check_integer(L, 3, fname, "factor_axis");
+  int rf;
+  stof_status st = stof_sched_rfactor(ls->s, l, f < -1 || f > 1 << 20 ? -1 : (int)f, &rf);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_BLOCK, rf);
+  return 1;
 }
 
 /* s:trace() / s:trace_json(): upvalue 1 is 1 for JSON. */
@@ -573,18 +638,21 @@ static int loop_tostring(lua_State *L) {
 
 static int block_index(lua_State *L) {
   lhandle *h = luaL_checkudata(L, 1, MT_BLOCK);
-  const stof_op *op = stof_sched_block_op(handle_sched(L, 1), h->id);
+  stof_sched *s = handle_sched(L, 1);
+  const char *name = stof_sched_block_name(s, h->id);
   const char *k = lua_tostring(L, 2);
   if (lua_type(L, 2) != LUA_TSTRING) return 0;
-  if (!op || !k || strcmp(k, "name")) return 0;
-  lua_pushstring(L, op->name);
+  if (!name || !k) return 0;
+  if (!strcmp(k, "name")) lua_pushstring(L, name);
+  else if (!strcmp(k, "alive")) lua_pushboolean(L, stof_sched_block_alive(s, h->id));
+  else return 0;
   return 1;
 }
 
 static int block_tostring(lua_State *L) {
   lhandle *h = luaL_checkudata(L, 1, MT_BLOCK);
-  const stof_op *op = stof_sched_block_op(handle_sched(L, 1), h->id);
-  lua_pushfstring(L, "block %s", op ? op->name : "?");
+  const char *name = stof_sched_block_name(handle_sched(L, 1), h->id);
+  lua_pushfstring(L, "block %s", name ? name : "?");
   return 1;
 }
 
@@ -755,6 +823,9 @@ void slua_open_schedule(lua_State *L, int idx) {
         {"annotate", m_annotate},
         {"knob", m_knob},
         {"sample_categorical", m_sample_categorical},
+        {"cache_read", m_cache_read},
+        {"cache_write", m_cache_write},
+        {"rfactor", m_rfactor},
         {"group", m_group},
         {"ungroup", m_ungroup},
         {"print_loop_nest", m_print_loop_nest},
@@ -769,6 +840,16 @@ void slua_open_schedule(lua_State *L, int idx) {
       lua_pushinteger(L, i);
       lua_pushcclosure(L, m_mark, 1);
       lua_setfield(L, -2, marks[i]);
+    }
+    static const char *const moves[] = {"compute_at", "reverse_compute_at"};
+    static const char *const inlines[] = {"compute_inline", "reverse_compute_inline"};
+    for (int i = 0; i < 2; i++) {
+      lua_pushinteger(L, i);
+      lua_pushcclosure(L, m_compute_at, 1);
+      lua_setfield(L, -2, moves[i]);
+      lua_pushinteger(L, i);
+      lua_pushcclosure(L, m_compute_inline, 1);
+      lua_setfield(L, -2, inlines[i]);
     }
     lua_pushinteger(L, 0);
     lua_pushcclosure(L, m_trace, 1);

@@ -46,7 +46,7 @@ stof_status stof_sched_bind(stof_sched *s, int loop, const char *tag) {
     const sched_loop *o = sched_loop_at(s, b->loop[i]);
     if (o->ann == STOF_ANN_THREAD && (int)o->thread == t)
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "bind: %s is already bound to loop %s in block %s",
-                            tag, sched_loop_name(s, b->loop[i]), b->op->name);
+                            tag, sched_loop_name(s, b->loop[i]), sched_block_name(s, l->block));
   }
   sched_need n = {0};
   trace_need(&n, 1, 0, 0, 1, (int)strlen(tag) + 1, 0);
@@ -96,7 +96,7 @@ static stof_status annotate(stof_sched *s, int is_block, int id, const char *key
                             const char *value) {
   stof_status st = is_block ? sched_check_block(s, "annotate", id) : sched_check_loop(s, "annotate", id);
   if (st) return st;
-  const char *tname = is_block ? sched_block_at(s, id)->op->name : sched_loop_name(s, id);
+  const char *tname = is_block ? sched_block_name(s, id) : sched_loop_name(s, id);
   const char *tkind = is_block ? "block" : "loop";
   if (!key || !*key)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "annotate: empty key for %s %s", tkind, tname);

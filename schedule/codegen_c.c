@@ -3,9 +3,11 @@
  *
  *   int stof_kernel(void *arg0, void *arg1, ...)
  *
- * whose arguments are the build's tensors (inputs and outputs in the order given), with a
- * loop nest per block in topological order. Intermediates that are not arguments are
- * malloc'd inside (the function returns 1 when that fails, else 0).
+ * whose arguments are the build's tensors (inputs and outputs in the order given), with the
+ * loop nests of the lowering (blocks nested where compute_at put them, each in braces).
+ * Buffers that are not arguments live inside: "shared" and "local" ones of up to 64 KiB as
+ * arrays on the stack, the others malloc'd (the function returns 1 when that fails, else
+ * 0); a compacted buffer holds a region and is indexed relative to its start.
  *
  * Types: each TE dtype has a storage type (float, double, uint16_t for f16/bf16, int32_t,
  * int64_t, uint8_t for bool) and a compute type (f16 and bf16 compute in float, bool in
@@ -200,20 +202,40 @@ static void emit_as(cgen *g, const stof_expr *a, stof_dtype dt) {
   stof_buf_puts(g->b, ")");
 }
 
+static void emit_iexpr(cgen *g, const sched_block *b, int e);
+
+/* The extents buffer t is allocated with (its region when compacted) and its entry. */
+static const lir_buf *buf_layout(cgen *g, const stof_op *t, int64_t *ext) {
+  const lir_buf *lb = lir_find_buf(g->l, t);
+  for (int d = 0; d < t->ndim; d++) ext[d] = lb ? lb->ext[d] : t->shape[d];
+  return lb;
+}
+
+/* " - (min)" for dimension d of a compacted buffer. */
+static void emit_rel(cgen *g, const lir_buf *lb, int d) {
+  if (!lb || lb->min[d] < 0) return;
+  stof_buf_puts(g->b, " - ");
+  emit_iexpr(g, NULL, lb->min[d]);
+}
+
 static void emit_load(cgen *g, const stof_expr *e) {
   const stof_op *t = e->u.load.tensor;
   const char *conv = t->dtype == STOF_DTYPE_F16 ? "stof_h2f" : t->dtype == STOF_DTYPE_BF16 ? "stof_bf2f"
                    : t->dtype == STOF_DTYPE_BOOL ? "(int)" : "";
+  int64_t ext[STOF_MAX_DIMS];
+  const lir_buf *lb = buf_layout(g, t, ext);
   stof_buf_printf(g->b, "%s(", conv);
   buf_name(g->b, t);
   stof_buf_puts(g->b, "[");
   if (t->ndim == 0) stof_buf_puts(g->b, "0");
   for (int d = 0; d < t->ndim; d++) {
     int64_t stride = 1;
-    for (int k = d + 1; k < t->ndim; k++) stride *= t->shape[k];
+    for (int k = d + 1; k < t->ndim; k++) stride *= ext[k];
     if (d) stof_buf_puts(g->b, " + ");
-    stof_buf_puts(g->b, "(int64_t)(");
+    stof_buf_puts(g->b, "((int64_t)(");
     emit(g, e->u.load.idx[d]);
+    stof_buf_puts(g->b, ")");
+    emit_rel(g, lb, d);
     stof_buf_printf(g->b, ") * INT64_C(%lld)", (long long)stride);
   }
   stof_buf_puts(g->b, "])");
@@ -386,8 +408,9 @@ static void emit_iexpr(cgen *g, const sched_block *b, int e) {
   case LIR_E_LOOP: loop_name(g, x->loop); return;
   case LIR_E_AXIS: var_name(g->b, sched_block_axis(b, x->axis)); return;
   default: {
-    static const char *const ops[] = {[LIR_E_ADD] = " + ", [LIR_E_MUL] = " * ", [LIR_E_DIV] = " / ",
-                                      [LIR_E_MOD] = " % ", [LIR_E_LT] = " < "};
+    static const char *const ops[] = {[LIR_E_ADD] = " + ", [LIR_E_SUB] = " - ", [LIR_E_MUL] = " * ",
+                                      [LIR_E_DIV] = " / ", [LIR_E_MOD] = " % ", [LIR_E_LT] = " < ",
+                                      [LIR_E_GE] = " >= "};
     stof_buf_puts(g->b, "(");
     emit_iexpr(g, b, x->a);
     stof_buf_puts(g->b, ops[x->kind]);
@@ -397,44 +420,49 @@ static void emit_iexpr(cgen *g, const sched_block *b, int e) {
   }
 }
 
-/* The flat offset of the op's element at its axes. */
-static void emit_offset(cgen *g, const stof_op *op) {
-  if (op->ndim == 0) stof_buf_puts(g->b, "0");
-  for (int d = 0; d < op->ndim; d++) {
-    int64_t stride = 1;
-    for (int k = d + 1; k < op->ndim; k++) stride *= op->shape[k];
-    if (d) stof_buf_puts(g->b, " + ");
-    var_name(g->b, op->axis[d]);
-    stof_buf_printf(g->b, " * INT64_C(%lld)", (long long)stride);
-  }
-}
-
-static void emit_elem(cgen *g, const stof_op *op) {
-  buf_name(g->b, op);
+/* Block b's buffer element at its store indices. */
+static void emit_elem(cgen *g, int block) {
+  const sched_block *b = sched_block_at(g->s, block);
+  const stof_op *t = b->out;
+  int64_t ext[STOF_MAX_DIMS];
+  const lir_buf *lb = buf_layout(g, t, ext);
+  buf_name(g->b, t);
   stof_buf_puts(g->b, "[");
-  emit_offset(g, op);
+  if (t->ndim == 0) stof_buf_puts(g->b, "0");
+  for (int d = 0; d < t->ndim; d++) {
+    int64_t stride = 1;
+    for (int k = d + 1; k < t->ndim; k++) stride *= ext[k];
+    if (d) stof_buf_puts(g->b, " + ");
+    stof_buf_puts(g->b, "(");
+    emit_iexpr(g, b, g->l->blk[block].store[d]);
+    emit_rel(g, lb, d);
+    stof_buf_printf(g->b, ") * INT64_C(%lld)", (long long)stride);
+  }
   stof_buf_puts(g->b, "]");
 }
 
-/* "elem = conv(" for a store into op; close with ");". */
-static void store_open(cgen *g, const stof_op *op) {
-  emit_elem(g, op);
-  switch (op->dtype) {
+/* "elem = conv(" for a store of block; close with ");". */
+static void store_open(cgen *g, int block) {
+  stof_dtype d = sched_block_at(g->s, block)->out->dtype;
+  emit_elem(g, block);
+  switch (d) {
   case STOF_DTYPE_F16: stof_buf_puts(g->b, " = stof_f2h("); break;
   case STOF_DTYPE_BF16: stof_buf_puts(g->b, " = stof_f2bf("); break;
   case STOF_DTYPE_BOOL: stof_buf_puts(g->b, " = (uint8_t)(0 != "); break;
-  default: stof_buf_printf(g->b, " = (%s)(", stype(op->dtype)); break;
+  default: stof_buf_printf(g->b, " = (%s)(", stype(d)); break;
   }
 }
 
-static void load_elem(cgen *g, const stof_op *op) {
-  const char *conv = op->dtype == STOF_DTYPE_F16 ? "stof_h2f" : op->dtype == STOF_DTYPE_BF16 ? "stof_bf2f" : "";
+static void load_elem(cgen *g, int block) {
+  stof_dtype d = sched_block_at(g->s, block)->out->dtype;
+  const char *conv = d == STOF_DTYPE_F16 ? "stof_h2f" : d == STOF_DTYPE_BF16 ? "stof_bf2f" : "";
   stof_buf_printf(g->b, "%s(", conv);
-  emit_elem(g, op);
+  emit_elem(g, block);
   stof_buf_puts(g->b, ")");
 }
 
-static void emit_store(cgen *g, const sched_block *b, const lir_stmt *st, int depth) {
+static void emit_store(cgen *g, int block, const lir_stmt *st, int depth) {
+  const sched_block *b = sched_block_at(g->s, block);
   const stof_op *op = b->op;
   const stof_expr *red = sched_block_reduce(b);
   stof_buf *o = g->b;
@@ -442,7 +470,7 @@ static void emit_store(cgen *g, const sched_block *b, const lir_stmt *st, int de
   int isf = stof_dtype_is_float(dt);
   sched_indent(o, depth);
   if (st->store == LIR_STORE_PLAIN) {
-    store_open(g, op);
+    store_open(g, block);
     if (op->body->dtype == dt)
       emit(g, op->body);
     else
@@ -452,7 +480,7 @@ static void emit_store(cgen *g, const sched_block *b, const lir_stmt *st, int de
   }
   stof_reduce_kind c = red->u.reduce.combiner;
   if (st->store == LIR_STORE_INIT) {
-    store_open(g, op);
+    store_open(g, block);
     if (c == STOF_REDUCE_SUM)
       stof_buf_printf(o, "(%s)0", ctype(dt));
     else if (isf)
@@ -464,8 +492,8 @@ static void emit_store(cgen *g, const sched_block *b, const lir_stmt *st, int de
     return;
   }
   if (c == STOF_REDUCE_SUM) {
-    store_open(g, op);
-    load_elem(g, op);
+    store_open(g, block);
+    load_elem(g, block);
     stof_buf_puts(o, " + ");
     emit_as(g, red->u.reduce.src, dt);
     stof_buf_puts(o, ");\n");
@@ -474,12 +502,12 @@ static void emit_store(cgen *g, const sched_block *b, const lir_stmt *st, int de
   stof_buf_printf(o, "{\n");
   sched_indent(o, depth + 1);
   stof_buf_printf(o, "%s acc_ = ", ctype(dt));
-  load_elem(g, op);
+  load_elem(g, block);
   stof_buf_printf(o, ", x_ = ");
   emit_as(g, red->u.reduce.src, dt);
   stof_buf_puts(o, ";\n");
   sched_indent(o, depth + 1);
-  store_open(g, op);
+  store_open(g, block);
   stof_buf_printf(o, "(x_ %s acc_ || x_ != x_) ? x_ : acc_);\n", c == STOF_REDUCE_MAX ? ">" : "<");
   sched_indent(o, depth);
   stof_buf_puts(o, "}\n");
@@ -490,7 +518,7 @@ static void emit_stmts(cgen *g, int first, int depth) {
   stof_buf *o = g->b;
   for (int i = first; i >= 0; i = lir_stmt_at(g->l, i)->next) {
     const lir_stmt *st = lir_stmt_at(g->l, i);
-    const sched_block *b = sched_block_at(s, st->block);
+    const sched_block *b = st->block >= 0 ? sched_block_at(s, st->block) : NULL;
     switch (st->kind) {
     case LIR_FOR: {
       const sched_loop *lp = sched_loop_at(s, st->loop);
@@ -543,17 +571,48 @@ static void emit_stmts(cgen *g, int first, int depth) {
       sched_indent(o, depth);
       stof_buf_puts(o, "}\n");
       break;
-    case LIR_STORE: emit_store(g, b, st, depth); break;
+    case LIR_STORE: emit_store(g, st->block, st, depth); break;
+    case LIR_BLOCK:
+      sched_indent(o, depth);
+      stof_buf_puts(o, "{ /* block ");
+      comment_text(o, sched_block_name(s, st->block));
+      for (int k = 0; k < s->annots.len; k++) {
+        const sched_annot *a = sched_annot_at(s, k);
+        if (!a->is_block || a->id != st->block) continue;
+        stof_buf_puts(o, ", pragma ");
+        comment_text(o, sched_str(s, a->key));
+        stof_buf_puts(o, "=");
+        comment_text(o, sched_str(s, a->value));
+      }
+      stof_buf_puts(o, " */\n");
+      emit_stmts(g, st->first, depth + 1);
+      sched_indent(o, depth);
+      stof_buf_puts(o, "}\n");
+      break;
     default: break;
     }
   }
+}
+
+/* Internal buffers up to this many bytes, of scope shared or local, are arrays on the
+ * stack; the others are malloc'd. */
+#define STACK_BYTES 65536
+
+static int on_stack(const lir_buf *lb, int64_t n) {
+  return lb->scope != SCHED_SCOPE_GLOBAL && n * (int64_t)stof_dtype_size(lb->op->dtype) <= STACK_BYTES;
+}
+
+static int64_t buf_numel(const lir_buf *lb) {
+  int64_t n = 1;
+  for (int d = 0; d < lb->op->ndim; d++) n *= lb->ext[d];
+  return n ? n : 1;
 }
 
 stof_status sched_codegen_c(const stof_sched *s, int nargs, const stof_op *const *args,
                             char **out) {
   *out = NULL;
   sched_lir l;
-  stof_status st = sched_lower(s, &l);
+  stof_status st = sched_lower(s, nargs, args, &l);
   if (st) return st;
   stof_buf b;
   stof_buf_init(&b, s->ctx);
@@ -574,56 +633,43 @@ stof_status sched_codegen_c(const stof_sched *s, int nargs, const stof_op *const
     buf_name(&b, args[i]);
     stof_buf_printf(&b, " = (%s *)arg%d;\n", stype(args[i]->dtype), i);
   }
-  /* intermediates: the blocks that are not arguments */
-  int ntemp = 0;
-  for (int k = 0; k < s->blocks.len; k++) {
-    const stof_op *op = sched_block_at(s, k)->op;
-    int isarg = 0;
-    for (int i = 0; i < nargs; i++) isarg |= args[i] == op;
-    if (isarg) continue;
-    stof_buf_printf(&b, "  %s *", stype(op->dtype));
-    buf_name(&b, op);
+  /* internal buffers: the ones no argument holds */
+  int nheap = 0;
+  for (int k = 0; k < l.bufs.len; k++) {
+    const lir_buf *lb = (const lir_buf *)l.bufs.data + k;
+    if (lb->writer < 0 || lb->external) continue;
+    int64_t n = buf_numel(lb);
+    const char *t = stype(lb->op->dtype);
+    if (on_stack(lb, n)) {
+      stof_buf_printf(&b, "  %s ", t);
+      buf_name(&b, lb->op);
+      stof_buf_printf(&b, "[%lld]; /* %s */\n", (long long)n, sched_scope_name(lb->scope));
+      continue;
+    }
+    stof_buf_printf(&b, "  %s *", t);
+    buf_name(&b, lb->op);
     stof_buf_puts(&b, " = NULL;\n");
-    ntemp++;
+    nheap++;
   }
-  for (int k = 0; k < s->blocks.len; k++) {
-    const stof_op *op = sched_block_at(s, k)->op;
-    int isarg = 0;
-    for (int i = 0; i < nargs; i++) isarg |= args[i] == op;
-    if (isarg) continue;
-    int64_t n = stof_shape_numel(op->ndim, op->shape);
+  for (int k = 0; k < l.bufs.len; k++) {
+    const lir_buf *lb = (const lir_buf *)l.bufs.data + k;
+    int64_t n = buf_numel(lb);
+    if (lb->writer < 0 || lb->external || on_stack(lb, n)) continue;
     stof_buf_puts(&b, "  ");
-    buf_name(&b, op);
-    stof_buf_printf(&b, " = (%s *)malloc(sizeof(%s) * (size_t)%lld);\n  if (!", stype(op->dtype),
-                     stype(op->dtype), (long long)(n ? n : 1));
-    buf_name(&b, op);
+    buf_name(&b, lb->op);
+    stof_buf_printf(&b, " = (%s *)malloc(sizeof(%s) * (size_t)%lld);\n  if (!", stype(lb->op->dtype),
+                    stype(lb->op->dtype), (long long)n);
+    buf_name(&b, lb->op);
     stof_buf_puts(&b, ") goto done;\n");
   }
-  for (int bs = l.first; bs >= 0; bs = lir_stmt_at(&l, bs)->next) {
-    const sched_block *blk = sched_block_at(s, lir_stmt_at(&l, bs)->block);
-    stof_buf_puts(&b, "  { /* block ");
-    comment_text(&b, blk->op->name);
-    for (int i = 0; i < s->annots.len; i++) {
-      const sched_annot *a = sched_annot_at(s, i);
-      if (!a->is_block || a->id != lir_stmt_at(&l, bs)->block) continue;
-      stof_buf_puts(&b, ", pragma ");
-      comment_text(&b, sched_str(s, a->key));
-      stof_buf_puts(&b, "=");
-      comment_text(&b, sched_str(s, a->value));
-    }
-    stof_buf_puts(&b, " */\n");
-    emit_stmts(&g, lir_stmt_at(&l, bs)->first, 2);
-    stof_buf_puts(&b, "  }\n");
-  }
+  emit_stmts(&g, l.first, 1);
   stof_buf_puts(&b, "  rc = 0;\n");
-  stof_buf_puts(&b, ntemp ? "done:\n" : "  goto done;\ndone:\n");
-  for (int k = 0; k < s->blocks.len; k++) {
-    const stof_op *op = sched_block_at(s, k)->op;
-    int isarg = 0;
-    for (int i = 0; i < nargs; i++) isarg |= args[i] == op;
-    if (isarg) continue;
+  stof_buf_puts(&b, nheap ? "done:\n" : "  goto done;\ndone:\n");
+  for (int k = 0; k < l.bufs.len; k++) {
+    const lir_buf *lb = (const lir_buf *)l.bufs.data + k;
+    if (lb->writer < 0 || lb->external || on_stack(lb, buf_numel(lb))) continue;
     stof_buf_puts(&b, "  free(");
-    buf_name(&b, op);
+    buf_name(&b, lb->op);
     stof_buf_puts(&b, ");\n");
   }
   stof_buf_puts(&b, "  return rc;\n}\n");

@@ -204,6 +204,11 @@ static stof_status check_args(const stof_sched *s, int nargs, const stof_op *con
     for (int j = 0; j < i; j++)
       if (args[j] == args[i])
         return stof_ctx_error(ctx, STOF_ERR_ARG, "build: argument %s is given twice", args[i]->name);
+    if (args[i]->kind == STOF_OP_COMPUTE && sched_writer(s, args[i]) < 0)
+      return stof_ctx_error(ctx, STOF_ERR_ARG,
+                            "build: argument %d (%s) has no buffer in this schedule (its block was "
+                            "inlined)",
+                            i + 1, args[i]->name);
   }
   for (int k = 0; k < s->nop; k++) {
     const stof_op *op = s->ops[k];

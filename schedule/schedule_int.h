@@ -63,10 +63,40 @@ typedef struct sched_loop {
   stof_ann_kind ann;
   stof_thread_tag thread;
   int tv;                 /* trace value that last named it (-1: never handed out) */
+  int dead;               /* its block's loops were regenerated (compute_at): unusable */
+  int elide;              /* a unit loop made by compute_at: no loop in the code (value 0) */
 } sched_loop;
 
+/* Block states. */
+enum { SCHED_B_LIVE, SCHED_B_INLINED, SCHED_B_REV_INLINED };
+/* Storage scopes of the buffer a block writes (the C backend: all are plain memory). */
+#define SCHED_SCOPE_LIST(X) X(GLOBAL, "global") X(SHARED, "shared") X(LOCAL, "local")
+enum {
+#define STOF_X(name, text) SCHED_SCOPE_##name,
+  SCHED_SCOPE_LIST(STOF_X)
+#undef STOF_X
+  SCHED_SCOPE_COUNT
+};
+const char *sched_scope_name(int scope);
+/* The scope named name, or -1. */
+int sched_scope_parse(const char *name);
+
+/* A block: a compute evaluated over its loops and stored into a buffer. op is the compute
+ * it evaluates now: its axes (op->axis, then the reduce axes of op->body) and its body;
+ * primitives that rewrite a body build a new op in the graph (fresh axes, same names and
+ * extents) so that root loop root + a stays axis a. out is the buffer it writes at its
+ * axes in order (an rfactor block inserts loop rf_loop's value at index rf_pos). */
 typedef struct sched_block {
-  const stof_op *op;
+  const stof_op *op;      /* what it computes now (graph memory) */
+  const stof_op *orig;    /* the op it was made for: groups, stof_sched_block_op */
+  const stof_op *out;     /* the buffer it writes: op, a cache, an rfactor buffer, or its
+                             consumer's after reverse_compute_inline */
+  int name;               /* offset in chars */
+  int state;              /* SCHED_B_* */
+  int attach;             /* loop it is computed at (-1: the root) */
+  int attach_rev;         /* reverse_compute_at: after the loop's body, not before */
+  int scope;              /* SCHED_SCOPE_* of out */
+  int rf_loop, rf_pos;    /* rfactor block (rf_loop >= 0) */
   int naxis;              /* compute axes then reduce axes */
   int root;               /* loop id of axis 0: axis a is root loop root + a */
   int nloop;
@@ -156,6 +186,9 @@ static inline int64_t *sched_num(const stof_sched *s, int off) {
 static inline const char *sched_loop_name(const stof_sched *s, int loop) {
   return sched_str(s, sched_loop_at(s, loop)->name);
 }
+static inline const char *sched_block_name(const stof_sched *s, int block) {
+  return sched_str(s, sched_block_at(s, block)->name);
+}
 static inline sched_inst *trace_inst_at(const stof_trace *t, int i) {
   return (sched_inst *)t->insts.data + i;
 }
@@ -199,6 +232,59 @@ stof_status sched_check_block(stof_sched *s, const char *what, int block);
 /* The value of factor f for messages and arithmetic (knob decisions resolved). */
 stof_status sched_factor_value(stof_sched *s, const char *what, stof_factor f, int64_t *v);
 
+/* Appends a block (fields from proto, name from name) with root loops for the axes of
+ * proto->op (named after them, or ax_names[a] when given); returns its id (-1 on NOMEM). */
+int sched_add_block(stof_sched *s, const sched_block *proto, const char *name);
+/* Gives block new root loops over its op's axes (extents ext[a], or the axes' own when ext
+ * is NULL); the old loops are marked dead. elide_units marks unit loops elided. names[a]
+ * names loop a when not NULL. Returns STOF_ERR_NOMEM or STOF_OK. */
+stof_status sched_regen_loops(stof_sched *s, int block, const int64_t *ext, const char *const *names,
+                              int elide_units);
+/* A block name not used by any block of s: base, else base_1, base_2, ... into buf. */
+const char *sched_unique_name(const stof_sched *s, const char *base, char *buf, size_t cap);
+/* Is the block's loop nest under loop (attached at it, inside it, or its own block)? */
+int sched_under_loop(const stof_sched *s, int block, int loop);
+/* Is block a descendant of anc in the attachment tree (computed at a loop of anc, or of
+ * a block that is)? */
+int sched_attached_under(const stof_sched *s, int block, int anc);
+/* Does block b's body load buffer t? */
+int sched_reads(const stof_sched *s, int b, const stof_op *t);
+/* The blocks (live, other than except) whose bodies load buffer t, into out[0..cap);
+ * returns their number. */
+int sched_readers(const stof_sched *s, const stof_op *t, int except, int *out, int cap);
+/* The live block that writes buffer t, or -1. */
+int sched_writer(const stof_sched *s, const stof_op *t);
+/* The first block (by id) computed at a loop of block b, or -1. */
+int sched_first_attached(const stof_sched *s, int b);
+
+/* Transactional primitives that rewrite much of the state work on a clone: sched_try
+ * makes it; sched_commit validates the clone (a trial lowering, whose errors are prefixed
+ * with what) and, when it is sound, moves it into s. Either way the clone is freed. */
+stof_status sched_try(stof_sched *s, stof_sched **c);
+stof_status sched_commit(stof_sched *s, stof_sched *c, const char *what);
+
+/* ---------------------------------------------------------------- rewriting (rewrite.c) */
+
+/* What to do with the loads of one buffer while rewriting a body. */
+enum { SCHED_LOADS_KEEP, SCHED_LOADS_REDIRECT, SCHED_LOADS_INLINE };
+typedef struct sched_load_rule {
+  int kind;
+  const stof_op *tensor;  /* the buffer whose loads change */
+  const stof_op *to;      /* REDIRECT: loads read this buffer instead (same indices) */
+  const stof_op *op;      /* INLINE: loads become op's body at the load's indices */
+} sched_load_rule;
+
+/* A new compute op in s's graph named name: fresh axes with the names and extents of
+ * from's axes (from->axis; ndim from->ndim), whose body is body (an expression over the
+ * vars vars[0..ndim) and its own reduce axes) with vars[d] replaced by the fresh axis d,
+ * reduce axes by fresh ones, and loads rewritten by rule. The result is cast to dtype. */
+stof_status sched_rebuild(stof_sched *s, const char *name, const stof_op *from,
+                          const stof_var *const *vars, const stof_expr *body, stof_dtype dtype,
+                          const sched_load_rule *rule, const stof_op **out);
+/* The distinct buffers that e loads, in first-use order, into out[0..cap); returns their
+ * number (may exceed cap). */
+int sched_expr_loads(const stof_expr *e, const stof_op **out, int cap);
+
 /* ---------------------------------------------------------------- trace recording */
 
 void trace_init(stof_trace *t, stof_ctx *ctx);
@@ -217,15 +303,90 @@ int trace_record(stof_trace *t, stof_inst_kind kind, int nin, const int *in, int
 /* group with the op list given by block ids (replay passes names resolved to blocks). */
 stof_status sched_group_blocks(stof_sched *s, int nblock, const int *blocks, int *group);
 
+/* ---------------------------------------------------------------- bounds (bound.c) */
+
+/* An affine form: c + sum k[i] * value(loop[i]). A term's loop is a leaf loop, or the
+ * source of a fuse (a non-affine function of the fused loop, ranging over [0, extent)).
+ * Terms are sorted by loop id; bad marks an expression that is not affine. */
+#define SCHED_AFF_MAX 24
+typedef struct sched_aff {
+  int n, bad;
+  int loop[SCHED_AFF_MAX];
+  int64_t k[SCHED_AFF_MAX];
+  int64_t c;
+} sched_aff;
+
+/* An interval of a tensor dimension: [lo, lo + ext), lo affine in the fixed loops. */
+typedef struct sched_range {
+  sched_aff lo;
+  int64_t ext;
+  int full;               /* the whole dimension (lo = 0) */
+} sched_range;
+
+/* Bound inference over a schedule: the region of its axes each attached block computes
+ * (base[a] + [0, loop extent)), worked out from its consumers (compute_at) or its
+ * producer (reverse_compute_at), and the loops that enclose each block. */
+typedef struct sched_bounds {
+  const stof_sched *s;
+  stof_ctx *ctx;
+  int nblock;
+  unsigned char *state;   /* per block: 0 unknown, 1 in progress, 2 done */
+  sched_aff *base;        /* per block, STOF_MAX_DIMS data-parallel axes */
+  int64_t *need;          /* per block and axis: the extent its region needs */
+  unsigned char *fixed;   /* scratch: per loop */
+  int check;              /* an extent a region needs beyond its loop's is an error (1) */
+} sched_bounds;
+
+stof_status sched_bounds_init(sched_bounds *bd, const stof_sched *s);
+void sched_bounds_free(sched_bounds *bd);
+/* Works out the regions of every attached block (errors: STOF_ERR_SCHEDULE). */
+stof_status sched_bounds_infer(sched_bounds *bd);
+/* The loops enclosing block b's nest, outermost first, into out[0..cap); returns their
+ * number or -1 when there are more than cap. */
+int sched_enclosing(const stof_sched *s, int b, int *out, int cap);
+/* The value of axis a of block b (its base included) as an affine form; a split loop that
+ * overshoots its extent and reads no loop marked in bd->fixed is one term (its guard keeps
+ * it below its extent). _full expands every split into its parts. */
+void sched_axis_aff(const sched_bounds *bd, int b, int a, sched_aff *out);
+void sched_axis_aff_full(const sched_bounds *bd, int b, int a, sched_aff *out);
+/* The value of loop (any loop of a block) as an affine form. */
+void sched_loop_aff(const stof_sched *s, int loop, sched_aff *out);
+/* An integer expression over block b's axes as an affine form (bad when it is not). */
+void sched_expr_aff(const sched_bounds *bd, int b, const stof_expr *e, sched_aff *out);
+/* The interval of x when the loops marked in bd->fixed are fixed and the others range
+ * over their extents, within a dimension of extent dim. */
+void sched_aff_range(const sched_bounds *bd, const sched_aff *x, int64_t dim, sched_range *out);
+/* r = r U x (a full dimension when their fixed parts differ). */
+void sched_range_union(sched_range *r, const sched_range *x, int64_t dim);
+/* Marks the loops of list[0..n) in bd->fixed (clearing the others). */
+void sched_bounds_fix(sched_bounds *bd, const int *list, int n);
+/* The store indices of block b into its buffer, as affine forms (rank of b->out). */
+void sched_store_aff(const sched_bounds *bd, int b, sched_aff *out);
+/* The ranges of buffer t that block b reads, with the loops in bd->fixed fixed, united
+ * into range[0..rank of t) (start them with ext 0: empty). */
+void sched_read_ranges(const sched_bounds *bd, int b, const stof_op *t, sched_range *range);
+/* Per data-parallel axis a of block b: the dimension of t that b reads with that axis as
+ * the whole index, at every load of t (-1: none; -2: several). */
+void sched_axis_map(const stof_sched *s, int b, const stof_op *t, int *map);
+/* A reverse-attached block's producer under its loop: the writer of the first buffer it
+ * reads that lies under the loop it is attached at (-1: none). Its region follows it. */
+int sched_rev_source(const stof_sched *s, int b);
+/* The least and greatest values of x over the extents of all its loops. */
+void sched_aff_minmax(const stof_sched *s, const sched_aff *x, int64_t *lo, int64_t *hi);
+
 /* ---------------------------------------------------------------- loop IR (lower.c) */
 
 enum { LIR_FOR, LIR_LET, LIR_IF, LIR_STORE, LIR_BLOCK };
 enum { LIR_STORE_PLAIN, LIR_STORE_INIT, LIR_STORE_UPDATE };
-enum { LIR_E_CONST, LIR_E_LOOP, LIR_E_AXIS, LIR_E_ADD, LIR_E_MUL, LIR_E_DIV, LIR_E_MOD, LIR_E_LT };
+enum {
+  LIR_E_CONST, LIR_E_LOOP, LIR_E_AXIS, LIR_E_ADD, LIR_E_SUB, LIR_E_MUL, LIR_E_DIV, LIR_E_MOD,
+  LIR_E_LT, LIR_E_GE
+};
 
 /* A statement: FOR (loop, body), LET (axis = value), IF (cond, body), STORE (the block's
- * op at its axes: the body, the reduction's identity or its update), BLOCK (one block's
- * nest). Children are first .. next links. */
+ * op at its axes into its buffer: the body, the reduction's identity or its update),
+ * BLOCK (one block's nest; block -1 is the root of everything). Children are first ..
+ * next links. */
 typedef struct lir_stmt {
   int kind;
   int block;
@@ -237,7 +398,7 @@ typedef struct lir_stmt {
 } lir_stmt;
 
 /* An index expression (int64). LOOP: a loop's variable; AXIS: a let-bound axis of the
- * block. */
+ * statement's block. */
 typedef struct lir_expr {
   int kind;
   int a, b;
@@ -246,15 +407,40 @@ typedef struct lir_expr {
   int axis;               /* AXIS */
 } lir_expr;
 
+/* A buffer of the lowered schedule. An external one (an input or a caller's tensor) is
+ * full-size and indexed absolutely; an internal one written and read only under loop at
+ * holds that loop iteration's region: extents ext, indices less min[d]. */
+typedef struct lir_buf {
+  const stof_op *op;
+  int writer;             /* the block writing it (-1: an input) */
+  int external;
+  int at;                 /* loop it is allocated per iteration of (-1: the function) */
+  int scope;
+  int64_t ext[STOF_MAX_DIMS];
+  int min[STOF_MAX_DIMS]; /* exprs (-1: 0) */
+} lir_buf;
+
+/* Per block: the store's index exprs into its buffer. */
+typedef struct lir_blk {
+  int store[STOF_MAX_DIMS];
+} lir_blk;
+
 typedef struct sched_lir {
   const stof_sched *s;
   stof_ctx *ctx;
   sched_vec stmts;        /* lir_stmt */
   sched_vec exprs;        /* lir_expr */
-  int first;              /* the BLOCK statements, in topological order */
+  sched_vec bufs;         /* lir_buf */
+  lir_blk *blk;           /* per block id */
+  int nblk;
+  int root;               /* the BLOCK statement holding everything */
+  int first;              /* its first child (the root blocks, in order) */
 } sched_lir;
 
-stof_status sched_lower(const stof_sched *s, sched_lir *out);
+/* Lowers s. args[0..nargs) are the caller's tensors (NULL: the outputs and inputs only):
+ * other buffers are internal and compacted where they can be. */
+stof_status sched_lower(const stof_sched *s, int nargs, const stof_op *const *args,
+                        sched_lir *out);
 void sched_lir_free(sched_lir *l);
 static inline lir_stmt *lir_stmt_at(const sched_lir *l, int i) {
   return (lir_stmt *)l->stmts.data + i;
@@ -262,8 +448,12 @@ static inline lir_stmt *lir_stmt_at(const sched_lir *l, int i) {
 static inline lir_expr *lir_expr_at(const sched_lir *l, int i) {
   return (lir_expr *)l->exprs.data + i;
 }
-/* Is block b's op an output of the schedule? */
+/* The buffer entry of op, or NULL. */
+const lir_buf *lir_find_buf(const sched_lir *l, const stof_op *op);
+/* Is the buffer block b writes an output of the schedule? */
 int sched_is_output(const stof_sched *s, int block);
+/* Is op an output of the schedule? */
+int sched_is_output_op(const stof_sched *s, const stof_op *op);
 
 /* ---------------------------------------------------------------- C code (codegen_c.c) */
 

@@ -32,6 +32,21 @@ static const char *annotated(const stof_sched *s, int loop, char *buf, size_t ca
   return NULL;
 }
 
+/* The first live block computed at loop (before or after its body), or -1. */
+static int attached_at(const stof_sched *s, int loop) {
+  for (int b = 0; b < s->blocks.len; b++) {
+    const sched_block *x = sched_block_at(s, b);
+    if (x->state == SCHED_B_LIVE && x->attach == loop) return b;
+  }
+  return -1;
+}
+
+/* The blocks computed at loop move to loop to (which encloses the same iterations). */
+static void move_attached(stof_sched *s, int loop, int to) {
+  for (int b = 0; b < s->blocks.len; b++)
+    if (sched_block_at(s, b)->attach == loop) sched_block_at(s, b)->attach = to;
+}
+
 static int mul_overflows(int64_t a, int64_t b, int64_t *out) {
   return __builtin_mul_overflow(a, b, out) || *out > ((int64_t)1 << 48);
 }
@@ -54,7 +69,7 @@ static stof_status split_check(stof_sched *s, const char *what, int loop, int nf
   const sched_block *b = sched_block_at(s, l->block);
   if (b->nloop + nfactor - 1 + extra_loops > STOF_SCHED_MAX_LOOPS)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: block %s would have %d loops, at most %d",
-                          what, b->op->name, b->nloop + nfactor - 1 + extra_loops,
+                          what, sched_block_name(s, l->block), b->nloop + nfactor - 1 + extra_loops,
                           STOF_SCHED_MAX_LOOPS);
   char buf[64];
   const char *ann = annotated(s, loop, buf, sizeof buf);
@@ -137,6 +152,7 @@ static void split_apply(stof_sched *s, int loop, int nfactor, const stof_factor 
   memmove(&b->loop[pos + nfactor], &b->loop[pos + 1], sizeof(int) * (size_t)(b->nloop - pos - 1));
   for (int k = 0; k < nfactor; k++) b->loop[pos + k] = parts[k];
   b->nloop += nfactor - 1;
+  move_attached(s, loop, parts[nfactor - 1]);
 
   int in[1 + STOF_SCHED_MAX_LOOPS];
   int64_t num[STOF_SCHED_MAX_LOOPS];
@@ -187,8 +203,8 @@ stof_status stof_sched_fuse(stof_sched *s, int nloop, const int *loops, int *fus
     if (l->block != l0->block)
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                             "fuse: loop %s is in block %s, loop %s in block %s",
-                            sched_loop_name(s, loops[0]), sched_block_at(s, l0->block)->op->name, name,
-                            sched_block_at(s, l->block)->op->name);
+                            sched_loop_name(s, loops[0]), sched_block_name(s, l0->block), name,
+                            sched_block_name(s, l->block));
     if (l->iter != l0->iter)
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                             "fuse: loop %s is %s and loop %s is %s (fuse loops of one kind)",
@@ -205,6 +221,14 @@ stof_status stof_sched_fuse(stof_sched *s, int nloop, const int *loops, int *fus
   }
   const sched_block *b = sched_block_at(s, sched_loop_at(s, loops[0])->block);
   for (int k = 0; k + 1 < nloop; k++) {
+    int at = attached_at(s, loops[k]);
+    if (at >= 0)
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                            "fuse: block %s is computed at loop %s, between the loops fused (fuse "
+                            "before compute_at)",
+                            sched_block_name(s, at), sched_loop_name(s, loops[k]));
+  }
+  for (int k = 0; k + 1 < nloop; k++) {
     const char *a = sched_loop_name(s, loops[k]), *c = sched_loop_name(s, loops[k + 1]);
     if (pos[k + 1] < pos[k])
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
@@ -212,7 +236,8 @@ stof_status stof_sched_fuse(stof_sched *s, int nloop, const int *loops, int *fus
     if (pos[k + 1] > pos[k] + 1)
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                             "fuse: loops %s and %s are not adjacent in block %s (%s lies between them)",
-                            a, c, b->op->name, sched_loop_name(s, b->loop[pos[k] + 1]));
+                            a, c, sched_block_name(s, sched_loop_at(s, loops[0])->block),
+                            sched_loop_name(s, b->loop[pos[k] + 1]));
   }
   sched_need n = {0};
   n.loops = 1;
@@ -257,6 +282,7 @@ stof_status stof_sched_fuse(stof_sched *s, int nloop, const int *loops, int *fus
   memmove(&bw->loop[pos[0] + 1], &bw->loop[pos[0] + nloop],
           sizeof(int) * (size_t)(bw->nloop - pos[0] - nloop));
   bw->nloop -= nloop - 1;
+  move_attached(s, loops[nloop - 1], id);
   sched_loop_at(s, id)->tv = trace_record(&s->trace, STOF_INST_FUSE, nloop, in, 0, NULL, 0, NULL, 0,
                                           NULL, -1, 1, SCHED_V_LOOP);
   *fused = id;
@@ -282,8 +308,24 @@ static stof_status reorder_check(stof_sched *s, const char *what, int nloop, con
     if (l->block != l0->block)
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                             "%s: loop %s is in block %s, loop %s in block %s", what,
-                            sched_loop_name(s, loops[0]), sched_block_at(s, l0->block)->op->name,
-                            sched_loop_name(s, loops[k]), sched_block_at(s, l->block)->op->name);
+                            sched_loop_name(s, loops[0]), sched_block_name(s, l0->block),
+                            sched_loop_name(s, loops[k]), sched_block_name(s, l->block));
+  }
+  /* a block computed at a loop between the reordered ones would see other iterations */
+  int lo = STOF_SCHED_MAX_LOOPS, hi = -1;
+  for (int k = 0; k < nloop; k++) {
+    int p = sched_loop_pos(s, loops[k]);
+    if (p < lo) lo = p;
+    if (p > hi) hi = p;
+  }
+  const sched_block *b = sched_block_at(s, sched_loop_at(s, loops[0])->block);
+  for (int p = lo; p < hi; p++) {
+    int at = attached_at(s, b->loop[p]);
+    if (at >= 0)
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                            "%s: block %s is computed at loop %s, among the loops reordered (reorder "
+                            "before compute_at)",
+                            what, sched_block_name(s, at), sched_loop_name(s, b->loop[p]));
   }
   return STOF_OK;
 }
@@ -301,7 +343,15 @@ static void reorder_apply(stof_sched *s, int nloop, const int *loops) {
       pos[j - 1] = t;
     }
   sched_block *b = sched_block_at(s, sched_loop_at(s, loops[0])->block);
+  int last = b->loop[pos[nloop - 1]];
   for (int k = 0; k < nloop; k++) b->loop[pos[k]] = loops[k];
+  /* what was computed in the innermost loop's body stays in the body of the chain */
+  if (last != b->loop[pos[nloop - 1]]) {
+    int tmp = -2;
+    move_attached(s, last, tmp);
+    move_attached(s, b->loop[pos[nloop - 1]], last);
+    move_attached(s, tmp, b->loop[pos[nloop - 1]]);
+  }
   trace_record(&s->trace, STOF_INST_REORDER, nloop, in, 0, NULL, 0, NULL, 0, NULL, -1, 0, 0);
 }
 
@@ -328,8 +378,8 @@ stof_status stof_sched_tile(stof_sched *s, int x, int y, stof_factor fx, stof_fa
                           sched_loop_name(s, x));
   if (lx->block != ly->block)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "tile: loop %s is in block %s, loop %s in block %s",
-                          sched_loop_name(s, x), sched_block_at(s, lx->block)->op->name,
-                          sched_loop_name(s, y), sched_block_at(s, ly->block)->op->name);
+                          sched_loop_name(s, x), sched_block_name(s, lx->block),
+                          sched_loop_name(s, y), sched_block_name(s, ly->block));
   stof_factor fxs[2] = {stof_factor_const(STOF_INFER), fx}, fys[2] = {stof_factor_const(STOF_INFER), fy};
   if (fx.value == STOF_INFER && fx.knob < 0)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "tile: the factor for loop %s cannot be inferred",
@@ -340,6 +390,18 @@ stof_status stof_sched_tile(stof_sched *s, int x, int y, stof_factor fx, stof_fa
   int64_t vx[2], vy[2];
   if ((st = split_check(s, what, x, 2, fxs, 1, vx))) return st;
   if ((st = split_check(s, what, y, 2, fys, 1, vy))) return st;
+  /* as the reorder that tile ends with: nothing computed at the loops from the outer of the
+   * two down to (not including) the inner one */
+  int posx = sched_loop_pos(s, x), posy = sched_loop_pos(s, y);
+  const sched_block *b = sched_block_at(s, lx->block);
+  for (int p = posx < posy ? posx : posy; p < (posx < posy ? posy : posx); p++) {
+    int at = attached_at(s, b->loop[p]);
+    if (at >= 0)
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                            "tile: block %s is computed at loop %s, among the loops tiled (tile before "
+                            "compute_at)",
+                            sched_block_name(s, at), sched_loop_name(s, b->loop[p]));
+  }
   sched_need n = {0};
   split_need(s, x, 2, &n);
   split_need(s, y, 2, &n);

@@ -1,7 +1,8 @@
 /*
  * Schedule state: creation (one block per compute op, its root loops), deep clone, blocks
- * and loops (get_block, get_loops, loop_info), knobs, groups (TVM's fusion rule), and the
- * growable arrays the module shares.
+ * and loops (get_block, get_loops, loop_info), knobs, groups (TVM's fusion rule), the
+ * growable arrays the module shares, the queries the block primitives share (readers,
+ * writers, attachment), and the clone-and-commit of the primitives that work on a clone.
  *
  * Invariants: see schedule_int.h. Every public function here that changes the schedule
  * validates first, reserves, then applies and records; ids never move.
@@ -33,6 +34,22 @@ static const char *const thread_names[] = {
     STOF_THREAD_LIST(STOF_X)
 #undef STOF_X
 };
+
+static const char *const scope_names[] = {
+#define STOF_X(name, text) text,
+    SCHED_SCOPE_LIST(STOF_X)
+#undef STOF_X
+};
+
+const char *sched_scope_name(int scope) {
+  return scope >= 0 && scope < SCHED_SCOPE_COUNT ? scope_names[scope] : "?";
+}
+
+int sched_scope_parse(const char *name) {
+  for (int i = 0; name && i < SCHED_SCOPE_COUNT; i++)
+    if (strcmp(name, scope_names[i]) == 0) return i;
+  return -1;
+}
 
 const char *stof_iter_kind_name(stof_iter_kind k) {
   return (unsigned)k < STOF_ITER_COUNT ? iter_names[k] : "?";
@@ -154,15 +171,119 @@ int sched_loop_pos(const stof_sched *s, int loop) {
 
 int sched_block_of_op(const stof_sched *s, const stof_op *op) {
   for (int i = 0; i < s->blocks.len; i++)
-    if (sched_block_at(s, i)->op == op) return i;
+    if (sched_block_at(s, i)->orig == op) return i;
   return -1;
 }
 
-int sched_is_output(const stof_sched *s, int block) {
-  const stof_op *op = sched_block_at(s, block)->op;
+int sched_is_output_op(const stof_sched *s, const stof_op *op) {
   for (int i = 0; i < s->nout; i++)
     if (s->out[i] == op) return 1;
   return 0;
+}
+
+int sched_is_output(const stof_sched *s, int block) {
+  return sched_is_output_op(s, sched_block_at(s, block)->out);
+}
+
+/* ---------------------------------------------------------------- blocks and buffers */
+
+int sched_reads(const stof_sched *s, int b, const stof_op *t) {
+  const stof_op *ops[64];
+  int n = sched_expr_loads(sched_block_at(s, b)->op->body, ops, 64);
+  for (int i = 0; i < n && i < 64; i++)
+    if (ops[i] == t) return 1;
+  return n > 64; /* too many to list: assume it does */
+}
+
+int sched_readers(const stof_sched *s, const stof_op *t, int except, int *out, int cap) {
+  int n = 0;
+  for (int b = 0; b < s->blocks.len; b++) {
+    if (b == except || sched_block_at(s, b)->state != SCHED_B_LIVE || !sched_reads(s, b, t)) continue;
+    if (n < cap) out[n] = b;
+    n++;
+  }
+  return n;
+}
+
+int sched_writer(const stof_sched *s, const stof_op *t) {
+  for (int b = 0; b < s->blocks.len; b++)
+    if (sched_block_at(s, b)->state == SCHED_B_LIVE && sched_block_at(s, b)->out == t) return b;
+  return -1;
+}
+
+int sched_first_attached(const stof_sched *s, int b) {
+  for (int i = 0; i < s->blocks.len; i++) {
+    const sched_block *x = sched_block_at(s, i);
+    if (x->state == SCHED_B_LIVE && x->attach >= 0 && sched_loop_at(s, x->attach)->block == b) return i;
+  }
+  return -1;
+}
+
+int sched_under_loop(const stof_sched *s, int block, int loop) {
+  int q = sched_loop_at(s, loop)->block, pos = sched_loop_pos(s, loop);
+  for (int b = block, depth = 0; depth <= s->blocks.len; depth++) {
+    if (b == q) return 1;
+    const sched_block *x = sched_block_at(s, b);
+    if (x->attach < 0) return 0;
+    int owner = sched_loop_at(s, x->attach)->block;
+    if (owner == q) return sched_loop_pos(s, x->attach) >= pos;
+    b = owner;
+  }
+  return 0;
+}
+
+int sched_attached_under(const stof_sched *s, int block, int anc) {
+  int b = block;
+  for (int depth = 0; depth <= s->blocks.len; depth++) {
+    const sched_block *x = sched_block_at(s, b);
+    if (x->attach < 0) return 0;
+    b = sched_loop_at(s, x->attach)->block;
+    if (b == anc) return 1;
+  }
+  return 0;
+}
+
+const char *sched_unique_name(const stof_sched *s, const char *base, char *buf, size_t cap) {
+  for (int k = 0;; k++) {
+    if (k == 0)
+      snprintf(buf, cap, "%s", base);
+    else
+      snprintf(buf, cap, "%s_%d", base, k);
+    int used = 0;
+    for (int b = 0; b < s->blocks.len && !used; b++) used = strcmp(sched_block_name(s, b), buf) == 0;
+    if (!used) return buf;
+  }
+}
+
+stof_status sched_try(stof_sched *s, stof_sched **c) { return stof_sched_clone(s, c); }
+
+stof_status sched_commit(stof_sched *s, stof_sched *c, const char *what) {
+  sched_lir l;
+  stof_status st = sched_lower(c, 0, NULL, &l);
+  if (!st) sched_lir_free(&l);
+  if (st && st != STOF_ERR_NOMEM) {
+    char msg[900];
+    const char *m = stof_ctx_message(s->ctx);
+    if (strncmp(m, "lower: ", 7) == 0) m += 7;
+    snprintf(msg, sizeof msg, "%s", m);
+    stof_ctx_error(s->ctx, st, "%s: %s", what, msg);
+  }
+  if (st) {
+    stof_sched_free(c);
+    return st;
+  }
+  stof_sched tmp = *s;
+  *s = *c;
+  *c = tmp;
+  stof_sched_free(c);
+  return STOF_OK;
+}
+
+/* "was inlined into its consumers" etc. for a block that is gone, else NULL. */
+static const char *gone(const sched_block *b) {
+  if (b->state == SCHED_B_INLINED) return "was inlined into its consumers (compute_inline)";
+  if (b->state == SCHED_B_REV_INLINED) return "was inlined into its producer (reverse_compute_inline)";
+  return NULL;
 }
 
 stof_status sched_check_loop(stof_sched *s, const char *what, int loop) {
@@ -181,6 +302,15 @@ stof_status sched_check_loop(stof_sched *s, const char *what, int loop) {
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                           "%s: loop %s was fused into %s (use the fused loop)", what,
                           sched_loop_name(s, loop), sched_loop_name(s, l->repl_first));
+  const char *g = gone(sched_block_at(s, l->block));
+  if (g)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: loop %s belongs to block %s, which %s", what,
+                          sched_loop_name(s, loop), sched_block_name(s, l->block), g);
+  if (l->dead)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: loop %s of block %s was replaced when the block moved (compute_at; get "
+                          "its loops again)",
+                          what, sched_loop_name(s, loop), sched_block_name(s, l->block));
   return STOF_OK;
 }
 
@@ -190,7 +320,9 @@ stof_status sched_check_block(stof_sched *s, const char *what, int block) {
   if (sched_block_at(s, block)->tv < 0)
     return stof_ctx_error(s->ctx, STOF_ERR_ARG,
                           "%s: block %d (%s) was never handed out (get it with get_block)", what,
-                          block, sched_block_at(s, block)->op->name);
+                          block, sched_block_name(s, block));
+  const char *g = gone(sched_block_at(s, block));
+  if (g) return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: block %s %s", what, sched_block_name(s, block), g);
   return STOF_OK;
 }
 
@@ -243,27 +375,31 @@ void stof_sched_free(stof_sched *s) {
 
 /* The root loops and the block of compute op op. */
 static stof_status add_block(stof_sched *s, const stof_op *op) {
-  sched_block b;
-  memset(&b, 0, sizeof b);
-  b.op = op;
   const stof_expr *red = op->body->kind == STOF_EXPR_REDUCE ? op->body : NULL;
-  b.naxis = op->ndim + (red ? red->u.reduce.naxis : 0);
-  if (b.naxis > STOF_SCHED_MAX_LOOPS)
+  int naxis = op->ndim + (red ? red->u.reduce.naxis : 0);
+  if (naxis > STOF_SCHED_MAX_LOOPS)
     return stof_ctx_error(s->ctx, STOF_ERR_UNSUPPORTED,
                           "schedule: compute %s has %d axes, at most %d are supported", op->name,
-                          b.naxis, STOF_SCHED_MAX_LOOPS);
-  b.root = s->loops.len;
-  b.nloop = b.naxis;
-  b.tv = -1;
-  int id = sched_vec_push(s->ctx, &s->blocks, &b, 1);
-  if (id < 0) return STOF_ERR_NOMEM;
-  sched_block *bp = sched_block_at(s, id);
-  for (int a = 0; a < b.naxis; a++) {
-    const stof_var *v = sched_block_axis(bp, a);
+                          naxis, STOF_SCHED_MAX_LOOPS);
+  sched_block b;
+  memset(&b, 0, sizeof b);
+  b.op = b.orig = b.out = op;
+  return sched_add_block(s, &b, op->name) < 0 ? STOF_ERR_NOMEM : STOF_OK;
+}
+
+/* Root loops for axes [0, naxis) of block id: extents ext (or the axes'), names names. */
+static stof_status add_root_loops(stof_sched *s, int id, const int64_t *ext, const char *const *names,
+                                  int elide_units) {
+  sched_block *b = sched_block_at(s, id);
+  const stof_expr *red = sched_block_reduce(b);
+  int naxis = b->op->ndim + (red ? red->u.reduce.naxis : 0);
+  int root = s->loops.len;
+  for (int a = 0; a < naxis; a++) {
+    const stof_var *v = sched_block_axis(sched_block_at(s, id), a);
     sched_loop l;
     memset(&l, 0, sizeof l);
     l.block = id;
-    l.extent = v->extent;
+    l.extent = ext ? ext[a] : v->extent;
     l.iter = v->kind == STOF_VAR_REDUCE ? STOF_ITER_REDUCE : STOF_ITER_DATA_PAR;
     l.derive = STOF_DERIVE_ROOT;
     l.axis = a;
@@ -271,11 +407,39 @@ static stof_status add_block(stof_sched *s, const stof_op *op) {
     l.repl = SCHED_LEAF;
     l.ann = STOF_ANN_NONE;
     l.tv = -1;
-    int lid = sched_add_loop(s, &l, v->name ? v->name : "v");
+    l.elide = elide_units && l.extent == 1;
+    int lid = sched_add_loop(s, &l, names && names[a] ? names[a] : v->name ? v->name : "v");
     if (lid < 0) return STOF_ERR_NOMEM;
-    sched_block_at(s, id)->loop[a] = lid;
   }
+  b = sched_block_at(s, id);
+  b->naxis = naxis;
+  b->root = root;
+  b->nloop = naxis;
+  for (int a = 0; a < naxis; a++) b->loop[a] = root + a;
   return STOF_OK;
+}
+
+int sched_add_block(stof_sched *s, const sched_block *proto, const char *name) {
+  sched_block b = *proto;
+  b.name = sched_add_str(s, name);
+  if (b.name < 0) return -1;
+  b.state = SCHED_B_LIVE;
+  b.attach = -1;
+  b.attach_rev = 0;
+  b.rf_loop = -1;
+  b.rf_pos = 0;
+  b.tv = -1;
+  b.nloop = b.naxis = 0;
+  int id = sched_vec_push(s->ctx, &s->blocks, &b, 1);
+  if (id < 0 || add_root_loops(s, id, NULL, NULL, 0)) return -1;
+  return id;
+}
+
+stof_status sched_regen_loops(stof_sched *s, int block, const int64_t *ext, const char *const *names,
+                              int elide_units) {
+  for (int i = 0; i < s->loops.len; i++)
+    if (sched_loop_at(s, i)->block == block) sched_loop_at(s, i)->dead = 1;
+  return add_root_loops(s, block, ext, names, elide_units);
 }
 
 stof_status stof_sched_new(stof_graph *g, int nout, const stof_op *const *outputs,
@@ -383,7 +547,13 @@ const stof_op *stof_sched_output(const stof_sched *s, int i) {
 }
 int stof_sched_nblock(const stof_sched *s) { return s->blocks.len; }
 const stof_op *stof_sched_block_op(const stof_sched *s, int b) {
-  return b >= 0 && b < s->blocks.len ? sched_block_at(s, b)->op : NULL;
+  return b >= 0 && b < s->blocks.len ? sched_block_at(s, b)->orig : NULL;
+}
+const char *stof_sched_block_name(const stof_sched *s, int b) {
+  return b >= 0 && b < s->blocks.len ? sched_block_name(s, b) : NULL;
+}
+int stof_sched_block_alive(const stof_sched *s, int b) {
+  return b >= 0 && b < s->blocks.len && sched_block_at(s, b)->state == SCHED_B_LIVE;
 }
 
 /* ---------------------------------------------------------------- blocks and loops */
@@ -393,11 +563,13 @@ static stof_status find_block(const stof_sched *s, const char *what, const char 
   if (!name) return stof_ctx_error(s->ctx, STOF_ERR_ARG, "%s: missing block name", what);
   int found = -1, count = 0;
   for (int i = 0; i < s->blocks.len; i++)
-    if (strcmp(sched_block_at(s, i)->op->name, name) == 0) {
+    if (strcmp(sched_block_name(s, i), name) == 0) {
       if (found < 0) found = i;
       count++;
     }
   if (count == 1) {
+    const char *g = gone(sched_block_at(s, found));
+    if (g) return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: block %s %s", what, name, g);
     *block = found;
     return STOF_OK;
   }
@@ -412,7 +584,7 @@ static stof_status find_block(const stof_sched *s, const char *what, const char 
   char list[256] = "";
   size_t n = 0;
   for (int i = 0; i < s->blocks.len && n < sizeof list - 8; i++) {
-    int w = snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", sched_block_at(s, i)->op->name);
+    int w = snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", sched_block_name(s, i));
     if (w < 0) break;
     n += (size_t)w;
   }
@@ -441,7 +613,7 @@ stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, 
   sched_block *b = sched_block_at(s, block);
   if (cap < b->nloop)
     return stof_ctx_error(s->ctx, STOF_ERR_ARG, "get_loops: block %s has %d loops, room for %d",
-                          b->op->name, b->nloop, cap);
+                          sched_block_name(s, block), b->nloop, cap);
   sched_need n = {0};
   trace_need(&n, 1, 0, 0, 0, 0, b->nloop);
   if ((st = sched_reserve(s, &n))) return st;
@@ -469,7 +641,7 @@ stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *
   out->nparts = l->nparts;
   out->ann = l->ann;
   out->thread = l->thread;
-  out->alive = l->repl == SCHED_LEAF;
+  out->alive = l->repl == SCHED_LEAF && !l->dead && sched_block_at(s, l->block)->state == SCHED_B_LIVE;
   return STOF_OK;
 }
 
@@ -591,7 +763,7 @@ static const char *group_text(const stof_sched *s, int n, const int *blocks, cha
   buf[0] = 0;
   len += (size_t)snprintf(buf, cap, "{");
   for (int i = 0; i < n && len < cap - 8; i++) {
-    int w = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", sched_block_at(s, blocks[i])->op->name);
+    int w = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", sched_block_at(s, blocks[i])->orig->name);
     if (w < 0) break;
     len += (size_t)w;
   }
@@ -618,7 +790,7 @@ static stof_status check_group(stof_sched *s, int n, const int *blocks, unsigned
   int nop = stof_graph_nop(s->g);
   const stof_op *master = NULL;
   for (int i = 0; i < n; i++) {
-    const stof_op *op = sched_block_at(s, blocks[i])->op;
+    const stof_op *op = sched_block_at(s, blocks[i])->orig;
     if (in[op->id])
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "group %s: op %s is given twice",
                             group_text(s, n, blocks, gt, sizeof gt), op->name);
@@ -644,12 +816,12 @@ static stof_status check_group(stof_sched *s, int n, const int *blocks, unsigned
   /* connected: a walk along producer-consumer edges inside the group reaches everyone */
   unsigned char *seen = memo;
   memset(seen, 0, (size_t)nop);
-  int first = sched_block_at(s, blocks[0])->op->id, reached = 1;
+  int first = sched_block_at(s, blocks[0])->orig->id, reached = 1;
   seen[first] = 1;
   for (int changed = 1; changed;) {
     changed = 0;
     for (int i = 0; i < n; i++) {
-      const stof_op *op = sched_block_at(s, blocks[i])->op;
+      const stof_op *op = sched_block_at(s, blocks[i])->orig;
       for (int j = 0; j < op->ninput; j++) {
         int a = op->id, b = op->input[j]->id;
         if (!in[b] || seen[a] == seen[b]) continue;
@@ -662,7 +834,7 @@ static stof_status check_group(stof_sched *s, int n, const int *blocks, unsigned
   if (reached < n) {
     const stof_op *lone = NULL;
     for (int i = 0; i < n && !lone; i++)
-      if (!seen[sched_block_at(s, blocks[i])->op->id]) lone = sched_block_at(s, blocks[i])->op;
+      if (!seen[sched_block_at(s, blocks[i])->orig->id]) lone = sched_block_at(s, blocks[i])->orig;
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                           "group %s: the ops are not connected (%s neither reads nor feeds "
                           "the others)",
@@ -691,7 +863,7 @@ static stof_status check_group(stof_sched *s, int n, const int *blocks, unsigned
     mm[master->id] = 1;
     memset(memo, 0, (size_t)nop);
     for (int i = 0; i < n; i++) {
-      const stof_op *op = sched_block_at(s, blocks[i])->op;
+      const stof_op *op = sched_block_at(s, blocks[i])->orig;
       if (op != master && op->pattern > STOF_PATTERN_BROADCAST && reads_marked(op, mm, memo))
         return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                               "group %s: %s (%s) follows the out-elementwise-fusable op %s; only "
@@ -715,7 +887,7 @@ stof_status sched_group_blocks(stof_sched *s, int nblock, const int *blocks, int
   if (!names) return STOF_ERR_NOMEM;
   int bytes = 0;
   for (int i = 0; i < nblock; i++) {
-    names[i] = sched_block_at(s, blocks[i])->op->name;
+    names[i] = sched_block_at(s, blocks[i])->orig->name;
     bytes += (int)strlen(names[i]) + 1;
   }
   sched_need n = {0};
@@ -729,7 +901,7 @@ stof_status sched_group_blocks(stof_sched *s, int nblock, const int *blocks, int
     g.nop = nblock;
     g.alive = 1;
     for (int i = 0; i < nblock; i++) {
-      int64_t id = sched_block_at(s, blocks[i])->op->id;
+      int64_t id = sched_block_at(s, blocks[i])->orig->id;
       sched_vec_push(s->ctx, &s->nums, &id, 1);
     }
     g.tv = trace_record(&s->trace, STOF_INST_GROUP, 0, NULL, 0, NULL, 0, NULL, nblock, names, -1, 1,

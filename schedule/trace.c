@@ -1,6 +1,6 @@
 /*
- * Traces: the instructions a schedule was built with (TVM's kinds, plus Knob, Group and
- * Ungroup), their values (blocks, loops, knobs, groups, numbered in creation order), and
+ * Traces: the instructions a schedule was built with (TVM's kinds, ComputeAt, CacheRead,
+ * RFactor and the others included, plus Knob, Group and Ungroup), their values (blocks, loops, knobs, groups, numbered in creation order), and
  * three forms: a Lua script that rebuilds the schedule, JSON for the tuning database, and
  * replay into a schedule.
  *
@@ -291,6 +291,29 @@ stof_status stof_trace_to_lua(const stof_trace *t, char **out) {
       }
       stof_buf_printf(&b, ", %d)\n", I->decision);
       break;
+    case STOF_INST_COMPUTE_AT:
+    case STOF_INST_REVERSE_COMPUTE_AT:
+    case STOF_INST_COMPUTE_INLINE:
+    case STOF_INST_REVERSE_COMPUTE_INLINE:
+      stof_buf_printf(&b, "s:%s(", m);
+      lua_inputs(&b, t, I, table);
+      stof_buf_puts(&b, ")\n");
+      break;
+    case STOF_INST_CACHE_READ:
+    case STOF_INST_CACHE_WRITE:
+      stof_buf_printf(&b, "s:%s(", m);
+      lua_inputs(&b, t, I, table);
+      if (I->kind == STOF_INST_CACHE_READ)
+        stof_buf_printf(&b, ", %lld", (long long)trace_num(t, I->num)[0]);
+      stof_buf_puts(&b, ", ");
+      lua_string(&b, inst_str(t, I, 0));
+      stof_buf_puts(&b, ")\n");
+      break;
+    case STOF_INST_RFACTOR:
+      stof_buf_printf(&b, "s:%s(", m);
+      lua_inputs(&b, t, I, table);
+      stof_buf_printf(&b, ", %lld)\n", (long long)trace_num(t, I->num)[0]);
+      break;
     case STOF_INST_GROUP:
       stof_buf_printf(&b, "s:%s({", m);
       for (int k = 0; k < I->nstr; k++) {
@@ -388,6 +411,24 @@ stof_status stof_trace_to_json(const stof_trace *t, char **out) {
       break;
     }
     case STOF_INST_UNGROUP: json_object_set_new(o, "group", json_integer(in[0])); break;
+    case STOF_INST_COMPUTE_AT:
+    case STOF_INST_REVERSE_COMPUTE_AT:
+      json_object_set_new(o, "block", json_integer(in[0]));
+      json_object_set_new(o, "loop", json_integer(in[1]));
+      break;
+    case STOF_INST_COMPUTE_INLINE:
+    case STOF_INST_REVERSE_COMPUTE_INLINE: json_object_set_new(o, "block", json_integer(in[0])); break;
+    case STOF_INST_CACHE_READ:
+    case STOF_INST_CACHE_WRITE:
+      json_object_set_new(o, "block", json_integer(in[0]));
+      if (I->kind == STOF_INST_CACHE_READ)
+        json_object_set_new(o, "index", json_integer(trace_num(t, I->num)[0]));
+      json_object_set_new(o, "scope", json_string(inst_str(t, I, 0)));
+      break;
+    case STOF_INST_RFACTOR:
+      json_object_set_new(o, "loop", json_integer(in[0]));
+      json_object_set_new(o, "factor_axis", json_integer(trace_num(t, I->num)[0]));
+      break;
     default: break;
     }
     if (I->nout) json_object_set_new(o, "outputs", json_values(I->out, I->nout));
@@ -572,6 +613,38 @@ static stof_status read_inst(json_reader *r, json_t *o) {
   case STOF_INST_UNGROUP:
     st = read_value(r, json_object_get(o, "group"), "group", SCHED_V_GROUP, &in[nin++]);
     break;
+  case STOF_INST_COMPUTE_AT:
+  case STOF_INST_REVERSE_COMPUTE_AT:
+    st = read_value(r, json_object_get(o, "block"), "block", SCHED_V_BLOCK, &in[nin++]);
+    if (!st) st = read_value(r, json_object_get(o, "loop"), "loop", SCHED_V_LOOP, &in[nin++]);
+    break;
+  case STOF_INST_COMPUTE_INLINE:
+  case STOF_INST_REVERSE_COMPUTE_INLINE:
+    st = read_value(r, json_object_get(o, "block"), "block", SCHED_V_BLOCK, &in[nin++]);
+    break;
+  case STOF_INST_CACHE_READ:
+  case STOF_INST_CACHE_WRITE:
+    st = read_value(r, json_object_get(o, "block"), "block", SCHED_V_BLOCK, &in[nin++]);
+    if (!st && kind == STOF_INST_CACHE_READ) {
+      json_t *x = json_object_get(o, "index");
+      if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > (1 << 20))
+        return bad(r, "%s must be an integer >= 0", "index");
+      num[nnum++] = json_integer_value(x);
+    }
+    if (!st) st = read_string(r, o, "scope", &str[nstr++]);
+    nout = 1;
+    vk = SCHED_V_BLOCK;
+    break;
+  case STOF_INST_RFACTOR: {
+    st = read_value(r, json_object_get(o, "loop"), "loop", SCHED_V_LOOP, &in[nin++]);
+    json_t *x = json_object_get(o, "factor_axis");
+    if (!st && (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > STOF_MAX_DIMS))
+      return bad(r, "%s must be an integer in 0..8", "factor_axis");
+    if (!st) num[nnum++] = json_integer_value(x);
+    nout = 1;
+    vk = SCHED_V_BLOCK;
+    break;
+  }
   default: break;
   }
   if (st) return st;
@@ -640,7 +713,7 @@ static stof_status replay_inst(const stof_trace *t, const sched_inst *I, stof_sc
     st = stof_sched_get_loops(c, ids[0], STOF_SCHED_MAX_LOOPS, loops, &n);
     if (!st && n != I->nout)
       st = stof_ctx_error(c->ctx, STOF_ERR_SCHEDULE, "block %s has %d loops, the trace expects %d",
-                          sched_block_at(c, ids[0])->op->name, n, I->nout);
+                          sched_block_name(c, ids[0]), n, I->nout);
     for (int k = 0; !st && k < n; k++) map[I->out + k] = loops[k];
     break;
   }
@@ -687,6 +760,22 @@ static stof_status replay_inst(const stof_trace *t, const sched_inst *I, stof_sc
     break;
   }
   case STOF_INST_UNGROUP: st = stof_sched_ungroup(c, ids[0]); break;
+  case STOF_INST_COMPUTE_AT: st = stof_sched_compute_at(c, ids[0], ids[1]); break;
+  case STOF_INST_REVERSE_COMPUTE_AT: st = stof_sched_reverse_compute_at(c, ids[0], ids[1]); break;
+  case STOF_INST_COMPUTE_INLINE: st = stof_sched_compute_inline(c, ids[0]); break;
+  case STOF_INST_REVERSE_COMPUTE_INLINE: st = stof_sched_reverse_compute_inline(c, ids[0]); break;
+  case STOF_INST_CACHE_READ:
+    st = stof_sched_cache_read(c, ids[0], (int)trace_num(t, I->num)[0], inst_str(t, I, 0), &one);
+    if (!st) map[I->out] = one;
+    break;
+  case STOF_INST_CACHE_WRITE:
+    st = stof_sched_cache_write(c, ids[0], inst_str(t, I, 0), &one);
+    if (!st) map[I->out] = one;
+    break;
+  case STOF_INST_RFACTOR:
+    st = stof_sched_rfactor(c, ids[0], (int)trace_num(t, I->num)[0], &one);
+    if (!st) map[I->out] = one;
+    break;
   default: st = stof_ctx_error(c->ctx, STOF_ERR_INTERNAL, "unknown instruction kind %d", I->kind);
   }
   return st;

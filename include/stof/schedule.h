@@ -1,11 +1,13 @@
 /*
  * stof schedule: TVM-style schedules of a TE graph, their traces, lowering to a loop IR,
- * and code generation (slice 1: the C backend).
+ * and code generation (the C backend).
  *
  * A schedule covers the ops that a set of outputs needs. Every compute op among them is a
  * block (a stage); placeholders are inputs. A block's loops start as its compute axes then
  * its reduce axes (reduce axes innermost, in order); primitives (split, fuse, reorder,
- * tile, bind, vectorize, unroll, parallel, annotate) transform them. Groups say which ops
+ * tile, bind, vectorize, unroll, parallel, annotate) transform them; others move, merge
+ * and add blocks (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline,
+ * cache_read, cache_write, rfactor). Groups say which ops
  * become one kernel. Knobs are named tunable integers (candidates and a decision) that
  * primitives take wherever they take a factor.
  *
@@ -19,9 +21,12 @@
  *  - Every successful primitive appends one instruction to the schedule's trace (tile
  *    appends Split, Split, Reorder). Replaying the trace into a fresh schedule of the same
  *    graph rebuilds the same loop nests; a changed knob decision gives the new nests.
- *  - Loop and block ids are handed out by get_block, get_loops, split, fuse and tile; a
- *    primitive given an id that none of them returned fails with STOF_ERR_ARG.
- *  - The schedule borrows its graph: the graph must outlive it.
+ *  - Loop and block ids are handed out by get_block, get_loops, split, fuse, tile,
+ *    cache_read, cache_write and rfactor; a primitive given an id that none of them
+ *    returned fails with STOF_ERR_ARG.
+ *  - The schedule borrows its graph: the graph must outlive it. Primitives that rewrite
+ *    a block's expression (compute_inline, cache_read, ...) add ops to the graph (the
+ *    outputs' ops never change, so the graph's meaning does not).
  */
 #ifndef STOF_SCHEDULE_H
 #define STOF_SCHEDULE_H
@@ -94,6 +99,13 @@ typedef enum stof_thread_tag {
   X(UNROLL, "Unroll", "unroll")                                                           \
   X(PARALLEL, "Parallel", "parallel")                                                     \
   X(ANNOTATE, "Annotate", "annotate")                                                     \
+  X(COMPUTE_AT, "ComputeAt", "compute_at")                                                \
+  X(REVERSE_COMPUTE_AT, "ReverseComputeAt", "reverse_compute_at")                         \
+  X(COMPUTE_INLINE, "ComputeInline", "compute_inline")                                    \
+  X(REVERSE_COMPUTE_INLINE, "ReverseComputeInline", "reverse_compute_inline")             \
+  X(CACHE_READ, "CacheRead", "cache_read")                                                \
+  X(CACHE_WRITE, "CacheWrite", "cache_write")                                             \
+  X(RFACTOR, "RFactor", "rfactor")                                                        \
   X(KNOB, "Knob", "knob")                                                                 \
   X(SAMPLE_CATEGORICAL, "SampleCategorical", "sample_categorical")                        \
   X(GROUP, "Group", "group")                                                              \
@@ -164,8 +176,15 @@ int stof_sched_nout(const stof_sched *s);
 /** Output i. Borrowed from the graph. */
 const stof_op *stof_sched_output(const stof_sched *s, int i);
 int stof_sched_nblock(const stof_sched *s);
-/** The op of block b (NULL when b is out of range). Borrowed from the graph. */
+/** The op block b was made for: a compute of the graph, or the op a primitive made for a
+ *  new block (cache_read, cache_write, rfactor); NULL when b is out of range. Borrowed
+ *  from the graph. */
 const stof_op *stof_sched_block_op(const stof_sched *s, int b);
+/** Block b's name ("C", "A.shared", "C.rf"); NULL when b is out of range. Borrowed:
+ *  valid until the schedule's next change. */
+const char *stof_sched_block_name(const stof_sched *s, int b);
+/** Is block b still in the schedule (not inlined)? */
+int stof_sched_block_alive(const stof_sched *s, int b);
 
 /**
  * get_block: the block of the compute op named name. STOF_ERR_SCHEDULE when no block or
@@ -226,6 +245,93 @@ stof_status stof_sched_reorder(stof_sched *s, int nloop, const int *loops);
  */
 stof_status stof_sched_tile(stof_sched *s, int x, int y, stof_factor fx, stof_factor fy,
                             int out[4]);
+
+/* ---------------------------------------------------------------- block placement
+ *
+ * These primitives move, merge and add blocks. They are transactional as the others: on
+ * error (STOF_ERR_SCHEDULE with a message naming the blocks and loops) the schedule is
+ * unchanged. Intermediate buffers are compacted when lowering: a buffer written and read
+ * only under some loop holds one iteration's region of it (bound inference: interval
+ * arithmetic over the index expressions, affine with constant coefficients; anything else
+ * falls back to the whole dimension). */
+
+/**
+ * compute_at: block (a producer, not an output) is computed under loop (of a consumer),
+ * for the region its consumers need per iteration of that loop. Every consumer must lie
+ * under the loop. The block gets new loops over that region, named ax0, ax1, ... (or the
+ * axis name when the region is the whole axis; unit loops vanish), with guards at the
+ * tensor's edges; get them again with get_loops.
+ *
+ *   for i in 0..37:            compute_at(B, i.outer)    for i.outer in 0..5:
+ *     B[i] = A[i] * 2.0        (C split by 8)              for ax0 in 0..8:
+ *   for i.outer in 0..5:                                     let i = i.outer * 8 + ax0
+ *     for i.inner in 0..8:                                   if i < 37:
+ *       let i = ...                                            B[i] = A[i] * 2.0
+ *       if i < 37:                                         for i.inner in 0..8:
+ *         C[i] = B[i] + 1.0                                  ... C[i] = B[i] + 1.0
+ */
+stof_status stof_sched_compute_at(stof_sched *s, int block, int loop);
+/**
+ * reverse_compute_at: block (a consumer) is computed under loop (of its producer), after
+ * the loop's body, over the region the producer has written in that iteration. Every
+ * producer of the block must lie under the loop; the block must read the producer at its
+ * own axes (D[i, j] reads C[i, j], C[j], ...) and the loop must not be a reduce loop of
+ * the producer (nor lie inside one).
+ */
+stof_status stof_sched_reverse_compute_at(stof_sched *s, int block, int loop);
+/**
+ * compute_inline: block (injective: no reduction; not an output; no block computed at its
+ * loops) disappears; its consumers evaluate its expression where they read it.
+ *
+ *   B[i] = A[i] * 2.0          compute_inline(B)         C[i] = (A[i] * 2.0) + 1.0
+ *   C[i] = B[i] + 1.0
+ */
+stof_status stof_sched_compute_inline(stof_sched *s, int block);
+/**
+ * reverse_compute_inline: block (injective) reads exactly one block, its producer, at its
+ * own index (E[i, j] reads D[i, j] and nothing else of D); the producer (injective, not an
+ * output, read by nothing else) then stores the block's expression into the block's
+ * buffer, and the block disappears.
+ *
+ *   D[i, j] = C[i, j] + b[j]   reverse_compute_inline(E) E[i, j] = max(C[i, j] + b[j], 0.0)
+ *   E[i, j] = max(D[i, j], 0.0)                          (block D, writing E)
+ */
+stof_status stof_sched_reverse_compute_inline(stof_sched *s, int block);
+/**
+ * cache_read: a new block named "<tensor>.<scope>" copies the input_index-th buffer block
+ * reads (0-based, in first-use order of its body) into a new buffer of scope ("global",
+ * "shared" or "local": on the C backend all are memory, sized by bound inference when the
+ * copy is computed at a loop, else the whole tensor); block reads the copy instead.
+ * *cache gets the new block (it starts at the root, before block).
+ *
+ *   C[i, j] += A[i, k] * B[k, j]   cache_read(C, 0, "shared")   A.shared[v0, v1] = A[v0, v1]
+ *                                                               C[i, j] += A.shared[i, k] * ...
+ */
+stof_status stof_sched_cache_read(stof_sched *s, int block, int input_index, const char *scope,
+                                  int *cache);
+/**
+ * cache_write: block writes a new buffer "<name>.<scope>" instead of its own, and a new
+ * block of that name copies it back (TensorIR's semantics: block keeps its loops and
+ * handle; *cache gets the copy, which starts at the root, right after block; put it under
+ * one of block's loops with reverse_compute_at).
+ *
+ *   C[i, j] += A[i, k] * B[k, j]   cache_write(C, "local")   C.local[i, j] += A[i, k] * ...
+ *                                                            C[v0, v1] = C.local[v0, v1]
+ */
+stof_status stof_sched_cache_write(stof_sched *s, int block, const char *scope, int *cache);
+/**
+ * rfactor: loop, a reduce loop of a reduction block B, becomes data-parallel: a new block
+ * "B.rf" takes over B's loops (loop included) and reduces into a buffer with one more
+ * dimension (loop's extent, inserted at factor_axis in 0..rank), and B, with new loops,
+ * reduces that buffer over the new dimension (TVM's rfactor). *rf gets the new block.
+ *
+ *   for i in 0..4:             split k by 8, rfactor(k.inner, 1)
+ *     S[i] = 0.0               for i: for k.inner in 0..8: S.rf[i, k.inner] = 0.0
+ *     for k in 0..64:            for k.outer in 0..8: for k.inner in 0..8:
+ *       S[i] += X[i, k]            S.rf[i, k.inner] += X[i, k.outer * 8 + k.inner]
+ *                              for i: S[i] = 0.0; for k.inner: S[i] += S.rf[i, k.inner]
+ */
+stof_status stof_sched_rfactor(stof_sched *s, int loop, int factor_axis, int *rf);
 
 /* ---------------------------------------------------------------- annotations */
 

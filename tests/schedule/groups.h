@@ -9,4 +9,9 @@
   X(errors)                 \
   X(trace)                  \
   X(build)                  \
+  X(compute_at)             \
+  X(compute_inline)         \
+  X(cache)                  \
+  X(rfactor)                \
+  X(examples)               \
   X(nomem)

@@ -174,6 +174,100 @@ void sh_sum2(sh_graph *G, int64_t M, int64_t R, int64_t C) {
   G->out[G->nout++] = compute(G, "S", 1, ax, reduce(G, STOF_REDUCE_SUM, load(G, X, 3, ax[0], r, c), 2, r, c));
 }
 
+static const stof_expr *un(sh_graph *G, stof_expr_kind k, const stof_expr *a) {
+  const stof_expr *e;
+  SH_OK(G->ctx, stof_te_unary(G->g, k, a, &e));
+  return e;
+}
+
+static const stof_expr *ival(sh_graph *G, int64_t v) {
+  const stof_expr *e;
+  SH_OK(G->ctx, stof_te_int(G->g, v, STOF_DTYPE_I32, &e));
+  return e;
+}
+
+void sh_chain(sh_graph *G, int64_t n) {
+  init(G);
+  const stof_op *A = placeholder(G, 1, &n, STOF_DTYPE_F32, "A");
+  const stof_expr *a1[1], *a2[1];
+  axes(G, 1, &n, a1);
+  const stof_op *B = compute(G, "B", 1, a1, bin(G, STOF_EXPR_MUL, load(G, A, 1, a1[0], NULL, NULL), flt(G, 2, STOF_DTYPE_F32)));
+  axes(G, 1, &n, a2);
+  G->out[G->nout++] = compute(G, "C", 1, a2, bin(G, STOF_EXPR_ADD, load(G, B, 1, a2[0], NULL, NULL), flt(G, 1, STOF_DTYPE_F32)));
+}
+
+void sh_stencil(sh_graph *G, int64_t n) {
+  init(G);
+  int64_t n2 = n + 2;
+  const stof_op *A = placeholder(G, 1, &n2, STOF_DTYPE_F32, "A");
+  const stof_expr *a1[1], *a2[1];
+  axes(G, 1, &n2, a1);
+  const stof_op *B = compute(G, "B", 1, a1, bin(G, STOF_EXPR_MUL, load(G, A, 1, a1[0], NULL, NULL), flt(G, 2, STOF_DTYPE_F32)));
+  axes(G, 1, &n, a2);
+  const stof_expr *i = a2[0];
+  const stof_expr *sum = bin(G, STOF_EXPR_ADD, load(G, B, 1, i, NULL, NULL), load(G, B, 1, bin(G, STOF_EXPR_ADD, i, ival(G, 1)), NULL, NULL));
+  sum = bin(G, STOF_EXPR_ADD, sum, load(G, B, 1, bin(G, STOF_EXPR_ADD, i, ival(G, 2)), NULL, NULL));
+  G->out[G->nout++] = compute(G, "C", 1, a2, sum);
+}
+
+void sh_rowsum(sh_graph *G, int64_t M, int64_t K, int max) {
+  init(G);
+  int64_t sx[2] = {M, K};
+  const stof_op *X = placeholder(G, 2, sx, STOF_DTYPE_F32, "X");
+  const stof_expr *ax[1];
+  axes(G, 1, &M, ax);
+  const stof_expr *k = raxis(G, K, "k");
+  G->out[G->nout++] = compute(G, "S", 1, ax,
+                              reduce(G, max ? STOF_REDUCE_MAX : STOF_REDUCE_SUM, load(G, X, 2, ax[0], k, NULL), 1, k, NULL));
+}
+
+void sh_layernorm(sh_graph *G, int64_t M, int64_t N) {
+  init(G);
+  int64_t sx[2] = {M, N};
+  const stof_op *X = placeholder(G, 2, sx, STOF_DTYPE_F32, "X");
+  const stof_op *gamma = placeholder(G, 1, &N, STOF_DTYPE_F32, "gamma");
+  const stof_op *beta = placeholder(G, 1, &N, STOF_DTYPE_F32, "beta");
+  const stof_expr *a1[1], *a2[1], *a3[2];
+  const stof_expr *inv = flt(G, 1.0 / (double)N, STOF_DTYPE_F32);
+  axes(G, 1, &M, a1);
+  const stof_expr *j1 = raxis(G, N, "r");
+  const stof_op *mean = compute(G, "mean", 1, a1,
+                                reduce(G, STOF_REDUCE_SUM, bin(G, STOF_EXPR_MUL, load(G, X, 2, a1[0], j1, NULL), inv), 1, j1, NULL));
+  axes(G, 1, &M, a2);
+  const stof_expr *j2 = raxis(G, N, "c");
+  const stof_expr *dev = bin(G, STOF_EXPR_SUB, load(G, X, 2, a2[0], j2, NULL), load(G, mean, 1, a2[0], NULL, NULL));
+  const stof_op *var = compute(G, "var", 1, a2,
+                               reduce(G, STOF_REDUCE_SUM, bin(G, STOF_EXPR_MUL, bin(G, STOF_EXPR_MUL, dev, dev), inv), 1, j2, NULL));
+  axes(G, 2, sx, a3);
+  const stof_expr *i = a3[0], *j = a3[1];
+  const stof_expr *norm = bin(G, STOF_EXPR_MUL, bin(G, STOF_EXPR_SUB, load(G, X, 2, i, j, NULL), load(G, mean, 1, i, NULL, NULL)),
+                              un(G, STOF_EXPR_RSQRT, bin(G, STOF_EXPR_ADD, load(G, var, 1, i, NULL, NULL), flt(G, 1e-5, STOF_DTYPE_F32))));
+  G->out[G->nout++] = compute(G, "Y", 2, a3,
+                              bin(G, STOF_EXPR_ADD, bin(G, STOF_EXPR_MUL, norm, load(G, gamma, 1, j, NULL, NULL)),
+                                  load(G, beta, 1, j, NULL, NULL)));
+}
+
+void sh_gemm_bias_gelu(sh_graph *G, int64_t M, int64_t N, int64_t K) {
+  init(G);
+  int64_t sa[2] = {M, K}, sw[2] = {K, N}, sc[2] = {M, N};
+  const stof_op *A = placeholder(G, 2, sa, STOF_DTYPE_F32, "A");
+  const stof_op *W = placeholder(G, 2, sw, STOF_DTYPE_F32, "W");
+  const stof_op *bias = placeholder(G, 1, &N, STOF_DTYPE_F32, "bias");
+  const stof_expr *ax[2], *bx[2], *cx[2];
+  axes(G, 2, sc, ax);
+  const stof_expr *k = raxis(G, K, "k");
+  const stof_expr *prod = bin(G, STOF_EXPR_MUL, load(G, A, 2, ax[0], k, NULL), load(G, W, 2, k, ax[1], NULL));
+  const stof_op *C = compute(G, "C", 2, ax, reduce(G, STOF_REDUCE_SUM, prod, 1, k, NULL));
+  axes(G, 2, sc, bx);
+  const stof_op *D = compute(G, "D", 2, bx,
+                             bin(G, STOF_EXPR_ADD, load(G, C, 2, bx[0], bx[1], NULL), load(G, bias, 1, bx[1], NULL, NULL)));
+  axes(G, 2, sc, cx);
+  const stof_expr *d = load(G, D, 2, cx[0], cx[1], NULL);
+  const stof_expr *cdf = bin(G, STOF_EXPR_ADD, flt(G, 1, STOF_DTYPE_F32),
+                             un(G, STOF_EXPR_ERF, bin(G, STOF_EXPR_MUL, d, flt(G, 0.7071067811865476, STOF_DTYPE_F32))));
+  G->out[G->nout++] = compute(G, "E", 2, cx, bin(G, STOF_EXPR_MUL, bin(G, STOF_EXPR_MUL, d, flt(G, 0.5, STOF_DTYPE_F32)), cdf));
+}
+
 void sh_done(sh_graph *G) {
   stof_graph_free(G->g);
   sh_ctx_done(G->ctx);
@@ -342,4 +436,24 @@ int sh_source_contains(sh_graph *G, stof_sched *s, const char *needle) {
   int found = strstr(stof_func_source(f), needle) != NULL;
   stof_func_free(f);
   return found;
+}
+
+sh_snapshot sh_take(stof_sched *s) {
+  sh_snapshot sn = {sh_nest(s), sh_trace_lua(s)};
+  return sn;
+}
+
+void sh_expect_same(stof_sched *s, sh_snapshot *before) {
+  sh_snapshot now = sh_take(s);
+  assert_string_equal(before->nest, now.nest);
+  assert_string_equal(before->lua, now.lua);
+  free(now.nest);
+  free(now.lua);
+  free(before->nest);
+  free(before->lua);
+}
+
+void sh_split(stof_sched *s, int loop, int64_t factor, int *parts) {
+  stof_factor f[2] = {stof_factor_const(STOF_INFER), stof_factor_const(factor)};
+  SH_OK(stof_sched_ctx(s), stof_sched_split(s, loop, 2, f, parts));
 }

@@ -53,6 +53,17 @@ void sh_matmul_bias_relu(sh_graph *G, int64_t M, int64_t N, int64_t K);
 void sh_softmax(sh_graph *G, int64_t M, int64_t N);
 /* S[i] = sum_{r, c} X[i, r, c] over [M, R, C]: two reduce axes. */
 void sh_sum2(sh_graph *G, int64_t M, int64_t R, int64_t C);
+/* B[i] = A[i] * 2; C[i] = B[i] + 1 over [n], float32. */
+void sh_chain(sh_graph *G, int64_t n);
+/* B[i] = A[i] * 2 over [n + 2]; C[i] = B[i] + B[i + 1] + B[i + 2] over [n] (a stencil). */
+void sh_stencil(sh_graph *G, int64_t n);
+/* S[i] = sum_k X[i, k] over [M, K] (sum), or max when max is set. */
+void sh_rowsum(sh_graph *G, int64_t M, int64_t K, int max);
+/* Layer norm of X [M, N] with gamma, beta [N]: mean (sum of X / N), var (sum of the
+ * squared deviation / N), Y = (X - mean) * rsqrt(var + 1e-5) * gamma + beta. */
+void sh_layernorm(sh_graph *G, int64_t M, int64_t N);
+/* C = A @ W ([M, K] x [K, N]); D[i, j] = C[i, j] + bias[j]; E = GELU(D) (erf form). */
+void sh_gemm_bias_gelu(sh_graph *G, int64_t M, int64_t N, int64_t K);
 /* Frees the graph, then checks for leaks and frees the context. */
 void sh_done(sh_graph *G);
 /* The op named name among the graph's ops. */
@@ -83,5 +94,15 @@ void sh_check_all(sh_graph *G, stof_sched *s, const char *golden);
 char *sh_trace_lua(stof_sched *s);
 /* Does the C source built for s contain needle? */
 int sh_source_contains(sh_graph *G, stof_sched *s, const char *needle);
+
+/* The loop nest and the Lua trace of s, to check a failing primitive left it unchanged. */
+typedef struct sh_snapshot {
+  char *nest, *lua;
+} sh_snapshot;
+sh_snapshot sh_take(stof_sched *s);
+/* Asserts s still has the snapshot's nest and trace; frees the snapshot. */
+void sh_expect_same(stof_sched *s, sh_snapshot *before);
+/* Splits loop into {INFER, factor}; parts[0..2) get the new loops. */
+void sh_split(stof_sched *s, int loop, int64_t factor, int *parts);
 
 #endif

@@ -1,4 +1,5 @@
-/* Out of memory: a schedule script run with the Nth allocation failing, for every N. Each
+/* Out of memory: schedule scripts (the loop transforms; the block primitives) run with the
+ * Nth allocation failing, for every N. Each
  * failing step reports STOF_ERR_NOMEM and leaves the schedule as the previous step left it;
  * nothing leaks, and every free gives back the size that was allocated. */
 #include <stdlib.h>
@@ -173,9 +174,137 @@ static void every_allocation_may_fail(void **state) {
   for (int i = 0; i < NSTEP; i++) free(nests[i]);
 }
 
+#define NSTEP2 16
+
+/* The block primitives: C = A @ B, D = C * 2, E = D + 1; k split, rfactor, cache_read and
+ * compute_at of the copy, cache_write, compute_inline(D), reverse_compute_inline(E),
+ * reverse_compute_at of the write-back; then a JSON replay. As script. */
+static int script2(heap *h, long fail_at, char **nests, int record) {
+  h->fail_at = 0;
+  h->nalloc = 0;
+  stof_ctx *ctx = stof_ctx_new(heap_alloc, h);
+  assert_non_null(ctx);
+  stof_graph *g;
+  SH_OK(ctx, stof_graph_new(ctx, &g));
+  int64_t sa[2] = {6, 8}, sb[2] = {8, 5}, sc[2] = {6, 5};
+  const stof_op *A, *B, *C, *D, *E;
+  SH_OK(ctx, stof_te_placeholder(g, 2, sa, STOF_DTYPE_F32, "A", &A));
+  SH_OK(ctx, stof_te_placeholder(g, 2, sb, STOF_DTYPE_F32, "B", &B));
+  const stof_expr *ax[2], *bx[2], *cx[2], *k, *la, *lb, *m, *r, *lc, *ld, *two, *one, *mul, *add;
+  SH_OK(ctx, stof_te_compute_axes(g, 2, sc, NULL, ax));
+  SH_OK(ctx, stof_te_reduce_axis(g, 8, "k", &k));
+  const stof_expr *ia[2] = {ax[0], k}, *ib[2] = {k, ax[1]};
+  SH_OK(ctx, stof_te_load(g, A, 2, ia, &la));
+  SH_OK(ctx, stof_te_load(g, B, 2, ib, &lb));
+  SH_OK(ctx, stof_te_binary(g, STOF_EXPR_MUL, la, lb, &m));
+  SH_OK(ctx, stof_te_reduce(g, STOF_REDUCE_SUM, m, 1, &k, &r));
+  SH_OK(ctx, stof_te_compute(g, "C", 2, ax, r, -1, &C));
+  SH_OK(ctx, stof_te_compute_axes(g, 2, sc, NULL, bx));
+  SH_OK(ctx, stof_te_load(g, C, 2, bx, &lc));
+  SH_OK(ctx, stof_te_float(g, 2, STOF_DTYPE_F32, &two));
+  SH_OK(ctx, stof_te_binary(g, STOF_EXPR_MUL, lc, two, &mul));
+  SH_OK(ctx, stof_te_compute(g, "D", 2, bx, mul, -1, &D));
+  SH_OK(ctx, stof_te_compute_axes(g, 2, sc, NULL, cx));
+  SH_OK(ctx, stof_te_load(g, D, 2, cx, &ld));
+  SH_OK(ctx, stof_te_float(g, 1, STOF_DTYPE_F32, &one));
+  SH_OK(ctx, stof_te_binary(g, STOF_EXPR_ADD, ld, one, &add));
+  SH_OK(ctx, stof_te_compute(g, "E", 2, cx, add, -1, &E));
+
+  h->fail_at = fail_at;
+  stof_sched *s = NULL, *fresh = NULL;
+  stof_trace *t = NULL, *back = NULL;
+  char *text = NULL;
+  int b = -1, l[8], lc2[8], n, p[2], rf, as, cw, bd, be, step;
+  stof_status st = STOF_OK;
+  for (step = 0; step < NSTEP2 && !st; step++) {
+    switch (step) {
+    case 0: st = stof_sched_new(g, 1, &E, &s); break;
+    case 1: st = stof_sched_get_block(s, "C", &b); break;
+    case 2: st = stof_sched_get_loops(s, b, 8, l, &n); break;
+    case 3: {
+      stof_factor fs[2] = {stof_factor_const(STOF_INFER), stof_factor_const(2)};
+      st = stof_sched_split(s, l[2], 2, fs, p);
+      break;
+    }
+    case 4: st = stof_sched_rfactor(s, p[1], 1, &rf); break;
+    case 5: st = stof_sched_cache_read(s, rf, 0, "shared", &as); break;
+    case 6: st = stof_sched_compute_at(s, as, p[0]); break;
+    case 7: st = stof_sched_cache_write(s, b, "local", &cw); break;
+    case 8: st = stof_sched_get_block(s, "D", &bd); break;
+    case 9: st = stof_sched_compute_inline(s, bd); break;
+    case 10: st = stof_sched_get_block(s, "E", &be); break;
+    case 11: st = stof_sched_reverse_compute_inline(s, be); break;
+    case 12: st = stof_sched_get_loops(s, b, 8, lc2, &n); break;
+    case 13: st = stof_sched_reverse_compute_at(s, cw, lc2[0]); break;
+    case 14:
+      st = stof_sched_trace(s, &t);
+      if (!st) st = stof_trace_to_json(t, &text);
+      if (!st) st = stof_trace_from_json(ctx, text, &back);
+      if (!st) st = stof_sched_fresh(s, &fresh);
+      if (!st) st = stof_sched_replay(back, fresh);
+      break;
+    case 15:
+      if (text) stof_ctx_dealloc(ctx, text, strlen(text) + 1);
+      text = NULL;
+      st = stof_sched_print_loop_nest(fresh, &text);
+      break;
+    }
+    if (st) break;
+    if (record) {
+      long saved = h->fail_at;
+      h->fail_at = 0;
+      char *nest;
+      SH_OK(ctx, stof_sched_print_loop_nest(s, &nest));
+      nests[step] = strdup(nest);
+      stof_ctx_dealloc(ctx, nest, strlen(nest) + 1);
+      h->fail_at = saved;
+    }
+  }
+  h->fail_at = 0;
+  if (st) {
+    assert_int_equal(st, STOF_ERR_NOMEM);
+    stof_ctx_clear_error(ctx);
+    if (s && step > 0) {
+      char *nest;
+      SH_OK(ctx, stof_sched_print_loop_nest(s, &nest));
+      assert_string_equal(nest, nests[step - 1]);
+      stof_ctx_dealloc(ctx, nest, strlen(nest) + 1);
+    }
+  } else if (!record) {
+    assert_string_equal(text, nests[NSTEP2 - 2]);
+  }
+  if (text) stof_ctx_dealloc(ctx, text, strlen(text) + 1);
+  stof_trace_free(t);
+  stof_trace_free(back);
+  stof_sched_free(fresh);
+  stof_sched_free(s);
+  stof_graph_free(g);
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+  stof_ctx_free(ctx);
+  assert_int_equal(h->live, 0);
+  assert_false(h->bad_size);
+  return st ? step : NSTEP2;
+}
+
+static void block_primitives_may_fail(void **state) {
+  heap h = {0};
+  char *nests[NSTEP2] = {0};
+  assert_int_equal(script2(&h, 0, nests, 1), NSTEP2);
+  int failures = 0;
+  for (long n = 1;; n++) {
+    int step = script2(&h, n, nests, 0);
+    if (step == NSTEP2) break;
+    failures++;
+    assert_true(n < 200000);
+  }
+  assert_true(failures > 100);
+  for (int i = 0; i < NSTEP2; i++) free(nests[i]);
+}
+
 int run_nomem_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_allocation_may_fail),
+      cmocka_unit_test(block_primitives_may_fail),
   };
   return cmocka_run_group_tests_name("nomem", tests, NULL, NULL);
 }

@@ -87,6 +87,99 @@ static const char golden_json[] =
     "{\"kind\":\"Ungroup\",\"group\":16},"
     "{\"kind\":\"Group\",\"ops\":[\"C\",\"D\",\"E\"],\"outputs\":[17]}]}";
 
+/* A schedule of GEMM + bias + GELU that uses every kind that places blocks. */
+static stof_sched *block_kinds(sh_graph *G) {
+  sh_gemm_bias_gelu(G, 12, 10, 8);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int bc = sh_block(s, "C"), l[4], k[2], rf, as, cw, lc[4];
+  sh_loops(s, bc, l);
+  sh_split(s, l[2], 4, k);
+  SH_OK(ctx, stof_sched_rfactor(s, k[1], 1, &rf));
+  SH_OK(ctx, stof_sched_cache_read(s, rf, 0, "shared", &as));
+  SH_OK(ctx, stof_sched_compute_at(s, as, k[0]));
+  SH_OK(ctx, stof_sched_cache_write(s, bc, "local", &cw));
+  SH_OK(ctx, stof_sched_compute_inline(s, sh_block(s, "D")));
+  SH_OK(ctx, stof_sched_reverse_compute_inline(s, sh_block(s, "E")));
+  sh_loops(s, bc, lc);
+  SH_OK(ctx, stof_sched_reverse_compute_at(s, cw, lc[0]));
+  return s;
+}
+
+static const char golden_block_lua[] =
+    "-- stof schedule trace: load(text)()(stof.schedule(outputs), stof) rebuilds it\n"
+    "return function(s, stof)\n"
+    "  local b0 = s:get_block(\"C\")\n"
+    "  local l1, l2, l3 = table.unpack(s:get_loops(b0))\n"
+    "  local l4, l5 = s:split(l3, {stof.INFER, 4})\n"
+    "  local b6 = s:rfactor(l5, 1)\n"
+    "  local b7 = s:cache_read(b6, 0, \"shared\")\n"
+    "  s:compute_at(b7, l4)\n"
+    "  local b8 = s:cache_write(b0, \"local\")\n"
+    "  local b9 = s:get_block(\"D\")\n"
+    "  s:compute_inline(b9)\n"
+    "  local b10 = s:get_block(\"E\")\n"
+    "  s:reverse_compute_inline(b10)\n"
+    "  local l11, l12, l13 = table.unpack(s:get_loops(b0))\n"
+    "  s:reverse_compute_at(b8, l11)\n"
+    "end\n";
+static const char golden_block_json[] =
+    "{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+    "{\"kind\":\"GetLoops\",\"block\":0,\"outputs\":[1,2,3]},"
+    "{\"kind\":\"Split\",\"loop\":3,\"factors\":[-1,4],\"outputs\":[4,5]},"
+    "{\"kind\":\"RFactor\",\"loop\":5,\"factor_axis\":1,\"outputs\":[6]},"
+    "{\"kind\":\"CacheRead\",\"block\":6,\"index\":0,\"scope\":\"shared\",\"outputs\":[7]},"
+    "{\"kind\":\"ComputeAt\",\"block\":7,\"loop\":4},"
+    "{\"kind\":\"CacheWrite\",\"block\":0,\"scope\":\"local\",\"outputs\":[8]},"
+    "{\"kind\":\"GetBlock\",\"name\":\"D\",\"outputs\":[9]},"
+    "{\"kind\":\"ComputeInline\",\"block\":9},"
+    "{\"kind\":\"GetBlock\",\"name\":\"E\",\"outputs\":[10]},"
+    "{\"kind\":\"ReverseComputeInline\",\"block\":10},"
+    "{\"kind\":\"GetLoops\",\"block\":0,\"outputs\":[11,12,13]},"
+    "{\"kind\":\"ReverseComputeAt\",\"block\":8,\"loop\":11}]}";
+static const char golden_block_nest[] =
+    "alloc C.local: float32[1, 10] local at i\n"
+    "alloc C.rf: float32[12, 4, 10]\n"
+    "alloc A.shared: float32[1, 4] shared at k.outer\n"
+    "for i in 0..12:\n"
+    "  for j in 0..10:\n"
+    "    for k.inner in 0..4:\n"
+    "      C.rf[i, k.inner, j] = 0.0\n"
+    "    for k.outer in 0..2:\n"
+    "      let v0 = i\n"
+    "      for ax1 in 0..4:\n"
+    "        let v1 = k.outer * 4 + ax1\n"
+    "        A.shared[v0, v1] = A[v0, v1]\n"
+    "      for k.inner in 0..4:\n"
+    "        let k = k.outer * 4 + k.inner\n"
+    "        C.rf[i, k.inner, j] = C.rf[i, k.inner, j] + (A.shared[i, k] * W[k, j])\n"
+    "for i in 0..12:\n"
+    "  for j in 0..10:\n"
+    "    C.local[i, j] = 0.0\n"
+    "    for k.inner in 0..4:\n"
+    "      C.local[i, j] = C.local[i, j] + C.rf[i, k.inner, j]\n"
+    "  let v0 = i\n"
+    "  for v1 in 0..10:\n"
+    "    E[v0, v1] = ((C.local[v0, v1] + bias[v1]) * 0.5) * (1.0 + erf(((C.local[v0, v1] + bias[v1]) * 0.707106781)))\n";
+
+static void trace_texts_of_block_kinds(void **state) {
+  sh_graph G;
+  stof_sched *s = block_kinds(&G);
+  char *lua = sh_trace_lua(s);
+  assert_string_equal(lua, golden_block_lua);
+  free(lua);
+  stof_trace *t;
+  char *json;
+  SH_OK(G.ctx, stof_sched_trace(s, &t));
+  SH_OK(G.ctx, stof_trace_to_json(t, &json));
+  assert_string_equal(json, golden_block_json);
+  stof_ctx_dealloc(G.ctx, json, strlen(json) + 1);
+  stof_trace_free(t);
+  sh_check_all(&G, s, golden_block_nest);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 static void trace_texts_of_every_kind(void **state) {
   sh_graph G;
   stof_sched *s = every_kind(&G);
@@ -99,8 +192,17 @@ static void trace_texts_of_every_kind(void **state) {
   SH_OK(G.ctx, stof_trace_to_json(t, &json));
   assert_string_equal(json, golden_json);
   stof_ctx_dealloc(G.ctx, json, strlen(json) + 1);
+  /* every kind appears here or in block_kinds */
   int seen[STOF_INST_COUNT] = {0};
   for (int i = 0; i < stof_trace_ninst(t); i++) seen[stof_trace_inst_kind(t, i)]++;
+  sh_graph G2;
+  stof_sched *s2 = block_kinds(&G2);
+  stof_trace *t2;
+  SH_OK(G2.ctx, stof_sched_trace(s2, &t2));
+  for (int i = 0; i < stof_trace_ninst(t2); i++) seen[stof_trace_inst_kind(t2, i)]++;
+  stof_trace_free(t2);
+  stof_sched_free(s2);
+  sh_done(&G2);
   for (int k = 0; k < STOF_INST_COUNT; k++)
     if (!seen[k]) fail_msg("no %s instruction", stof_inst_kind_name((stof_inst_kind)k));
   assert_int_equal(stof_trace_inst_kind(t, -1), STOF_INST_COUNT);
@@ -142,6 +244,24 @@ static void json_reader_checks(void **state) {
        "name must be a string"},
       {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"Vectorize\",\"loop\":0,\"outputs\":[0]}]}",
        "loop names a value not defined yet"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"ComputeAt\",\"block\":0,\"loop\":1}]}",
+       "instruction 0 (ComputeAt): block names a value not defined yet"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+       "{\"kind\":\"CacheRead\",\"block\":0,\"scope\":\"shared\",\"outputs\":[1]}]}",
+       "instruction 1 (CacheRead): index must be an integer >= 0"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+       "{\"kind\":\"CacheWrite\",\"block\":0,\"scope\":\"local\"}]}",
+       "instruction 1 (CacheWrite): outputs: wrong number of values"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+       "{\"kind\":\"RFactor\",\"loop\":0,\"factor_axis\":0,\"outputs\":[1]}]}",
+       "instruction 1 (RFactor): loop must be a loop value"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+       "{\"kind\":\"GetLoops\",\"block\":0,\"outputs\":[1]},{\"kind\":\"RFactor\",\"loop\":1,\"factor_axis\":-1,"
+       "\"outputs\":[2]}]}",
+       "instruction 2 (RFactor): factor_axis must be an integer in 0..8"},
+      {"{\"format\":\"stof.trace\",\"version\":1,\"insts\":[{\"kind\":\"GetBlock\",\"name\":\"C\",\"outputs\":[0]},"
+       "{\"kind\":\"ComputeInline\"}]}",
+       "instruction 1 (ComputeInline): block must be a value number"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     stof_trace *t = NULL;
@@ -188,6 +308,33 @@ static void failed_replay_leaves_the_schedule_unchanged(void **state) {
   stof_trace_free(t);
   stof_sched_free(s);
   sh_done(&G);
+
+  /* a block primitive that fails on replay: e has a consumer (sm) outside P's loop i */
+  sh_softmax(&G, 4, 6);
+  s = sh_sched(&G);
+  SH_OK(G.ctx, stof_trace_from_json(G.ctx,
+                                    "{\"format\":\"stof.trace\",\"version\":1,\"insts\":["
+                                    "{\"kind\":\"GetBlock\",\"name\":\"P\",\"outputs\":[0]},"
+                                    "{\"kind\":\"GetLoops\",\"block\":0,\"outputs\":[1,2]},"
+                                    "{\"kind\":\"GetBlock\",\"name\":\"e\",\"outputs\":[3]},"
+                                    "{\"kind\":\"ComputeAt\",\"block\":3,\"loop\":1}]}",
+                                    &t));
+  before = sh_nest(s);
+  lua = sh_trace_lua(s);
+  sh_expect_error(G.ctx, stof_sched_replay(t, s), STOF_ERR_SCHEDULE,
+                  "replay: instruction 3 (ComputeAt): compute_at: loop i of block P does not enclose "
+                  "consumer sm of block e");
+  after = sh_nest(s);
+  lua2 = sh_trace_lua(s);
+  assert_string_equal(before, after);
+  assert_string_equal(lua, lua2);
+  free(before);
+  free(after);
+  free(lua);
+  free(lua2);
+  stof_trace_free(t);
+  stof_sched_free(s);
+  sh_done(&G);
 }
 
 static void long_traces_use_a_table(void **state) {
@@ -210,6 +357,7 @@ static void long_traces_use_a_table(void **state) {
 int run_trace_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(trace_texts_of_every_kind),
+      cmocka_unit_test(trace_texts_of_block_kinds),
       cmocka_unit_test(json_reader_checks),
       cmocka_unit_test(failed_replay_leaves_the_schedule_unchanged),
       cmocka_unit_test(long_traces_use_a_table),
