@@ -18,11 +18,32 @@
  *   attn_dev --cfg NAME[,..] --masks causal,.. --shapes 8x1024,2x1000x1500 --heads 12
  *   attn_dev --list                  the configurations
  *   attn_dev --nvrtc                 compile every configuration with NVRTC (no GPU)
+ * The g* configurations are the sm_90a wgmma kernel (kernels/attention_block_sm90.cu); the
+ * binary is built for sm_90a (bench/attn_dev.sh: -gencode=arch=compute_90a,code=sm_90a).
  * Other flags: --kernels block,row  --nocheck  --notime  --reps N  --json FILE
  *   --quiet (print only failing checks and the summary, no table)
  *   --rowcheck N (rows sampled per (b,h) above the exhaustive limit)
  */
-#ifdef ATTN_DEV_INSTANTIATE
+#if defined(ATTN_DEV_INSTANTIATE_SM90)
+/* ---- one sm_90a (wgmma) block-wise configuration: kernels/attention_block_sm90.cu only. */
+namespace ATTN_NS {
+#include "../kernels/attention_block_sm90.cu"
+}
+#undef ATTN_NS
+#undef STOF_ATTENTION_COMMON_CUH
+#undef STOF_HEAD_DIM
+#undef STOF_BF16
+#undef STOF_TILE_M
+#undef STOF_TILE_N
+#undef STOF_STAGES
+#undef STOF_MIN_BLOCKS
+#undef STOF_WG_AB
+#undef STOF_SM90_QREG
+#undef STOF_SM90_PV_SPLIT
+#undef STOF_SM90_OVERLAP
+#undef STOF_SM90_PINGPONG
+#undef stof_attn_block_fwd_sm90
+#elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
  * entry-point renames. */
 namespace ATTN_NS {
@@ -222,16 +243,264 @@ namespace ATTN_NS {
 
 #undef ATTN_DEV_INSTANTIATE
 
+/* sm_90a (wgmma) block-wise configurations, kernels/attention_block_sm90.cu: name
+ * g<D>_t<T>_s<stages>[_m<min CTAs/SM>][_k: Q read from shared memory by each wgmma, not
+ * held in registers][_p: STOF_SM90_PV_SPLIT=1][_o: STOF_SM90_OVERLAP=1][_pp: STOF_SM90_PINGPONG=1][_bf]; T/64
+ * warpgroups; no row-wise kernel. */
+#define ATTN_DEV_INSTANTIATE_SM90
+
+#define ATTN_NS g64_t128_s3_pp
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 1
+#define stof_attn_block_fwd_sm90 g64_t128_s3_pp_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s3_o
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 1
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g64_t128_s3_o_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g64_t128_s2_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g64_t64_s2_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s3_o
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 1
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g64_t64_s3_o_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_k
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g64_t64_s2_k_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s3_pp
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 1
+#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s3_o
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 1
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g128_t128_s3_o_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s2
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g128_t128_s2_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s2_p
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 1
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g128_t128_s2_p_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s2_k
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g128_t128_s2_k_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g128_t64_s2_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s3_o
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 1
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g128_t64_s3_o_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s3_pp_bf
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 1
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 1
+#define stof_attn_block_fwd_sm90 g64_t128_s3_pp_bf_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s3_pp_bf
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 1
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 1
+#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_bf_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_bf
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 1
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g64_t64_s2_bf_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s2_bf
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 1
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define stof_attn_block_fwd_sm90 g128_t128_s2_bf_block
+#include "attn_dev.cu"
+#undef ATTN_DEV_INSTANTIATE_SM90
+
 struct Cfg {
   const char *name;
   int D, T, bf16, warps, stages, split, unroll, minb, row_warps, row_keys, smem;
   const void *blk, *row;
+  int sm90; /* 1: kernels/attention_block_sm90.cu (stof_attn_block_fwd_sm90), no row kernel */
+  int qreg, pvsplit, overlap, pingpong; /* sm90 only: STOF_SM90_QREG, _PV_SPLIT, _OVERLAP, _PINGPONG */
 };
 
 #define CFG(ns, D, T, BF, W, S, SP, UN, MB, RW, RK)                                         \
   {                                                                                        \
     #ns, D, T, BF, W, S, SP, UN, MB, RW, RK, ns::stof_attn::blk::kSmemBytes,               \
-        (const void *)&ns::ns##_block, (const void *)&ns::ns##_row                         \
+        (const void *)&ns::ns##_block, (const void *)&ns::ns##_row, 0, 0, 0, 0, 0          \
+  }
+#define CFG90(ns, D, T, BF, S, MB, QR, PS, OV, PP)                                          \
+  {                                                                                        \
+    #ns, D, T, BF, T / 16, S, 0, -1, MB, 0, 0, ns::stof_attn::sm90::kSmemBytes,            \
+        (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP                          \
   }
 
 static const Cfg g_cfgs[] = {
@@ -246,6 +515,24 @@ static const Cfg g_cfgs[] = {
     CFG(h128_t128_w8_s2_r, 128, 128, 0, 8, 2, 0, 0, -1, 8, 4),
     CFG(h64_t64_w4_s2_bf, 64, 64, 1, 4, 2, 0, -1, -1, 4, 4),
     CFG(h128_t128_w8_s2_bf, 128, 128, 1, 8, 2, 0, -1, -1, 4, 4),
+    CFG90(g64_t128_s3_pp, 64, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g64_t128_s3_o, 64, 128, 0, 3, 1, 1, 0, 1, 0),
+    CFG90(g64_t128_s2, 64, 128, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t128_s2_k, 64, 128, 0, 2, 1, 0, 0, 0, 0),
+    CFG90(g64_t64_s2, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s3_o, 64, 64, 0, 3, 1, 1, 0, 1, 0),
+    CFG90(g64_t64_s2_k, 64, 64, 0, 2, 1, 0, 0, 0, 0),
+    CFG90(g128_t128_s3_pp, 128, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g128_t128_s3_o, 128, 128, 0, 3, 1, 1, 0, 1, 0),
+    CFG90(g128_t128_s2, 128, 128, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t128_s2_p, 128, 128, 0, 2, 1, 1, 1, 0, 0),
+    CFG90(g128_t128_s2_k, 128, 128, 0, 2, 1, 0, 0, 0, 0),
+    CFG90(g128_t64_s2, 128, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t64_s3_o, 128, 64, 0, 3, 1, 1, 0, 1, 0),
+    CFG90(g64_t128_s3_pp_bf, 64, 128, 1, 3, 1, 1, 0, 0, 1),
+    CFG90(g128_t128_s3_pp_bf, 128, 128, 1, 3, 1, 1, 0, 0, 1),
+    CFG90(g64_t64_s2_bf, 64, 64, 1, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t128_s2_bf, 128, 128, 1, 2, 1, 1, 0, 0, 0),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 
@@ -691,6 +978,7 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
     for (const auto &kname : o.kernels) {
       const bool isblk = kname == "block";
       const void *fn = isblk ? cf.blk : cf.row;
+      if (!fn) continue; /* sm90 configurations carry no row-wise kernel */
       dim3 grid, block;
       size_t smem = 0;
       if (isblk) {
@@ -778,7 +1066,7 @@ static std::string read_file(const std::string &p)
 }
 
 static bool nvrtc_one(const std::string &dir, const char *file, const std::vector<std::string> &defs,
-                      bool expect_fail)
+                      bool expect_fail, const char *arch = "sm_90")
 {
   const std::string src = read_file(dir + "/" + file), hdr = read_file(dir + "/attention_common.cuh");
   if (src.empty() || hdr.empty()) {
@@ -788,7 +1076,7 @@ static bool nvrtc_one(const std::string &dir, const char *file, const std::vecto
   const char *hs[] = {hdr.c_str()}, *hn[] = {"attention_common.cuh"};
   nvrtcProgram p;
   nvrtcCreateProgram(&p, src.c_str(), file, 1, hs, hn);
-  std::vector<std::string> opts = {"--gpu-architecture=sm_90", "-std=c++17", "-I/usr/local/cuda/include"};
+  std::vector<std::string> opts = {std::string("--gpu-architecture=") + arch, "-std=c++17", "-I/usr/local/cuda/include"};
   for (auto &d : defs) opts.push_back(d);
   std::vector<const char *> op;
   for (auto &s : opts) op.push_back(s.c_str());
@@ -815,6 +1103,16 @@ static int nvrtc_check(const std::string &dir)
   int bad = 0;
   for (int k = 0; k < g_ncfg; ++k) {
     const Cfg &c = g_cfgs[k];
+    if (c.sm90) {
+      bad += !nvrtc_one(dir, "attention_block_sm90.cu",
+                        {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
+                         "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_TILE_N=" + std::to_string(c.T),
+                         "-DSTOF_STAGES=" + std::to_string(c.stages), "-DSTOF_MIN_BLOCKS=" + std::to_string(c.minb),
+                         "-DSTOF_SM90_QREG=" + std::to_string(c.qreg), "-DSTOF_SM90_PV_SPLIT=" + std::to_string(c.pvsplit),
+                         "-DSTOF_SM90_OVERLAP=" + std::to_string(c.overlap), "-DSTOF_SM90_PINGPONG=" + std::to_string(c.pingpong)},
+                        false, "sm_90a");
+      continue;
+    }
     std::vector<std::string> d = {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
                                   "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_TILE_N=" + std::to_string(c.T),
                                   "-DSTOF_WARPS=" + std::to_string(c.warps), "-DSTOF_STAGES=" + std::to_string(c.stages),
@@ -829,6 +1127,10 @@ static int nvrtc_check(const std::string &dir)
   }
   bad += !nvrtc_one(dir, "attention_block.cu", {}, false); /* defaults */
   bad += !nvrtc_one(dir, "attention_row.cu", {}, false);
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {}, false, "sm_90a");
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128"}, false, "sm_90a");
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128"}, false, "sm_90a");
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128", "-DSTOF_STAGES=4"}, true, "sm_90a");
   bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_HEAD_DIM=96"}, true);
   bad += !nvrtc_one(dir, "attention_row.cu", {"-DSTOF_HEAD_DIM=80"}, true);
   bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_TILE_M=64", "-DSTOF_TILE_N=128"}, true);
@@ -979,7 +1281,9 @@ int main(int argc, char **argv)
     CK(cudaFuncSetAttribute(c.blk, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem));
     cudaFuncAttributes fa, fr;
     CK(cudaFuncGetAttributes(&fa, c.blk));
-    CK(cudaFuncGetAttributes(&fr, c.row));
+    fr.numRegs = 0;
+    fr.localSizeBytes = 0;
+    if (c.row) CK(cudaFuncGetAttributes(&fr, c.row));
     int occ = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, c.blk, c.warps * 32, c.smem));
     printf("cfg %-22s block: %3d regs, %4zu B local, smem %6d, %d CTA/SM | row: %3d regs, %zu B local\n",

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Builds bench/attn_dev.cu with nvcc and runs it on the GPU machine; logs and JSON lines go
-# to $OUT (the device tool's output folder; /tmp/attn_out elsewhere).
+# to $OUT (the device tool's output folder; /tmp/attn_out elsewhere). Built for sm_90a (the
+# g* configurations are the wgmma kernel, kernels/attention_block_sm90.cu): Hopper only.
 #
 #   bench/attn_dev.sh [attn_dev arguments]     build, NVRTC check, then one attn_dev run
 #   ATTN_DEV_NOBUILD=1 bench/attn_dev.sh ...   reuse build-attn/attn_dev
@@ -18,7 +19,7 @@ BIN=build-attn/attn_dev
 
 if [ "${ATTN_DEV_NOBUILD:-0}" != 1 ] || [ ! -x "$BIN" ]; then
   t0=$(date +%s)
-  "$NVCC" -arch=sm_90 -O3 -std=c++17 -Xptxas -v -o "$BIN" bench/attn_dev.cu -lnvrtc \
+  "$NVCC" -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v -o "$BIN" bench/attn_dev.cu -lnvrtc \
     >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "attn_dev: build failed"; exit 1; }
   echo "attn_dev: built in $(( $(date +%s) - t0 )) s"
   grep -E "Compiling entry|registers|spill" "$OUT/build.log" | grep -v fill_kernel |

@@ -6,7 +6,7 @@
  * stdout and in --out (jansson); a table on stderr.
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64]
- *                   [--masks dense,causal,...] [--kernels auto,block,row] [--tiles 0,64,128]
+ *                   [--masks dense,causal,...] [--kernels auto,block,row,portable] [--tiles 0,64,128]
  *                   [--reps 30] [--peer-masks DIR] [--out FILE]
  *
  * --peer-masks DIR: for a mask NAME at sequence length S, if DIR/NAME_S.u8 exists (S*S
@@ -176,6 +176,7 @@ int main(int argc, char **argv) {
         for (int ti = 0; ti < ntile; ti++) {
           stof_attn_opts o = {0};
           o.kernel = !strcmp(kernels[ki], "block") ? STOF_ATTN_BLOCK : !strcmp(kernels[ki], "row") ? STOF_ATTN_ROW : STOF_ATTN_AUTO;
+          o.portable = !strcmp(kernels[ki], "portable"); /* auto, without the Hopper kernel */
           o.tile = atoi(tiles[ti]);
           stof_attn_plan *plan;
           if (stof_attn_plan_new(eng, mask, B, H, H, S, S, D, dtype, &o, &plan)) {
@@ -213,13 +214,13 @@ int main(int argc, char **argv) {
           double floor_ms = fmax(flops / (peak_tflops * 1e12), bytes / (peak_tbs * 1e12)) * 1e3;
           double density = (double)nvalid / ((double)B * H * S * S);
           fprintf(stderr, "%-15s %5lld %3lld %4lld %6s %5d %4lld %9.4f %8.1f %6.1f%% %7.4f %9.2e%s\n", masks[mi],
-                  (long long)B, (long long)H, (long long)S, stof_attn_kernel_name(c->kernel), c->tile, (long long)D, ms,
+                  (long long)B, (long long)H, (long long)S, c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel), c->tile, (long long)D, ms,
                   tflops, 100 * floor_ms / ms, density, err, nan_seen ? " NaN!" : "");
-          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
+          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
                                 "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
                                 "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
                                 stof_attn_kernel_name(c->kernel), "tile", c->tile, "warps", c->warps, "stages", c->stages,
-                                "ms", ms, "tflops", tflops, "roofline", floor_ms / ms, "density", density, "rel_err", err,
+                                "hopper", c->hopper, "ms", ms, "tflops", tflops, "roofline", floor_ms / ms, "density", density, "rel_err", err,
                                 "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
                                 props.name, "peer_mask", from_peer);
           char *line = json_dumps(j, JSON_COMPACT);

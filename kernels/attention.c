@@ -153,9 +153,18 @@ done:
 #define TILE128_MIN_S_DENSE 1024
 #define TILE128_MIN_FRAC_DENSE 0.75
 
+/* Dynamic shared memory of the kernels (the formulas of their file headers). */
+static unsigned smem_portable(int T, int64_t D, int stages) {
+  return (unsigned)(T * D * 2 + stages * (2 * T * D * 2 + (T / 8) * (T / 8) * 8));
+}
+static unsigned smem_hopper(int T, int64_t D, int stages) { /* Q in registers */
+  return (unsigned)(1024 + T * D * 2 * (2 * stages) + stages * (T / 8) * (T / 8) * 8);
+}
+
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int64_t B,
-                                  int64_t H, int64_t D, int sm_count,
+                                  int64_t H, int64_t D, const stof_cuda_props *dev,
                                   const stof_attn_opts *opts, stof_attn_choice *out) {
+  int sm_count = dev ? dev->sm_count : 0;
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   memset(out, 0, sizeof *out);
   if ((unsigned)o.kernel >= STOF_ATTN_KERNEL_COUNT)
@@ -200,6 +209,17 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                : out->tile == 128 && D == 128   ? 8
                                                 : 4;
   out->stages = o.stages ? o.stages : 2;
+  /* Hopper: the wgmma kernel, one warpgroup per 64 query rows; at tile 128 its two
+   * warpgroups ping-pong over 3 stages (measured fastest, bench/NOTES-attention.md) */
+  if (out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable &&
+      (!o.warps || o.warps == out->tile / 16)) {
+    int stages = o.stages ? o.stages : out->tile == 128 ? 3 : 2;
+    if (smem_hopper(out->tile, D, stages) <= dev->smem_per_block_optin) {
+      out->hopper = 1;
+      out->warps = out->tile / 16;
+      out->stages = stages;
+    }
+  }
   if (out->kernel == STOF_ATTN_BLOCK && out->tile / out->warps != 16 && out->tile / out->warps != 32)
     return stof_ctx_error(ctx, STOF_ERR_ARG,
                           "attention: %d warps for tile %d (block-wise needs 16 or 32 query rows per warp)",
@@ -207,16 +227,17 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (out->kernel == STOF_ATTN_ROW && out->warps > 8)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps (row-wise takes 1 to 8)", out->warps);
   if (n > 0 && (size_t)n < sizeof out->why)
-    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps, %d stages (B*H = %lld, D = %lld%s)",
-             out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1, (long long)(B * H),
-             (long long)D, sm_count ? "" : ", no GPU seen");
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps, %d stages%s (B*H = %lld, D = %lld%s)",
+             out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
+             out->hopper ? ", wgmma (sm_90a)" : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync" : "",
+             (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
 }
 
 /* ---------------------------------------------------------------- GPU engine */
 
 typedef struct attn_variant {
-  char key[256];
+  char key[320];
   stof_cuda_module *mod;
   stof_cuda_kernel *fn;
 } attn_variant;
@@ -226,6 +247,7 @@ struct stof_attn_engine {
   stof_cuda_props props;
   char arch[16];
   stof_mask_cache *formats;
+  kernels_format_gpu *gpu_formats; /* long sequences' formats, built on the GPU (lazily) */
   /* compiled variants, never unloaded before the engine: plans borrow their kernels;
    * there are few (kernel x D x dtype x tile x warps x stages) */
   int nvariant, capvariant;
@@ -275,6 +297,7 @@ void stof_attn_engine_free(stof_attn_engine *e) {
   for (int i = 0; i < e->nvariant; i++) stof_cuda_module_free(e->variant[i].mod);
   stof_ctx_dealloc(e->ctx, e->variant, sizeof *e->variant * (size_t)e->capvariant);
   stof_mask_cache_free(e->formats);
+  kernels_format_gpu_free(e->gpu_formats);
   stof_ctx_dealloc(e->ctx, e, sizeof *e);
 }
 
@@ -282,17 +305,22 @@ void stof_attn_engine_free(stof_attn_engine *e) {
  * also cached on disk). */
 static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
                                stof_dtype dtype, stof_cuda_kernel **fn) {
-  int block = c->kernel == STOF_ATTN_BLOCK;
-  char o[5][48];
-  snprintf(o[0], sizeof o[0], "-DSTOF_HEAD_DIM=%lld", (long long)D);
-  snprintf(o[1], sizeof o[1], "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
-  snprintf(o[2], sizeof o[2], "-DSTOF_TILE_M=%d", c->tile);
-  snprintf(o[3], sizeof o[3], block ? "-DSTOF_WARPS=%d" : "-DSTOF_ROW_WARPS=%d", c->warps);
-  snprintf(o[4], sizeof o[4], "-DSTOF_STAGES=%d", c->stages);
-  const char *opts[5] = {o[0], o[1], o[2], o[3], o[4]};
-  int nopt = block ? 5 : 4;
-  char key[256];
-  snprintf(key, sizeof key, "%s %s %s %s %s %s", block ? "block" : "row", o[0], o[1], o[2], o[3], block ? o[4] : "");
+  int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
+  char o[6][48];
+  int nopt = 0;
+  snprintf(o[nopt++], sizeof o[0], "-DSTOF_HEAD_DIM=%lld", (long long)D);
+  snprintf(o[nopt++], sizeof o[0], "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
+  snprintf(o[nopt++], sizeof o[0], "-DSTOF_TILE_M=%d", c->tile);
+  if (!hopper) snprintf(o[nopt++], sizeof o[0], block ? "-DSTOF_WARPS=%d" : "-DSTOF_ROW_WARPS=%d", c->warps);
+  if (block) snprintf(o[nopt++], sizeof o[0], "-DSTOF_STAGES=%d", c->stages);
+  if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_PINGPONG=%d", c->tile == 128 && c->stages >= 3);
+  const char *opts[6];
+  char key[320];
+  int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
+  for (int i = 0; i < nopt; i++) {
+    opts[i] = o[i];
+    len += snprintf(key + len, sizeof key - (size_t)len, " %s", o[i]);
+  }
   for (int i = 0; i < e->nvariant; i++)
     if (strcmp(e->variant[i].key, key) == 0) return *fn = e->variant[i].fn, STOF_OK;
   if (e->nvariant == e->capvariant) {
@@ -303,7 +331,8 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
     e->variant = nv;
     e->capvariant = ncap;
   }
-  const char *file = block ? "attention_block.cu" : "attention_row.cu";
+  const char *file = hopper ? "attention_block_sm90.cu" : block ? "attention_block.cu" : "attention_row.cu";
+  const char *entry = hopper ? "stof_attn_block_fwd_sm90" : block ? "stof_attn_block_fwd" : "stof_attn_row_fwd";
   const char *src = stof_kernels_source(file);
   const char *hname[1] = {"attention_common.cuh"};
   const char *hsrc[1] = {stof_kernels_source("attention_common.cuh")};
@@ -311,13 +340,14 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
     return stof_ctx_error(e->ctx, STOF_ERR_INTERNAL, "attention: %s is not embedded in the library", file);
   void *cubin;
   size_t size;
-  stof_status st = stof_cuda_compile_cached(e->ctx, src, file, e->arch, nopt, opts, 1, hname, hsrc, &cubin, &size);
+  stof_status st = stof_cuda_compile_cached(e->ctx, src, file, hopper ? "sm_90a" : e->arch, nopt, opts, 1,
+                                            hname, hsrc, &cubin, &size);
   if (st) return st;
   attn_variant *v = &e->variant[e->nvariant];
   st = stof_cuda_module_load(e->ctx, cubin, size, &v->mod);
   stof_ctx_dealloc(e->ctx, cubin, size);
   if (st) return st;
-  st = stof_cuda_module_kernel(v->mod, block ? "stof_attn_block_fwd" : "stof_attn_row_fwd", &v->fn);
+  st = stof_cuda_module_kernel(v->mod, entry, &v->fn);
   if (st) {
     stof_cuda_module_free(v->mod);
     return st;
@@ -326,6 +356,21 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   e->nvariant++;
   *fn = v->fn;
   return STOF_OK;
+}
+
+/* The format of (mask, dims, T), cached: built on the GPU when max(Sq, Sk) >=
+ * STOF_FORMAT_GPU_MIN_S and the mask allows it, else on the CPU. Borrowed. */
+static stof_status engine_format(stof_attn_engine *e, const stof_mask *mask, int64_t B,
+                                 int64_t H, int64_t Sq, int64_t Sk, int T,
+                                 const stof_mask_format **out) {
+  if ((Sq >= STOF_FORMAT_GPU_MIN_S || Sk >= STOF_FORMAT_GPU_MIN_S) &&
+      stof_mask_format_gpu_supported(mask)) {
+    stof_status st = e->gpu_formats ? STOF_OK : kernels_format_gpu_new(e->ctx, &e->gpu_formats);
+    if (!st) st = kernels_format_gpu_get(e->gpu_formats, mask, B, H, Sq, Sk, T, out);
+    if (st != STOF_ERR_UNSUPPORTED) return st;
+    stof_ctx_clear_error(e->ctx); /* past the GPU builder's range: the CPU builds it */
+  }
+  return stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, T, out);
 }
 
 static stof_status upload(stof_ctx *ctx, const void *src, size_t bytes, uint64_t *dst) {
@@ -366,7 +411,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: sizes past 2^31");
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   const stof_mask_format *f;
-  stof_status st = stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
+  stof_status st = engine_format(e, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
   if (st) return st;
   if (f->nvalid == 0)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: the mask %s keeps no (query, key) pair at Sq = %lld, Sk = %lld",
@@ -374,8 +419,8 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   stof_attn_plan *p = stof_ctx_alloc(ctx, sizeof *p);
   if (!p) return STOF_ERR_NOMEM;
   p->e = e;
-  if ((st = stof_attention_select(ctx, f, B, H, D, e->props.sm_count, &o, &p->choice))) goto fail;
-  if (p->choice.tile != f->T && (st = stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, p->choice.tile, &f)))
+  if ((st = stof_attention_select(ctx, f, B, H, D, &e->props, &o, &p->choice))) goto fail;
+  if (p->choice.tile != f->T && (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f)))
     goto fail;
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;
@@ -394,7 +439,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   if (p->choice.kernel == STOF_ATTN_BLOCK) {
     p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + T - 1) / T), p->grid[2] = 1;
     p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;
-    p->smem = (unsigned)(T * D * 2 + p->choice.stages * (2 * T * D * 2 + (T / 8) * (T / 8) * 8));
+    p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages) : smem_portable(T, D, p->choice.stages);
   } else {
     p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + W - 1) / W), p->grid[2] = 1;
     p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;

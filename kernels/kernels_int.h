@@ -102,5 +102,45 @@ static inline void kernels_row_set(uint64_t *row, int64_t a, int64_t b) {
   }
 }
 
+/* ---------------------------------------------------------------- the format on the GPU */
+
+/* The mask as the GPU evaluates it (mask_format_gpu.c, kernels in mask_format.cu): a flat
+ * postfix program of leaves (dense, window, global, random_blocks, document, dilated)
+ * and set operations. Owned: kernels_format_prog_free. STOF_ERR_UNSUPPORTED (with the
+ * reason) for a mask holding a tensor or fn node, or a program past the device's limits. */
+typedef struct kernels_format_prog kernels_format_prog;
+stof_status kernels_format_prog_new(stof_ctx *ctx, const stof_mask *mask,
+                                    kernels_format_prog **out);
+void kernels_format_prog_free(kernels_format_prog *p);
+int kernels_format_prog_nnode(const kernels_format_prog *p);
+/* Stack slots the program needs. */
+int kernels_format_prog_depth(const kernels_format_prog *p);
+/* The device's own evaluator, compiled for the host: element (i, j) of batch element b
+ * (0 or 1, as stof_mask_eval); the format word of the 8 x 8 inner tile at (i0, j0)
+ * (bits outside [0, Sq) x [0, Sk) are 0); the class (KERNELS_TILE_*) of rows [i0, i1) x
+ * columns [j0, j1). */
+int kernels_format_prog_eval(const kernels_format_prog *p, int64_t b, int64_t i, int64_t j);
+uint64_t kernels_format_prog_word(const kernels_format_prog *p, int64_t b, int64_t Sq,
+                                  int64_t Sk, int64_t i0, int64_t j0);
+int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_t i0,
+                                 int64_t i1, int64_t j0, int64_t j1);
+
+/* A GPU format builder: the kernels compiled (cubin cache) and loaded once, and a small
+ * LRU of the formats it built. Needs a GPU (STOF_ERR_NO_DEVICE). Owned:
+ * kernels_format_gpu_free (frees the cached formats too). */
+typedef struct kernels_format_gpu kernels_format_gpu;
+stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out);
+void kernels_format_gpu_free(kernels_format_gpu *g);
+/* Milliseconds the builder took to compile (or read from the cubin cache) and load. */
+double kernels_format_gpu_setup_ms(const kernels_format_gpu *g);
+/* As stof_mask_format_build_gpu, on this builder. Owned. */
+stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                     int64_t H, int64_t Sq, int64_t Sk, int T,
+                                     stof_mask_format **out);
+/* The same through the builder's cache. Borrowed: valid until 8 further misses or
+ * kernels_format_gpu_free. */
+stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                   int64_t H, int64_t Sq, int64_t Sk, int T,
+                                   const stof_mask_format **out);
 
 #endif

@@ -87,6 +87,8 @@ static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname) {
     }
     lua_pop(L, 1);
   }
+  if (lua_getfield(L, idx, "portable") != LUA_TNIL) o.portable = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   if (lua_getfield(L, idx, "scale") != LUA_TNIL) {
     if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) <= 0)
       slua_error(L, "ValueError", "%s: option scale must be a positive number", fname);
@@ -166,9 +168,9 @@ static int l_attention(lua_State *L) {
   }
   /* GPU: a plan per (mask handle, dims, dtype, options), cached */
   char key[256];
-  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %g", (long long)d[0], (long long)d[1],
+  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g", (long long)d[0], (long long)d[1],
            (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5], (int)q->dtype, (int)o.kernel, o.tile,
-           o.warps, o.stages, (double)o.scale);
+           o.warps, o.stages, o.portable, (double)o.scale);
   slua_registry_table(L, REG_PLANS, "k");
   int pidx = lua_gettop(L);
   lua_pushvalue(L, 4);
@@ -262,6 +264,8 @@ static void push_choice(lua_State *L, const stof_attn_choice *c) {
   lua_setfield(L, -2, "warps");
   lua_pushinteger(L, c->stages);
   lua_setfield(L, -2, "stages");
+  lua_pushboolean(L, c->hopper);
+  lua_setfield(L, -2, "hopper");
   lua_pushnumber(L, c->frac16);
   lua_setfield(L, -2, "frac16");
   lua_pushnumber(L, c->threshold);
@@ -330,7 +334,7 @@ static int l_explain(lua_State *L) {
   if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
   if (st) return slua_raise(L, ctx, st, fname);
   stof_attn_choice ch;
-  st = stof_attention_select(ctx, f, B, H, D, props.sm_count, &o, &ch);
+  st = stof_attention_select(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
   if (st) {
     stof_mask_format_free(f);
     return slua_raise(L, ctx, st, fname);

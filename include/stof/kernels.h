@@ -7,9 +7,9 @@
  *    own): combining masks copies the operands, so every mask is freed on its own with
  *    stof_mask_free, in any order, and no mask keeps another alive.
  *  - Positions are 0-based; i is a query, j a key, b a batch element, h a head.
- *  - A stof_mask_format is built on the CPU from a mask and (B, H, Sq, Sk, T); its arrays
- *    follow the layout documented at struct stof_mask_format exactly (the GPU kernels
- *    read them as they are).
+ *  - A stof_mask_format is built from a mask and (B, H, Sq, Sk, T) on the CPU, or on the
+ *    GPU with the identical result; its arrays follow the layout documented at struct
+ *    stof_mask_format exactly (the GPU kernels read them as they are).
  */
 #ifndef STOF_KERNELS_H
 #define STOF_KERNELS_H
@@ -190,6 +190,29 @@ int64_t stof_mask_format_count(const stof_mask_format *f, int64_t b, int64_t h);
 stof_status stof_mask_format_svg(const stof_mask_format *f, int64_t b, int64_t h,
                                  const char *path);
 
+/* ---------------------------------------------------------------- the format on the GPU */
+
+/* The attention engine builds formats on the GPU when max(Sq, Sk) is at least this and
+ * the mask allows it (stof_mask_format_gpu_supported), on the CPU otherwise. */
+#define STOF_FORMAT_GPU_MIN_S 8192
+
+/** Whether stof_mask_format_build_gpu can build formats of mask: every kind but
+ *  from_tensor and fn, in any combination short of 256 nodes (and 16 stack slots). */
+int stof_mask_format_gpu_supported(const stof_mask *mask);
+/**
+ * stof_mask_format_build on the GPU: the same format (identical arrays and statistics),
+ * copied back to the host, so everything downstream is unchanged. build_ms counts the
+ * build proper (program upload, kernels, copies back), not the one-time compilation and
+ * loading of the kernels (which this call also does: a builder that keeps them lives
+ * behind the attention engine). Owned: stof_mask_format_free. Errors as
+ * stof_mask_format_build, and STOF_ERR_UNSUPPORTED for a mask holding from_tensor or fn
+ * (or too large a combination, or Sq, Sk >= 2^31: build those on the CPU),
+ * STOF_ERR_NO_DEVICE without a GPU, STOF_ERR_CUDA / _COMPILE when the device fails.
+ */
+stof_status stof_mask_format_build_gpu(stof_ctx *ctx, const stof_mask *mask, int64_t B,
+                                       int64_t H, int64_t Sq, int64_t Sk, int T,
+                                       stof_mask_format **out);
+
 /* ---------------------------------------------------------------- format cache */
 
 /* Formats keyed by (mask description, B, H, Sq, Sk, T), least recently used evicted.
@@ -231,6 +254,7 @@ typedef struct stof_attn_opts {
   float scale;             /* 0: 1 / sqrt(D) */
   int warps;               /* 0: the kernel's default */
   int stages;              /* block-wise pipeline depth, 0: default */
+  int portable;            /* 1: never the Hopper (wgmma) block-wise kernel */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -244,6 +268,7 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
 typedef struct stof_attn_choice {
   stof_attn_kernel kernel;
   int tile, warps, stages;
+  int hopper;        /* block-wise on the sm_90a kernel (wgmma; attention_block_sm90.cu) */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
   char why[512];
@@ -255,9 +280,11 @@ typedef struct stof_attn_choice {
 #define STOF_ATTN_SELECT_C 0.05
 
 /** The selector: kernel and tile from the mask's statistics at tile 64, the shape and the
- *  device (sm_count, 0 when unknown). Respects whatever opts fixes. */
+ *  device (dev NULL when unknown: then the portable kernels are assumed; on compute
+ *  capability 9.0 block-wise runs the wgmma kernel unless opts->portable or a forced
+ *  warps/stages setting it cannot take). Respects whatever opts fixes. */
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, int64_t B,
-                                  int64_t H, int64_t D, int sm_count,
+                                  int64_t H, int64_t D, const stof_cuda_props *dev,
                                   const stof_attn_opts *opts, stof_attn_choice *out);
 
 /* The GPU engine: compiled kernel variants (NVRTC, cubins cached on disk), formats. */
@@ -269,7 +296,8 @@ stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out);
 void stof_attn_engine_free(stof_attn_engine *e);
 
 /**
- * Prepares attention of one shape and mask: builds the format (CPU), picks the kernel,
+ * Prepares attention of one shape and mask: builds the format (on the CPU; on the GPU
+ * when max(Sq, Sk) >= STOF_FORMAT_GPU_MIN_S and the mask allows it), picks the kernel,
  * compiles it and copies the format to the GPU. Errors: a head dim other than 64 or 128
  * and dtypes other than f16/bf16 (STOF_ERR_UNSUPPORTED), H not a multiple of Hkv or
  * non-positive sizes (STOF_ERR_SHAPE), a mask that keeps nothing (STOF_ERR_ARG).

@@ -2,6 +2,7 @@
 #define STOF_TEST_GROUPS(X) \
   X(mask)                   \
   X(mask_format)            \
+  X(mask_format_gpu)        \
   X(mask_svg)               \
   X(mask_nomem)             \
   X(attention)

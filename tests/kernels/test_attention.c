@@ -438,7 +438,7 @@ static void select_follows_the_papers_rule(void **state) {
   /* dense at S = 1024: every tile is valid: block-wise, threshold C / 36 */
   TU_OK(ctx, stof_mask_dense(ctx, &m));
   stof_mask_format *f = format_of(ctx, m, 1024, 1024);
-  TU_OK(ctx, stof_attention_select(ctx, f, 2, 8, 64, 132, NULL, &c));
+  TU_OK(ctx, stof_attention_select(ctx, f, 2, 8, 64, NULL, NULL, &c));
   assert_int_equal(c.kernel, STOF_ATTN_BLOCK);
   assert_true(c.frac16 == 1.0);
   assert_true(fabs(c.threshold - STOF_ATTN_SELECT_C / 36.0) < 1e-15);
@@ -455,7 +455,7 @@ static void select_follows_the_papers_rule(void **state) {
   TU_OK(ctx, stof_mask_sliding(ctx, 8, &m));
   f = format_of(ctx, m, 4096, 4096);
   assert_true(fabs(f->frac16 - 766.0 / 65536.0) < 1e-15);
-  TU_OK(ctx, stof_attention_select(ctx, f, 1, 16, 128, 132, NULL, &c));
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 16, 128, NULL, NULL, &c));
   assert_true(fabs(c.frac16 - 766.0 / 65536.0) < 1e-15);
   assert_true(fabs(c.threshold - STOF_ATTN_SELECT_C / 64.0) < 1e-15);
   assert_int_equal(c.kernel,
@@ -469,7 +469,7 @@ static void select_follows_the_papers_rule(void **state) {
   TU_OK(ctx, stof_mask_document(ctx, 1, (const int64_t[]){40}, &m));
   f = format_of(ctx, m, 4096, 4096);
   assert_true(fabs(f->frac16 - 9.0 / 65536.0) < 1e-15);
-  TU_OK(ctx, stof_attention_select(ctx, f, 1, 16, 64, 132, NULL, &c));
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 16, 64, NULL, NULL, &c));
   assert_int_equal(c.kernel, STOF_ATTN_ROW);
   expect_explained(&c, 9.0 / 65536.0);
   expect_in_why(&c, "row");
@@ -489,7 +489,7 @@ static void select_follows_the_papers_rule(void **state) {
       else
         TU_OK(ctx, stof_mask_document(ctx, 1, (const int64_t[]){40}, &m));
       f = format_of(ctx, m, Sq, Sk);
-      TU_OK(ctx, stof_attention_select(ctx, f, 1, 4, 64, 0, NULL, &c));
+      TU_OK(ctx, stof_attention_select(ctx, f, 1, 4, 64, NULL, NULL, &c));
       double thr = rule_threshold(Sq, Sk);
       stof_attn_kernel want = f->frac16 >= thr ? STOF_ATTN_BLOCK : STOF_ATTN_ROW;
       if (c.kernel != want || fabs(c.threshold - thr) > 1e-15)
@@ -522,12 +522,12 @@ static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
 
   /* the rule's choices (block, row) turned around by force; the statistics are still
    * reported */
-  TU_OK(ctx, stof_attention_select(ctx, fd, 1, 8, 64, 132,
+  TU_OK(ctx, stof_attention_select(ctx, fd, 1, 8, 64, NULL,
                                    &(stof_attn_opts){.kernel = STOF_ATTN_ROW}, &c));
   assert_int_equal(c.kernel, STOF_ATTN_ROW);
   assert_true(c.frac16 == 1.0);
   expect_in_why(&c, "row");
-  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, 132,
+  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, NULL,
                                    &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK}, &c));
   assert_int_equal(c.kernel, STOF_ATTN_BLOCK);
   assert_true(fabs(c.threshold - STOF_ATTN_SELECT_C / 64.0) < 1e-15);
@@ -538,7 +538,7 @@ static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
   for (int kk = 0; kk < 3; kk++) {
     for (int tile = 0; tile <= 128; tile += 64) {
       stof_attn_opts o = {.kernel = kernels[kk], .tile = tile};
-      TU_OK(ctx, stof_attention_select(ctx, fd, 1, 8, 128, 132, &o, &c));
+      TU_OK(ctx, stof_attention_select(ctx, fd, 1, 8, 128, NULL, &o, &c));
       if (tile)
         assert_int_equal(c.tile, tile);
       else
@@ -558,7 +558,7 @@ static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
   /* warps and stages forced */
   TU_OK(ctx,
         stof_attention_select(
-            ctx, fd, 1, 8, 64, 0,
+            ctx, fd, 1, 8, 64, NULL,
             &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = 64, .warps = 2, .stages = 3}, &c));
   assert_int_equal(c.warps, 2);
   assert_int_equal(c.stages, 3);
@@ -566,8 +566,8 @@ static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
   expect_in_why(&c, "3 stages");
   /* NULL opts are the zero opts */
   stof_attn_choice c2;
-  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, 0, NULL, &c));
-  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, 0, &(stof_attn_opts){0}, &c2));
+  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, NULL, NULL, &c));
+  TU_OK(ctx, stof_attention_select(ctx, fs, 1, 8, 64, NULL, &(stof_attn_opts){0}, &c2));
   assert_int_equal(c.kernel, c2.kernel);
   assert_int_equal(c.tile, c2.tile);
   assert_int_equal(c.warps, c2.warps);
@@ -588,16 +588,16 @@ static void select_rejects_bad_tiles_and_kernels(void **state) {
   TU_OK(ctx, stof_mask_causal(ctx, &m));
   stof_mask_format *f = format_of(ctx, m, 300, 300);
   stof_attn_choice c;
-  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, 0, &(stof_attn_opts){.tile = 96}, &c),
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, NULL, &(stof_attn_opts){.tile = 96}, &c),
          STOF_ERR_ARG, "tile 96");
-  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, 0, &(stof_attn_opts){.tile = 32}, &c),
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, NULL, &(stof_attn_opts){.tile = 32}, &c),
          STOF_ERR_ARG, "tile 32");
   TU_ERR(ctx,
-         stof_attention_select(ctx, f, 1, 1, 64, 0,
+         stof_attention_select(ctx, f, 1, 1, 64, NULL,
                                &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = -64}, &c),
          STOF_ERR_ARG, "tile -64");
   TU_ERR(ctx,
-         stof_attention_select(ctx, f, 1, 1, 64, 0,
+         stof_attention_select(ctx, f, 1, 1, 64, NULL,
                                &(stof_attn_opts){.kernel = (stof_attn_kernel)7}, &c),
          STOF_ERR_ARG, "kernel");
   /* the kernel names */

@@ -21,6 +21,8 @@
 
 #include <stof/kernels.h>
 
+#include "format_gpu.h"
+
 typedef struct fixture {
   tu_heap heap;
   stof_ctx *ctx;
@@ -240,7 +242,7 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
   /* the choice: what was forced is kept; auto is the selector's answer for this device */
   char bad[512] = "";
   stof_attn_choice want;
-  TU_OK(ctx, stof_attention_select(ctx, p->fmt64, c->B, c->H, c->D, f->props.sm_count, &o, &want));
+  TU_OK(ctx, stof_attention_select(ctx, p->fmt64, c->B, c->H, c->D, &f->props, &o, &want));
   if (ch->kernel != want.kernel || ch->tile != want.tile || ch->warps != want.warps ||
       ch->stages != want.stages)
     snprintf(bad, sizeof bad, "plan chose %s/%d %dw %ds, the selector says %s/%d %dw %ds",
@@ -794,6 +796,15 @@ int main(void) {
       cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_outlives_many_other_variants, setup, teardown),
+#define FORMAT_GPU_TEST(name) cmocka_unit_test_setup_teardown(name, format_gpu_setup, format_gpu_teardown)
+      FORMAT_GPU_TEST(gpu_format_matches_cpu_on_suite_masks),
+      FORMAT_GPU_TEST(gpu_format_matches_cpu_on_other_kinds_and_combinations),
+      FORMAT_GPU_TEST(gpu_format_matches_cpu_with_unequal_lengths),
+      FORMAT_GPU_TEST(gpu_format_matches_cpu_on_per_batch_documents),
+      FORMAT_GPU_TEST(gpu_format_build_times_against_cpu),
+      FORMAT_GPU_TEST(gpu_format_public_entry_cache_and_refusals),
+      FORMAT_GPU_TEST(engine_builds_long_sequence_formats_on_the_gpu),
+#undef FORMAT_GPU_TEST
   };
   return cmocka_run_group_tests_name("kernels_gpu", tests, NULL, NULL) ? 1 : 0;
 }

@@ -1,0 +1,693 @@
+/*
+ * Block-wise sparse attention, forward (inference), Hopper path (sm_90a): warpgroup MMA.
+ *
+ * Same contract as stof_attn_block_fwd (kernels/attention_block.cu): the same arguments, the
+ * same BSR + bitmap format with square T x T outer tiles, the same semantics (a row with no
+ * valid key writes zeros, never NaN; rows past Sq are not written). Only the grid/block and
+ * shared-memory sizes differ:
+ *   extern "C" __global__ void stof_attn_block_fwd_sm90(
+ *       const elem *Q, const elem *K, const elem *V, elem *O,
+ *       const int *row_ptr, const int *col_idx, const int *bmp_off,
+ *       const unsigned long long *bitmap,
+ *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+ *   grid  = (B * H, ceil(Sq / T)); blockIdx.y = y owns tile-row ceil(Sq/T) - 1 - y
+ *   block = 128 * (T / 64) threads: one warpgroup (4 warps) per 64 query rows
+ *   dynamic shared memory = stof_attn::sm90::kSmemBytes
+ *           = 1024 + T*D*2 * ((QREG ? 0 : 1) + 2*STOF_STAGES) + STOF_STAGES * (T/8)^2 * 8 bytes
+ *           (the launcher must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+ * Must be compiled for sm_90a (wgmma): NVRTC --gpu-architecture=sm_90a.
+ *
+ * Structure (FA2-like pipeline, FA3-like math): all threads load Q and the row's non-empty
+ * K/V tiles with cp.async into a STOF_STAGES-deep ring (the copy issued while tile i is
+ * computed is that of the (i + distance)-th NON-EMPTY tile), one CTA barrier per tile; no
+ * producer warp, no TMA, no mbarrier. Each warpgroup computes S = Q K^T for its 64 rows with
+ * wgmma m64nTk16 (K from shared memory through a matrix descriptor, 128-byte swizzle,
+ * K-major; Q from registers, or from shared memory with STOF_SM90_QREG=0), then the online
+ * softmax in f32 registers (the accumulator layout of wgmma is, per warp, the mma.sync
+ * m16n8 layout), then O += P V with wgmma m64nDk16, P from registers (RS variant), V from
+ * shared memory as an MN-major (transposed) operand. Partial tiles run the same code and set
+ * the scores of masked keys to -inf from their bitmap (no finer skipping). Scheduling
+ * variants: plain (S, wait, softmax, P V, wait), STOF_SM90_OVERLAP (P V of the previous tile
+ * under the softmax), STOF_SM90_PINGPONG (the two warpgroups half a tile apart).
+ *
+ * Shared-memory tiles: [D/64][T rows][128 bytes]; 16-byte chunk c (0..7) of row r inside a
+ * 64-column block sits at chunk c ^ (r & 7): the 128-byte swizzle atom of wgmma (8 rows x
+ * 128 B, 1024-byte aligned). Bases are 1024-byte aligned.
+ *
+ * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128),
+ *   STOF_STAGES (default 3 with ping-pong, else 2; 2..4 within 227 KB), STOF_MIN_BLOCKS
+ *   (default 1),
+ *   STOF_SM90_QREG (1: Q as A fragments in registers, S via the RS variant, loaded once with
+ *   ldmatrix; 0: Q read from shared memory by every S wgmma; default 1),
+ *   STOF_SM90_PV_SPLIT (1: O += P V as one m64n64 wgmma per 64-column block of D instead of
+ *   one m64nD; only differs at D = 128; default 0),
+ *   STOF_SM90_OVERLAP (1: FA3-style intra-warpgroup overlap: P V of tile i-1 is issued right
+ *   after S of tile i and runs under the softmax of tile i; needs STOF_STAGES >= 3, as V of
+ *   tile i-1 must stay resident while tile i+1 loads; default 0),
+ *   STOF_SM90_PINGPONG (1: T = 128 only, STOF_STAGES >= 3: warpgroup 1 runs half a tile
+ *   behind warpgroup 0 around the same per-tile barrier, so that one's softmax overlaps the
+ *   other's MMAs; default 1 for T = 128, 0 for T = 64).
+ */
+#include "attention_common.cuh"
+
+/* Defaults = the fastest measured on an H200 (bench/NOTES-attention.md): T = 128, ping-pong
+ * with 3 stages (dense, causal, document; D = 64 and 128); T = 64, 2 stages, no overlap
+ * (sliding, longformer, bigbird). */
+#ifndef STOF_SM90_PINGPONG
+#if STOF_TILE_M == 128
+#define STOF_SM90_PINGPONG 1
+#else
+#define STOF_SM90_PINGPONG 0
+#endif
+#endif
+#ifndef STOF_STAGES
+#if STOF_SM90_PINGPONG
+#define STOF_STAGES 3
+#else
+#define STOF_STAGES 2
+#endif
+#endif
+#ifndef STOF_MIN_BLOCKS
+#define STOF_MIN_BLOCKS 1
+#endif
+#ifndef STOF_SM90_QREG
+#define STOF_SM90_QREG 1
+#endif
+#ifndef STOF_SM90_OVERLAP
+#define STOF_SM90_OVERLAP 0
+#endif
+#ifndef STOF_SM90_PV_SPLIT
+#define STOF_SM90_PV_SPLIT 0
+#endif
+#if STOF_STAGES < 2 || STOF_STAGES > 4
+#error "stof attention: STOF_STAGES must be 2, 3 or 4"
+#endif
+
+#if STOF_BF16
+#define STOF_WG_AB ".bf16.bf16"
+#else
+#define STOF_WG_AB ".f16.f16"
+#endif
+
+namespace stof_attn {
+namespace sm90 {
+
+constexpr int kWG = kT / 64;            /* consumer warpgroups = 64-row slices */
+constexpr int kThreads = 128 * kWG;
+constexpr int kStages = STOF_STAGES;
+constexpr int kTileBytes = kT * kD * 2; /* one Q, K or V tile */
+constexpr int kBlkBytes = kT * 128;     /* one 64-column block of a tile */
+constexpr int kBmpBytes = kBmpWords * 8;
+constexpr int kNS = kT / 2;             /* S accumulators per thread (64 x T per warpgroup) */
+constexpr int kNO = kD / 2;             /* O accumulators per thread (64 x D per warpgroup) */
+constexpr bool kOverlap = STOF_SM90_OVERLAP != 0;
+/* Prefetch distance (tiles in flight ahead of the current one); overlapped, the previous
+ * tile's V is still read while tile i is computed, so one stage less. */
+constexpr bool kPingpong = STOF_SM90_PINGPONG != 0;
+constexpr int kDist = (kPingpong || kOverlap) ? kStages - 2 : kStages - 1;
+static_assert(!kPingpong || (kWG == 2 && !kOverlap), "stof attention (sm90): ping-pong needs T = 128 (two warpgroups), no STOF_SM90_OVERLAP");
+constexpr int kQBytes = STOF_SM90_QREG ? 0 : kTileBytes; /* a Q tile of its own (Q not in registers) */
+constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes;
+static_assert(kDist >= 1, "stof attention (sm90): STOF_SM90_OVERLAP needs STOF_STAGES >= 3, STOF_SM90_PINGPONG >= 3");
+static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory over 227 KB; use fewer stages");
+
+/* Byte offset of 16-byte chunk ch (0 .. D/8-1) of row r in a tile. */
+__device__ __forceinline__ unsigned toff(int r, int ch)
+{
+  return (unsigned)((ch >> 3) * kBlkBytes + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+}
+
+/* wgmma shared-memory matrix descriptor, 128-byte swizzle. */
+__device__ __forceinline__ unsigned long long mdesc(unsigned addr, unsigned lbo, unsigned sbo)
+{
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait()
+{
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accesses of accumulator registers across the async MMA. */
+template <int N> __device__ __forceinline__ void reg_fence(float (&d)[N])
+{
+#pragma unroll
+  for (int k = 0; k < N; ++k) asm volatile("" : "+f"(d[k])::"memory");
+}
+/* Generic-proxy writes (cp.async, st.shared) made visible to the async proxy (wgmma). */
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* Generated wrappers: S (+)= A B^T with A, B from shared memory (both K-major); O += P V with
+ * P (A) from registers and V (B) MN-major. `acc` = 0 overwrites the accumulators. */
+__device__ __forceinline__ void wg_ss_n64(float (&d)[32], unsigned long long da, unsigned long long db, int acc)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wg_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long db)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wg_ss_n128(float (&d)[64], unsigned long long da, unsigned long long db, int acc)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wg_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long db)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wg_rsk_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long db, int acc)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wg_rsk_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long db, int acc)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+
+template <int N> __device__ __forceinline__ void wg_ss(float (&d)[N / 2], unsigned long long da, unsigned long long db, int acc);
+template <> __device__ __forceinline__ void wg_ss<64>(float (&d)[32], unsigned long long da, unsigned long long db, int acc) { wg_ss_n64(d, da, db, acc); }
+template <> __device__ __forceinline__ void wg_ss<128>(float (&d)[64], unsigned long long da, unsigned long long db, int acc) { wg_ss_n128(d, da, db, acc); }
+template <int N> __device__ __forceinline__ void wg_rsk(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db, int acc);
+template <> __device__ __forceinline__ void wg_rsk<64>(float (&d)[32], const unsigned (&a)[4], unsigned long long db, int acc) { wg_rsk_n64(d, a, db, acc); }
+template <> __device__ __forceinline__ void wg_rsk<128>(float (&d)[64], const unsigned (&a)[4], unsigned long long db, int acc) { wg_rsk_n128(d, a, db, acc); }
+template <int N> __device__ __forceinline__ void wg_rs(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db);
+template <> __device__ __forceinline__ void wg_rs<64>(float (&d)[32], const unsigned (&a)[4], unsigned long long db) { wg_rs_n64(d, a, db); }
+template <> __device__ __forceinline__ void wg_rs<128>(float (&d)[64], const unsigned (&a)[4], unsigned long long db) { wg_rs_n128(d, a, db); }
+
+/* Copies of one K or V tile (tile column `col`) to `dst`; rows past Sk are zero-filled (their
+ * keys are masked by the partial tile's bitmap). */
+constexpr int kCprT = kD / 8;               /* 16-byte chunks per row */
+constexpr int kRowStep = kThreads / kCprT;  /* rows per pass */
+__device__ __forceinline__ void load_tile(unsigned dst, const elem_t *G, int Sk, int col, int tid)
+{
+  const int k0 = col * kT;
+  const int nrows = min(kT, Sk - k0);
+  const int r0 = tid / kCprT, ch = tid % kCprT;
+  const unsigned goff = (unsigned)(k0 + r0) * kD + ch * 8;
+  const unsigned d0 = dst + toff(r0, ch);
+#pragma unroll
+  for (int it = 0; it < kT / kRowStep; ++it) {
+    const bool ok = r0 + it * kRowStep < nrows;
+    cp_async16(d0 + it * kRowStep * 128, G + (ok ? goff + it * kRowStep * kD : 0u), ok ? 16 : 0);
+  }
+}
+static_assert(kRowStep % 8 == 0, "row step must keep the swizzle phase");
+
+/* O += P V over one tile: V MN-major; 16 keys (two 8-row groups, 1024 B apart) per k-step;
+ * the two 64-column blocks of D = 128 are kBlkBytes apart (LBO). Caller fences and commits. */
+__device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16][4], unsigned vs)
+{
+#pragma unroll
+  for (int kk = 0; kk < kT / 16; ++kk) {
+#if STOF_SM90_PV_SPLIT && STOF_HEAD_DIM == 128
+    float(&o0)[32] = *reinterpret_cast<float(*)[32]>(&o[0]);
+    float(&o1)[32] = *reinterpret_cast<float(*)[32]>(&o[32]);
+    wg_rs<64>(o0, p[kk], mdesc(vs + kk * 2048, 16, 1024));
+    wg_rs<64>(o1, p[kk], mdesc(vs + kBlkBytes + kk * 2048, 16, 1024));
+#else
+    wg_rs<kD>(o, p[kk], mdesc(vs + kk * 2048, kBlkBytes, 1024));
+#endif
+  }
+}
+
+} /* namespace sm90 */
+} /* namespace stof_attn */
+
+extern "C" __global__ void __launch_bounds__(stof_attn::sm90::kThreads, STOF_MIN_BLOCKS)
+stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
+                         const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
+                         const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
+                         const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
+                         int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+{
+  using namespace stof_attn;
+  using namespace stof_attn::sm90;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+
+  const unsigned sraw = smem_addr(smem_raw);
+  const unsigned sbase = (sraw + 1023u) & ~1023u; /* swizzle atoms need 1024-byte alignment */
+  unsigned char *smem = smem_raw + (sbase - sraw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int bh = blockIdx.x, b = bh / H, h = bh - b * H;
+  const int nrow = (Sq + kT - 1) / kT;
+  const int r = nrow - 1 - (int)blockIdx.y;
+  const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+  const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
+  const int e0 = __ldg(rp), n = __ldg(rp + 1) - e0;
+  const int hk = h / (H / Hkv);
+  const int q0 = r * kT;
+  const int qrows = min(kT, Sq - q0);
+  const elem_t *Qg = Q + ((unsigned long long)bh * Sq + q0) * kD;
+  elem_t *Og = O + ((unsigned long long)bh * Sq + q0) * kD;
+  const elem_t *Kg = K + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const elem_t *Vg = V + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const float sl2 = scale * 1.4426950408889634f;
+  const unsigned kvbase = sbase + kQBytes;                        /* stage s: K at + 2s tiles, V after */
+  const unsigned bmbase = kvbase + 2 * kStages * kTileBytes;      /* stage s bitmap */
+  /* Q: its own tile, or (Q in registers) the K slot of the last stage, which no copy touches
+   * before the loop's first prefetch, issued after every thread read Q. Also the epilogue's
+   * staging buffer. */
+  const unsigned qbase = kQBytes ? sbase : kvbase + (kStages - 1) * 2 * kTileBytes;
+
+  /* Q tile (rows past Sq zero-filled): its own group, first. */
+#pragma unroll
+  for (int it = 0; it < kT * kCprT / kThreads; ++it) {
+    const int c = tid + it * kThreads;
+    const int rr = c / kCprT, ch = c % kCprT;
+    const bool ok = rr < qrows;
+    cp_async16(qbase + toff(rr, ch), Qg + (ok ? rr : 0) * kD + ch * 8, ok ? 16 : 0);
+  }
+  cp_async_commit();
+
+  auto issue = [&](int st, int col, int off) {
+    const unsigned ks = kvbase + st * 2 * kTileBytes;
+    load_tile(ks, Kg, Sk, col, tid);
+    load_tile(ks + kTileBytes, Vg, Sk, col, tid);
+    if (off >= 0) { /* 8-byte copies: the format does not promise 16-byte aligned bitmaps */
+      const unsigned bs = bmbase + st * kBmpBytes;
+#pragma unroll
+      for (int it = 0; it < (kBmpWords + kThreads - 1) / kThreads; ++it) {
+        const int w = tid + it * kThreads;
+        if (kBmpWords % kThreads == 0 || w < kBmpWords) cp_async8(bs + w * 8, bitmap + (unsigned)off + w);
+      }
+    }
+  };
+
+  /* Prologue: the first kDist non-empty tiles, one group each. */
+  unsigned pend = 0; /* bit k: the k-th tile from the current one is partial */
+#pragma unroll
+  for (int s = 0; s < kDist; ++s) {
+    if (s < n) {
+      const int col = __ldg(col_idx + e0 + s), off = __ldg(bmp_off + e0 + s);
+      issue(s, col, off);
+      pend |= (off >= 0 ? 1u : 0u) << s;
+    }
+    cp_async_commit();
+  }
+  int nx_col = 0, nx_off = -1;
+  if (kDist < n) {
+    nx_col = __ldg(col_idx + e0 + kDist);
+    nx_off = __ldg(bmp_off + e0 + kDist);
+  }
+
+  float o[kNO];
+#pragma unroll
+  for (int k = 0; k < kNO; ++k) o[k] = 0.f;
+  float mrow[2] = {neg_inf(), neg_inf()}, lrow[2] = {0.f, 0.f};
+
+  const int wrow = warp * 16; /* this warp's first row (warpgroup w: rows 64w .. 64w+63) */
+  const int bsh = (g & 3) * 8 + 2 * t4, bhi = g >> 2;
+
+#if STOF_SM90_QREG
+  /* Q fragments of this warp's 16 rows (m16n8k16 A layout per k-step of 16 along D). */
+  unsigned qf[kD / 16][4];
+  cp_async_wait<kDist>(); /* the Q group, committed first */
+  __syncthreads();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int q = lane >> 3, rr = wrow + (q & 1) * 8 + (lane & 7);
+    ldsm_x4(qbase + toff(rr, 2 * kk + (q >> 1)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+  }
+#else
+  const unsigned qslice = qbase + (warp >> 2) * 64 * 128; /* this warpgroup's 64 rows of Q */
+#endif
+
+  unsigned qkeep = 0u;     /* see the end of the loop */
+  unsigned p[kT / 16][4]; /* P of the current (or, overlapped, the previous) tile */
+#pragma unroll
+  for (int kk = 0; kk < kT / 16; ++kk) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
+  unsigned vs_prev = 0;   /* overlapped: V of the previous tile */
+
+#if STOF_SM90_PINGPONG
+  /* Ping-pong (two warpgroups, T = 128): the same per-tile barrier for both, but warpgroup 1
+   * runs half a tile behind. Between barriers i and i+1, warpgroup 0 issues S_i and
+   * P V_{i-1}, then runs softmax_i; warpgroup 1 first runs softmax_{i-1} (its S_{i-1} was
+   * waited before barrier i), then issues S_i and P V_{i-1} and waits for them. So one
+   * warpgroup's softmax (MUFU, FP32) runs while the other's MMAs run. Both read V_{i-1}
+   * after barrier i: prefetch distance STAGES - 2, as with STOF_SM90_OVERLAP. */
+  const int wgi = warp >> 2;
+  auto barrier_prefetch = [&](int i) -> bool {
+    cp_async_wait<kDist - 1>();
+    fence_async_smem();
+    __syncthreads();
+    const int j = i + kDist;
+    if (j < n) {
+      issue(j % kStages, nx_col, nx_off);
+      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
+      if (j + 1 < n) {
+        nx_col = __ldg(col_idx + e0 + j + 1);
+        nx_off = __ldg(bmp_off + e0 + j + 1);
+      }
+    }
+    cp_async_commit();
+    const bool partial = pend & 1u;
+    pend >>= 1;
+    return partial;
+  };
+  auto issue_s = [&](float (&s)[kNS], int st) {
+    const unsigned ks_base = kvbase + st * 2 * kTileBytes;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
+#if STOF_SM90_QREG
+      wg_rsk<kT>(s, qf[kk], mdesc(ks_base + koff, 16, 1024), kk > 0);
+#else
+      wg_ss<kT>(s, mdesc(qslice + koff, 16, 1024), mdesc(ks_base + koff, 16, 1024), kk > 0);
+#endif
+    }
+  };
+  /* Mask (partial tiles) and online softmax in place (s becomes exp); alpha kept for O. */
+  float alpha[2];
+  auto softmax_part = [&](float (&s)[kNS], bool partial, int st) {
+    if (partial) {
+      const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int rb = (wrow + hh * 8) >> 3;
+#pragma unroll
+        for (int nb = 0; nb < kT / 8; ++nb) {
+          const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
+          if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
+          if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
+        }
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float mx = mrow[hh];
+#pragma unroll
+      for (int nb = 0; nb < kT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+      alpha[hh] = ex2(mrow[hh] * sl2 - ms);
+      mrow[hh] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kT / 8; ++nb) {
+        const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
+        const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
+        s[4 * nb + 2 * hh] = p0;
+        s[4 * nb + 2 * hh + 1] = p1;
+        sum += p0 + p1;
+      }
+      lrow[hh] = lrow[hh] * alpha[hh] + sum;
+    }
+  };
+  /* O *= alpha (O must not be in flight), P = pack(exp). */
+  auto rescale_pack = [&](const float (&s)[kNS]) {
+#pragma unroll
+    for (int db = 0; db < kD / 8; ++db) {
+      o[4 * db + 0] *= alpha[0];
+      o[4 * db + 1] *= alpha[0];
+      o[4 * db + 2] *= alpha[1];
+      o[4 * db + 3] *= alpha[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kT / 16; ++kk) {
+      p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
+      p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
+      p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
+      p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+  auto keep = [&]() { /* real reads of Q's registers (see the note on qkeep below) */
+#if STOF_SM90_QREG
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][0]), "r"(qf[kk][1]));
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][2]), "r"(qf[kk][3]));
+    }
+#endif
+  };
+  /* Every wgmma group is issued and waited inside one iteration (a group in flight across
+   * the loop's back edge made ptxas serialise every wgmma, C7515). */
+  float s[kNS];
+  if (wgi == 0) {
+    for (int i = 0; i < n; ++i) {
+      const int st = i % kStages;
+      const bool partial = barrier_prefetch(i);
+      wg_fence();
+      issue_s(s, st);
+      wg_commit();
+      /* P V_{i-1} behind S_i; at i = 0, P = 0 against tile 0's V (branch-free). */
+      pv(o, p, i > 0 ? vs_prev : kvbase + st * 2 * kTileBytes + kTileBytes);
+      wg_commit();
+      wg_wait<1>();
+      reg_fence(s);
+      softmax_part(s, partial, st);
+      wg_wait<0>();
+      reg_fence(o);
+      rescale_pack(s);
+      vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
+      keep();
+    }
+    if (n > 0) {
+      reg_fence(o);
+      wg_fence();
+      pv(o, p, vs_prev);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(o);
+    }
+  } else if (n > 0) {
+    bool part_prev = barrier_prefetch(0);
+    wg_fence();
+    issue_s(s, 0);
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(s);
+    for (int i = 1; i < n; ++i) {
+      const bool partial = barrier_prefetch(i);
+      const int sp = (i - 1) % kStages;
+      softmax_part(s, part_prev, sp);
+      rescale_pack(s);
+      reg_fence(o);
+      wg_fence();
+      issue_s(s, i % kStages);
+      pv(o, p, kvbase + sp * 2 * kTileBytes + kTileBytes);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(s);
+      reg_fence(o);
+      part_prev = partial;
+      keep();
+    }
+    const int sp = (n - 1) % kStages;
+    softmax_part(s, part_prev, sp);
+    rescale_pack(s);
+    reg_fence(o);
+    wg_fence();
+    pv(o, p, kvbase + sp * 2 * kTileBytes + kTileBytes);
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(o);
+  }
+#else
+  for (int i = 0; i < n; ++i) {
+    const int st = i % kStages;
+    /* Tile i (and Q) landed for all threads; every warpgroup's wgmma reading the stage that
+     * the prefetch below overwrites (tile i - kStages + kDist) has been waited for. */
+    cp_async_wait<kDist - 1>();
+    fence_async_smem();
+    __syncthreads();
+
+    const int j = i + kDist;
+    if (j < n) {
+      issue(j % kStages, nx_col, nx_off);
+      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
+      if (j + 1 < n) {
+        nx_col = __ldg(col_idx + e0 + j + 1);
+        nx_off = __ldg(bmp_off + e0 + j + 1);
+      }
+    }
+    cp_async_commit();
+    const bool partial = pend & 1u;
+    pend >>= 1;
+
+    const unsigned ks_base = kvbase + st * 2 * kTileBytes;
+    const unsigned vs_base = ks_base + kTileBytes;
+
+    /* S = Q K^T: 64 x T per warpgroup, k-steps of 16 along D. */
+    float s[kNS];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
+#if STOF_SM90_QREG
+      wg_rsk<kT>(s, qf[kk], mdesc(ks_base + koff, 16, 1024), kk > 0);
+#else
+      wg_ss<kT>(s, mdesc(qslice + koff, 16, 1024), mdesc(ks_base + koff, 16, 1024), kk > 0);
+#endif
+    }
+    wg_commit();
+    if (kOverlap) {
+      /* O += P V of the previous tile, behind S of this one. At i = 0, P = 0 and V is this
+       * tile's (finite) V: a no-op that keeps the wgmma sequence free of branches, which
+       * ptxas needs to leave the two groups asynchronous. */
+      pv(o, p, i > 0 ? vs_prev : vs_base);
+      wg_commit();
+      wg_wait<1>();
+    } else {
+      wg_wait<0>();
+    }
+    reg_fence(s);
+
+    if (partial) {
+      const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int rb = (wrow + hh * 8) >> 3;
+#pragma unroll
+        for (int nb = 0; nb < kT / 8; ++nb) {
+          const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
+          if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
+          if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
+        }
+      }
+    }
+
+    /* Online softmax: this thread holds rows g (hh = 0) and g + 8 (hh = 1) of its warp's 16;
+     * a quad shares a row. */
+    float alpha[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float mx = mrow[hh];
+#pragma unroll
+      for (int nb = 0; nb < kT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      /* While no valid key has been seen the max is -inf: 0 stands in for it. */
+      const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+      alpha[hh] = ex2(mrow[hh] * sl2 - ms);
+      mrow[hh] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kT / 8; ++nb) {
+        const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
+        const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
+        s[4 * nb + 2 * hh] = p0;
+        s[4 * nb + 2 * hh + 1] = p1;
+        sum += p0 + p1;
+      }
+      lrow[hh] = lrow[hh] * alpha[hh] + sum;
+    }
+
+    if (kOverlap) {
+      wg_wait<0>(); /* P V of the previous tile: O and P are free again */
+      reg_fence(o);
+    }
+#pragma unroll
+    for (int db = 0; db < kD / 8; ++db) {
+      o[4 * db + 0] *= alpha[0];
+      o[4 * db + 1] *= alpha[0];
+      o[4 * db + 2] *= alpha[1];
+      o[4 * db + 3] *= alpha[1];
+    }
+
+    /* P as A fragments (per warp: the m16n8k16 A layout), k-steps of 16 keys. */
+#pragma unroll
+    for (int kk = 0; kk < kT / 16; ++kk) {
+      p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
+      p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
+      p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
+      p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+
+    if (kOverlap) {
+      vs_prev = vs_base;
+    } else {
+      reg_fence(o);
+      wg_fence();
+      pv(o, p, vs_base);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(o);
+    }
+#if STOF_SM90_QREG
+    /* Keep Q's fragments live across P V with real reads. ptxas 13.0 does not carry the
+     * register operands of an asynchronous wgmma (here Q, the A operand of S) live around
+     * the loop's back edge: with D = T, where P and Q are register groups of the same size,
+     * it gave P Q's registers, and S of the second tile read P as Q (wrong results from the
+     * second tile on, seen on the device; the SASS showed both HGMMAs reading R88..R103).
+     * A `mov r, r` was optimised away with the fix; a lop3 into a value used (in a branch
+     * never taken) by the epilogue is not. 8 (D=64) or 16 (D=128) lop3 per tile. */
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][0]), "r"(qf[kk][1]));
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][2]), "r"(qf[kk][3]));
+    }
+#endif
+  }
+  if (kOverlap && n > 0) {
+    reg_fence(o);
+    wg_fence();
+    pv(o, p, vs_prev);
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(o);
+  }
+
+#endif
+
+  /* Epilogue: O / l (0 for a row with no valid key), staged through the Q buffer (after every
+   * warpgroup's last wgmma and every copy) for 16-byte stores. */
+  cp_async_wait<0>();
+  __syncthreads();
+  unsigned char *stg = smem + (qbase - sbase);
+  if (n < 0 && qkeep == 0x9e3779b9u) lrow[0] = 0.f; /* never: only keeps qkeep (and Q) alive */
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = lrow[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int rr = wrow + hh * 8 + g;
+#pragma unroll
+    for (int db = 0; db < kD / 8; ++db) {
+      const unsigned v = pack2(o[4 * db + 2 * hh] * inv, o[4 * db + 2 * hh + 1] * inv);
+      *reinterpret_cast<unsigned *>(stg + toff(rr, db) + t4 * 4) = v;
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int c = lane; c < 16 * kCprT; c += 32) {
+    const int rr = wrow + c / kCprT, ch = c % kCprT;
+    if (rr < qrows)
+      *reinterpret_cast<uint4 *>(Og + (unsigned long long)rr * kD + ch * 8) =
+          *reinterpret_cast<const uint4 *>(stg + toff(rr, ch));
+  }
+}

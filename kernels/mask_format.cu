@@ -1,0 +1,522 @@
+/*
+ * The two-level mask format (include/stof/kernels.h) built on the GPU: the same layout and
+ * statistics as the CPU builder (kernels/mask_format.c), bit for bit.
+ *
+ * The mask arrives as a flat program (built on the host by kernels/mask_format_gpu.c from
+ * the mask tree): nodes in postfix order, leaves pushing a value, UNION / INTERSECT / DIFF
+ * combining the top two. It is evaluated two ways, both mirrors of kernels/mask.c:
+ *  - mf_classify: a tile is ZERO, ONE or MIXED (the analytic classification; ZERO and ONE
+ *    only when they hold for every element);
+ *  - mf_byte / mf_word: exact bits, eight columns of one row at a time.
+ *
+ * Three kernels, launched in order by the host:
+ *  1. stof_mf_tiles (a block per tile row of an instance): classifies every tile, computes
+ *     the words of MIXED tiles to count their bits; writes each tile's state (empty, full,
+ *     partial), the row's full and partial counts, and adds the statistics (atomics).
+ *  2. stof_mf_scan (one block): exclusive scans over all rows of all instances of the
+ *     non-empty and partial counts: row_ptr and the first partial tile of every row.
+ *  3. stof_mf_write (a block per tile row): scans the row's states to place its entries:
+ *     col_idx, bmp_off, and the bitmap words of its partial tiles.
+ *
+ * The part above the kernels is plain C as well: kernels/mask_format_gpu.c includes this
+ * file (with __CUDACC__ undefined) to get the very same evaluator as the host-side
+ * interpreter that tests check against stof_mask_eval. So that part uses no header, no
+ * C++, and only long long / unsigned long long (NVRTC has no <stdint.h>).
+ *
+ * Index widths: positions, tile origins and array offsets are 64-bit (Sq * Sk and
+ * nmask * nrow * ncol exceed 2^31); the host guarantees Sq, Sk < 2^31, nrow and ncol <
+ * 2^31, and fewer than 2^31 entries and bitmap words before it launches the scan.
+ */
+
+#if defined(__CUDACC__)
+#define MF_FN __device__ __forceinline__
+#else
+#define MF_FN static inline
+#endif
+
+/* Program node kinds. */
+enum {
+  MF_DENSE = 0,
+  MF_WINDOW = 1,    /* a <= j - i <= b */
+  MF_GLOBAL = 2,    /* i < a or j < a */
+  MF_RANDOM = 3,    /* block (i / a, j / a) kept with probability p; seed = mf_mix64(the
+                       mask's seed), precomputed by the host */
+  MF_DOC = 4,       /* doc + a: seq_begin [b + 1]; doc + c: positions (see mf_doc_of) */
+  MF_DILATED = 5,   /* k = i - j: 0 <= k <= b and k % a == 0 */
+  MF_UNION = 6,
+  MF_INTERSECT = 7,
+  MF_DIFF = 8,
+  MF_KIND_COUNT = 9
+};
+
+/* Limits of a program (the host refuses longer or deeper ones). */
+#define MF_MAX_NODES 256
+#define MF_MAX_DEPTH 16
+
+/* Threads per block of the three kernels (the host launches with these). */
+#define MF_TILE_THREADS 128
+#define MF_SCAN_THREADS 1024
+#define MF_WRITE_THREADS 256
+
+/* Tile classes (the values of KERNELS_TILE_*) and tile states. */
+enum { MF_ZERO = 0, MF_ONE = 1, MF_MIXED = 2 };
+enum { MF_EMPTY = 0, MF_FULL = 1, MF_PARTIAL = 2 };
+
+/* One node: the same 48-byte layout in C and in CUDA C++. */
+typedef struct mf_node {
+  long long kind, a, b, c;
+  unsigned long long seed;
+  double p;
+} mf_node;
+
+/* The hash of kernels/mask.c (splitmix64's finaliser). */
+MF_FN unsigned long long mf_mix64(unsigned long long z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Whether block (bi, bj) of a random node is kept; row_hash = mf_mix64(mf_mix64(seed) ^
+ * bi), so that mf_mix64(row_hash ^ bj) is mask.c's block hash. p is in (0, 1). */
+MF_FN int mf_block_kept(unsigned long long row_hash, long long bj, double p) {
+  unsigned long long h = mf_mix64(row_hash ^ (unsigned long long)bj);
+  return (double)(h >> 11) * 0x1p-53 < p;
+}
+
+/* Bits [lo, hi) of a byte (clipped to [0, 8)). */
+MF_FN unsigned mf_range8(long long lo, long long hi) {
+  if (lo < 0) lo = 0;
+  if (hi > 8) hi = 8;
+  if (lo >= hi) return 0;
+  return ((1u << (unsigned)(hi - lo)) - 1u) << (unsigned)lo;
+}
+
+/* The sequence of position x in batch b of a document node: 0 .. ns - 1, or ns past the
+ * last one (*nsp gets ns, *pp the batch's positions); -1 when b has no documents. */
+MF_FN long long mf_doc_of(const mf_node *n, const long long *doc, long long b, long long x,
+                          long long *nsp, const long long **pp) {
+  long long nb = n->b, bb = nb > 1 ? b : 0;
+  if (bb < 0 || bb >= nb) return -1;
+  const long long *sb = doc + n->a;
+  long long ns = sb[bb + 1] - sb[bb];
+  const long long *p = doc + n->c + sb[bb] + bb;
+  *nsp = ns;
+  *pp = p;
+  if (x >= p[ns]) return ns;
+  long long lo = 0, hi = ns - 1; /* the largest k with p[k] <= x */
+  while (lo < hi) {
+    long long mid = (lo + hi + 1) / 2;
+    if (p[mid] <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* ---------------------------------------------------------------- exact bits */
+
+/* Bit c of the result: element (i, j0 + c) of a leaf, for c in [0, 8); i, j0 >= 0. */
+MF_FN unsigned mf_leaf_byte(const mf_node *n, const long long *doc, long long b, long long i,
+                            long long j0) {
+  switch (n->kind) {
+  case MF_DENSE:
+    return 0xffu;
+  case MF_WINDOW: {
+    long long d0 = j0 - i; /* j - i at c = 0 */
+    return mf_range8(n->a - d0, n->b - d0 + 1);
+  }
+  case MF_GLOBAL:
+    if (i < n->a) return 0xffu;
+    return mf_range8(0, n->a - j0);
+  case MF_RANDOM: {
+    if (n->p >= 1) return 0xffu;
+    if (n->p <= 0) return 0u;
+    long long bs = n->a;
+    unsigned long long rh = mf_mix64(n->seed ^ (unsigned long long)(i / bs));
+    unsigned v = 0;
+    for (long long j = j0; j < j0 + 8;) {
+      long long len = bs - j % bs; /* to the end of j's block */
+      if (len > j0 + 8 - j) len = j0 + 8 - j;
+      if (mf_block_kept(rh, j / bs, n->p)) v |= mf_range8(j - j0, j - j0 + len);
+      j += len;
+    }
+    return v;
+  }
+  case MF_DOC: {
+    long long ns;
+    const long long *p;
+    long long di = mf_doc_of(n, doc, b, i, &ns, &p);
+    if (di < 0 || di >= ns) return 0u;
+    return mf_range8(p[di] - j0, p[di + 1] - j0);
+  }
+  case MF_DILATED: {
+    unsigned v = 0;
+    for (int c = 0; c < 8; c++) {
+      long long k = i - (j0 + c);
+      if (k >= 0 && k <= n->b && k % n->a == 0) v |= 1u << c;
+    }
+    return v;
+  }
+  default:
+    return 0u;
+  }
+}
+
+/* Elements (i, j0 .. j0 + 7) of the program's mask for batch element b, as bits 0 .. 7
+ * (no clipping at Sk). */
+MF_FN unsigned mf_byte(const mf_node *prog, int nnode, const long long *doc, long long b,
+                       long long i, long long j0) {
+  unsigned char st[MF_MAX_DEPTH];
+  int sp = 0;
+  for (int k = 0; k < nnode; k++) {
+    const mf_node *n = &prog[k];
+    if (n->kind >= MF_UNION) {
+      if (sp < 2) return 0u; /* malformed (the host never builds one) */
+      sp--;
+      if (n->kind == MF_UNION) st[sp - 1] = (unsigned char)(st[sp - 1] | st[sp]);
+      else if (n->kind == MF_INTERSECT) st[sp - 1] = (unsigned char)(st[sp - 1] & st[sp]);
+      else st[sp - 1] = (unsigned char)(st[sp - 1] & ~st[sp]);
+    } else {
+      if (sp >= MF_MAX_DEPTH) return 0u;
+      st[sp++] = (unsigned char)mf_leaf_byte(n, doc, b, i, j0);
+    }
+  }
+  return sp == 1 ? st[0] : 0u;
+}
+
+/* The 8 x 8 inner tile at (i0, j0) as a format word: bit r * 8 + c is element
+ * (i0 + r, j0 + c); elements outside [0, Sq) x [0, Sk) are 0. */
+MF_FN unsigned long long mf_word(const mf_node *prog, int nnode, const long long *doc,
+                                 long long b, long long Sq, long long Sk, long long i0,
+                                 long long j0) {
+  if (j0 >= Sk) return 0ull;
+  unsigned cols = Sk - j0 >= 8 ? 0xffu : (1u << (unsigned)(Sk - j0)) - 1u;
+  unsigned long long w = 0;
+  for (int r = 0; r < 8 && i0 + r < Sq; r++)
+    w |= (unsigned long long)(mf_byte(prog, nnode, doc, b, i0 + r, j0) & cols) << (8 * r);
+  return w;
+}
+
+/* ---------------------------------------------------------------- classification */
+
+/* A band lo <= j - i <= hi against the tile's range of j - i. */
+MF_FN int mf_band(long long lo, long long hi, long long i0, long long i1, long long j0,
+                  long long j1) {
+  long long dmin = j0 - (i1 - 1), dmax = (j1 - 1) - i0;
+  if (dmax < lo || dmin > hi) return MF_ZERO;
+  if (dmin >= lo && dmax <= hi) return MF_ONE;
+  return MF_MIXED;
+}
+
+/* Rows [i0, i1) x columns [j0, j1) (non-empty, inside the domain) of a leaf. */
+MF_FN int mf_leaf_class(const mf_node *n, const long long *doc, long long b, long long i0,
+                        long long i1, long long j0, long long j1) {
+  switch (n->kind) {
+  case MF_DENSE:
+    return MF_ONE;
+  case MF_WINDOW:
+    return mf_band(n->a, n->b, i0, i1, j0, j1);
+  case MF_GLOBAL: {
+    long long g = n->a;
+    if (i1 - 1 < g || j1 - 1 < g) return MF_ONE;
+    if (i0 >= g && j0 >= g) return MF_ZERO;
+    return MF_MIXED;
+  }
+  case MF_RANDOM: {
+    if (n->p <= 0) return MF_ZERO;
+    if (n->p >= 1) return MF_ONE;
+    long long bs = n->a;
+    long long bi0 = i0 / bs, bi1 = (i1 - 1) / bs, bj0 = j0 / bs, bj1 = (j1 - 1) / bs;
+    if ((bi1 - bi0 + 1) * (bj1 - bj0 + 1) > 64) return MF_MIXED;
+    int kept = 0, all = 0;
+    for (long long bi = bi0; bi <= bi1; bi++) {
+      unsigned long long rh = mf_mix64(n->seed ^ (unsigned long long)bi);
+      for (long long bj = bj0; bj <= bj1; bj++, all++) kept += mf_block_kept(rh, bj, n->p);
+    }
+    return kept == 0 ? MF_ZERO : kept == all ? MF_ONE : MF_MIXED;
+  }
+  case MF_DOC: {
+    long long ns;
+    const long long *p;
+    long long di0 = mf_doc_of(n, doc, b, i0, &ns, &p);
+    if (di0 < 0) return MF_ZERO;
+    long long di1 = mf_doc_of(n, doc, b, i1 - 1, &ns, &p);
+    long long dj0 = mf_doc_of(n, doc, b, j0, &ns, &p), dj1 = mf_doc_of(n, doc, b, j1 - 1, &ns, &p);
+    if (di0 == di1 && dj0 == dj1) return di0 == dj0 && di0 < ns ? MF_ONE : MF_ZERO;
+    long long lo = di0 > dj0 ? di0 : dj0, hi = di1 < dj1 ? di1 : dj1;
+    return lo <= hi && lo < ns ? MF_MIXED : MF_ZERO;
+  }
+  case MF_DILATED: {
+    int k = mf_band(-n->b, 0, i0, i1, j0, j1);
+    return k == MF_ONE && n->a > 1 ? MF_MIXED : k;
+  }
+  default:
+    return MF_MIXED;
+  }
+}
+
+/* The class of rows [i0, i1) x columns [j0, j1) under the whole program (as
+ * kernels_mask_classify combines its children). */
+MF_FN int mf_classify(const mf_node *prog, int nnode, const long long *doc, long long b,
+                      long long i0, long long i1, long long j0, long long j1) {
+  signed char st[MF_MAX_DEPTH];
+  int sp = 0;
+  for (int k = 0; k < nnode; k++) {
+    const mf_node *n = &prog[k];
+    if (n->kind >= MF_UNION) {
+      if (sp < 2) return MF_MIXED;
+      sp--;
+      int a = st[sp - 1], c = st[sp], r;
+      if (n->kind == MF_UNION)
+        r = a == MF_ONE || c == MF_ONE ? MF_ONE
+            : a == MF_ZERO && c == MF_ZERO ? MF_ZERO : MF_MIXED;
+      else if (n->kind == MF_INTERSECT)
+        r = a == MF_ZERO || c == MF_ZERO ? MF_ZERO
+            : a == MF_ONE && c == MF_ONE ? MF_ONE : MF_MIXED;
+      else
+        r = a == MF_ZERO || c == MF_ONE ? MF_ZERO
+            : a == MF_ONE && c == MF_ZERO ? MF_ONE : MF_MIXED;
+      st[sp - 1] = (signed char)r;
+    } else {
+      if (sp >= MF_MAX_DEPTH) return MF_MIXED;
+      st[sp++] = (signed char)mf_leaf_class(n, doc, b, i0, i1, j0, j1);
+    }
+  }
+  return sp == 1 ? st[0] : MF_MIXED;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+#if defined(__CUDACC__)
+
+#define MF_TILE_WARPS (MF_TILE_THREADS / 32)
+#define MF_FULL_MASK 0xffffffffu
+
+/* Exclusive scan of v over the block (blockDim.x a multiple of 32, at most 1024); *total
+ * gets the sum. Every thread must call it; s_warp is 32 words of shared memory. Ends
+ * with a barrier, so s_warp can be reused at once. */
+__device__ unsigned long long mf_block_scan(unsigned long long v, unsigned long long *total,
+                                            unsigned long long *s_warp) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+  unsigned long long x = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    unsigned long long y = __shfl_up_sync(MF_FULL_MASK, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) s_warp[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    unsigned long long t = lane < nwarp ? s_warp[lane] : 0ull;
+    for (int o = 1; o < 32; o <<= 1) {
+      unsigned long long y = __shfl_up_sync(MF_FULL_MASK, t, o);
+      if (lane >= o) t += y;
+    }
+    __syncwarp();
+    s_warp[lane] = t; /* inclusive prefixes of the warp totals */
+  }
+  __syncthreads();
+  unsigned long long before = warp ? s_warp[warp - 1] : 0ull;
+  *total = s_warp[nwarp - 1];
+  __syncthreads();
+  return before + x - v;
+}
+
+/* Grid: nmask * nrow blocks of MF_TILE_THREADS, block x = m * nrow + r. Writes
+ * state[(m * nrow + r) * ncol + c] for every tile, nfull and npartial [m * nrow + r], and
+ * adds to stats {nvalid, non-empty 16 x 16 tiles, full tiles, partial tiles}. */
+extern "C" __global__ void __launch_bounds__(MF_TILE_THREADS)
+stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
+              long long Sk, int nrow, int ncol, int mask_b, int mask_h, unsigned char *state,
+              int *nfull, int *npartial, unsigned long long *stats) {
+  __shared__ unsigned char s_lane[MF_TILE_WARPS][32];
+  __shared__ int s_cnt[MF_TILE_WARPS][32];
+  __shared__ unsigned long long s_sub[MF_TILE_WARPS][32];
+  __shared__ unsigned long long s_tot[4];
+
+  long long row = blockIdx.x;
+  int m = (int)(row / nrow), r = (int)(row % nrow);
+  long long b = mask_b > 1 ? m / mask_h : 0;
+  long long i0 = (long long)r * T;
+  int nr = (int)(Sq - i0 < T ? Sq - i0 : T);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int n16 = T / 16, nb8 = T / 8, wpt = nb8 * nb8;
+  unsigned char *st = state + row * ncol;
+  unsigned long long my_valid = 0, my_v16 = 0, my_full = 0, my_part = 0;
+
+  if (threadIdx.x < 4) s_tot[threadIdx.x] = 0;
+  __syncthreads();
+
+  for (int c0 = warp * 32; c0 < ncol; c0 += MF_TILE_THREADS) {
+    /* each lane classifies one tile */
+    int c = c0 + lane, cls = MF_ZERO, nc = 0;
+    if (c < ncol) {
+      long long j0 = (long long)c * T;
+      nc = (int)(Sk - j0 < T ? Sk - j0 : T);
+      cls = mf_classify(prog, nnode, doc, b, i0, i0 + nr, j0, j0 + nc);
+    }
+    int edge = nr < T || nc < T, ismixed = c < ncol && cls == MF_MIXED;
+    if (c < ncol && !ismixed) {
+      unsigned char s = MF_EMPTY;
+      if (cls == MF_ONE && !edge) {
+        s = MF_FULL;
+        my_full++;
+        my_valid += (unsigned long long)T * T;
+        my_v16 += (unsigned long long)n16 * n16;
+      } else if (cls == MF_ONE) {
+        s = MF_PARTIAL;
+        my_part++;
+        my_valid += (unsigned long long)nr * nc;
+        my_v16 += (unsigned long long)((nr + 15) / 16) * ((nc + 15) / 16);
+      }
+      st[c] = s;
+    }
+    unsigned mixed = __ballot_sync(MF_FULL_MASK, ismixed);
+    if (!mixed) continue; /* warp-uniform */
+
+    /* the warp's mixed tiles, listed; their words spread over the lanes, tile-major */
+    int nmixed = __popc(mixed), pos = __popc(mixed & ((1u << lane) - 1u));
+    if (ismixed) s_lane[warp][pos] = (unsigned char)lane;
+    s_cnt[warp][lane] = 0;
+    s_sub[warp][lane] = 0;
+    __syncwarp();
+    int curk = -1, cnt = 0;
+    unsigned long long sub = 0;
+    for (int q = lane; q < nmixed * wpt; q += 32) {
+      int k = q / wpt, w = q - k * wpt;
+      if (k != curk) {
+        if (curk >= 0 && cnt) {
+          atomicAdd(&s_cnt[warp][curk], cnt);
+          atomicOr(&s_sub[warp][curk], sub);
+        }
+        curk = k, cnt = 0, sub = 0;
+      }
+      int ci = w / nb8, ri = w - ci * nb8;
+      long long cc = c0 + s_lane[warp][k];
+      unsigned long long word =
+          mf_word(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, cc * T + ci * 8);
+      if (word) {
+        cnt += __popcll(word);
+        sub |= 1ull << ((ri >> 1) * n16 + (ci >> 1));
+      }
+    }
+    if (curk >= 0 && cnt) {
+      atomicAdd(&s_cnt[warp][curk], cnt);
+      atomicOr(&s_sub[warp][curk], sub);
+    }
+    __syncwarp();
+    if (ismixed) {
+      int count = s_cnt[warp][pos];
+      unsigned char s = MF_EMPTY;
+      if (count == T * T && !edge) {
+        s = MF_FULL;
+        my_full++;
+        my_valid += (unsigned long long)count;
+        my_v16 += (unsigned long long)n16 * n16;
+      } else if (count > 0) {
+        s = MF_PARTIAL;
+        my_part++;
+        my_valid += (unsigned long long)count;
+        my_v16 += (unsigned long long)__popcll(s_sub[warp][pos]);
+      }
+      st[c] = s;
+    }
+    __syncwarp(); /* the lists are rewritten by the next round */
+  }
+
+  if (my_valid) atomicAdd(&s_tot[0], my_valid);
+  if (my_v16) atomicAdd(&s_tot[1], my_v16);
+  if (my_full) atomicAdd(&s_tot[2], my_full);
+  if (my_part) atomicAdd(&s_tot[3], my_part);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    nfull[row] = (int)s_tot[2];
+    npartial[row] = (int)s_tot[3];
+    for (int k = 0; k < 4; k++)
+      if (s_tot[k]) atomicAdd(&stats[k], s_tot[k]);
+  }
+}
+
+/* One block of MF_SCAN_THREADS. Over the rows k = m * nrow + r of all instances:
+ * row_ptr[m * (nrow + 1) + r] = non-empty tiles before row k (all instances before m
+ * included), row_ptr[m * (nrow + 1) + nrow] = the same after m's last row, part_ptr[k] =
+ * partial tiles before row k. Both sums stay below 2^31 (checked by the host), so they
+ * travel packed in one 64-bit value (non-empty low, partial high). */
+extern "C" __global__ void __launch_bounds__(MF_SCAN_THREADS)
+stof_mf_scan(const int *nfull, const int *npartial, int nmask, int nrow, int *row_ptr,
+             int *part_ptr) {
+  __shared__ unsigned long long s_warp[32];
+  long long n = (long long)nmask * nrow;
+  unsigned long long carry = 0;
+  for (long long base = 0; base < n; base += blockDim.x) {
+    long long k = base + threadIdx.x;
+    unsigned long long v = 0;
+    if (k < n)
+      v = (unsigned long long)(nfull[k] + npartial[k]) |
+          ((unsigned long long)npartial[k] << 32);
+    unsigned long long total;
+    unsigned long long ex = carry + mf_block_scan(v, &total, s_warp);
+    if (k < n) {
+      long long m = k / nrow, r = k % nrow;
+      row_ptr[m * (nrow + 1) + r] = (int)(ex & 0xffffffffull);
+      part_ptr[k] = (int)(ex >> 32);
+      if (r == nrow - 1) row_ptr[m * (nrow + 1) + nrow] = (int)((ex + v) & 0xffffffffull);
+    }
+    carry += total;
+  }
+}
+
+/* Grid: nmask * nrow blocks of MF_WRITE_THREADS. Places the non-empty tiles of row
+ * (m, r) in column order from row_ptr and part_ptr: col_idx, bmp_off (-1 or the first
+ * word of a partial tile), and the words of partial tiles (column-major inner tiles). */
+extern "C" __global__ void __launch_bounds__(MF_WRITE_THREADS)
+stof_mf_write(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
+              long long Sk, int nrow, int ncol, int mask_b, int mask_h,
+              const unsigned char *state, const int *row_ptr, const int *part_ptr,
+              int *col_idx, int *bmp_off, unsigned long long *bitmap) {
+  __shared__ unsigned long long s_warp[32];
+  __shared__ int s_col[MF_WRITE_THREADS];
+  __shared__ long long s_off[MF_WRITE_THREADS];
+
+  long long row = blockIdx.x;
+  int m = (int)(row / nrow), r = (int)(row % nrow);
+  long long b = mask_b > 1 ? m / mask_h : 0;
+  long long i0 = (long long)r * T;
+  int nb8 = T / 8, wpt = nb8 * nb8;
+  const unsigned char *st = state + row * ncol;
+  long long e_next = row_ptr[(long long)m * (nrow + 1) + r], p_next = part_ptr[row];
+
+  for (int c0 = 0; c0 < ncol; c0 += MF_WRITE_THREADS) {
+    int c = c0 + (int)threadIdx.x;
+    int s = c < ncol ? st[c] : MF_EMPTY;
+    /* non-empty count in the low half, partial count in the high half */
+    unsigned long long v = (unsigned long long)(s != MF_EMPTY) |
+                           ((unsigned long long)(s == MF_PARTIAL) << 32);
+    unsigned long long total;
+    unsigned long long ex = mf_block_scan(v, &total, s_warp);
+    if (s != MF_EMPTY) {
+      long long e = e_next + (long long)(ex & 0xffffffffull);
+      col_idx[e] = c;
+      if (s == MF_PARTIAL) {
+        int k = (int)(ex >> 32);
+        long long off = (p_next + k) * wpt;
+        bmp_off[e] = (int)off;
+        s_col[k] = c;
+        s_off[k] = off;
+      } else {
+        bmp_off[e] = -1;
+      }
+    }
+    __syncthreads();
+    int np = (int)(total >> 32);
+    for (int q = (int)threadIdx.x; q < np * wpt; q += MF_WRITE_THREADS) {
+      int k = q / wpt, w = q - k * wpt, ci = w / nb8, ri = w - ci * nb8;
+      bitmap[s_off[k] + w] =
+          mf_word(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, (long long)s_col[k] * T + ci * 8);
+    }
+    e_next += (long long)(total & 0xffffffffull);
+    p_next += np;
+    __syncthreads(); /* s_col / s_off are rewritten by the next round */
+  }
+}
+
+#endif

@@ -1,0 +1,555 @@
+/*
+ * The two-level mask format built on the GPU (the kernels are in mask_format.cu): the
+ * host side. A mask tree becomes a flat postfix program that the device evaluates; the
+ * builder compiles and loads the kernels once, runs them, and copies the result back into
+ * an ordinary host stof_mask_format, identical to what stof_mask_format_build gives (every
+ * array and every statistic but build_ms).
+ *
+ * Invariants: from_tensor and fn masks are never evaluated here (STOF_ERR_UNSUPPORTED:
+ * callers fall back to the CPU builder); a program has at most MF_MAX_NODES nodes and
+ * needs at most MF_MAX_DEPTH stack slots; every host allocation goes through the context
+ * and every device allocation is freed before a build returns.
+ *
+ * mask_format.cu is included below as plain C (its kernels hide behind __CUDACC__), so
+ * the host-side program interpreter that tests check against stof_mask_eval is the
+ * device's own evaluator.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels_int.h"
+
+#include "mask_format.cu"
+
+/* Past this, a window, global, block size or dilation means "never cuts" for positions
+ * below 2^31 (the device's range), and arithmetic on it cannot overflow. */
+#define PROG_CLAMP ((int64_t)1 << 60)
+
+static const char *const who_build = "mask_format_build_gpu";
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---------------------------------------------------------------- the program */
+
+struct kernels_format_prog {
+  stof_ctx *ctx;
+  int nnode, depth;
+  mf_node *node;  /* [nnode], postfix */
+  int64_t ndoc;
+  long long *doc; /* [ndoc]: seq_begin and positions of every document node */
+};
+
+static int commutes(kernels_mask_kind k) {
+  return k == KERNELS_MASK_UNION || k == KERNELS_MASK_INTERSECT;
+}
+
+/* Stack slots n's program needs (the operand that needs more goes first where the
+ * operation commutes), or -1 when n holds a kind the device cannot evaluate (*bad gets
+ * the first). Adds n's nodes to *nnode and its document words to *ndoc. */
+static int64_t prog_measure(const kernels_mask_node *n, int64_t *nnode, int64_t *ndoc,
+                            const kernels_mask_node **bad) {
+  switch (n->kind) {
+  case KERNELS_MASK_DENSE:
+  case KERNELS_MASK_WINDOW:
+  case KERNELS_MASK_GLOBAL:
+  case KERNELS_MASK_RANDOM_BLOCKS:
+  case KERNELS_MASK_DILATED:
+    (*nnode)++;
+    return 1;
+  case KERNELS_MASK_DOCUMENT:
+    (*nnode)++;
+    *ndoc += n->u.doc.nbatch + 1 + n->u.doc.npos;
+    return 1;
+  case KERNELS_MASK_UNION:
+  case KERNELS_MASK_INTERSECT:
+  case KERNELS_MASK_DIFF: {
+    int64_t a = prog_measure(n->u.bin.a, nnode, ndoc, bad);
+    if (a < 0) return -1;
+    int64_t c = prog_measure(n->u.bin.b, nnode, ndoc, bad);
+    if (c < 0) return -1;
+    (*nnode)++;
+    if (!commutes(n->kind)) return a > c + 1 ? a : c + 1;
+    int64_t hi = a > c ? a : c, lo = a > c ? c : a;
+    return hi > lo + 1 ? hi : lo + 1;
+  }
+  default:
+    *bad = n;
+    return -1;
+  }
+}
+
+static int64_t prog_need(const kernels_mask_node *n) {
+  int64_t nn = 0, nd = 0;
+  const kernels_mask_node *bad = NULL;
+  return prog_measure(n, &nn, &nd, &bad);
+}
+
+static long long clamp60(int64_t v) { return v > PROG_CLAMP ? PROG_CLAMP : v; }
+
+/* Appends n's program at p->node[*k], its document data at p->doc[*dk]. */
+static void prog_emit(const kernels_mask_node *n, kernels_format_prog *p, int *k, int64_t *dk) {
+  if (n->kind == KERNELS_MASK_UNION || n->kind == KERNELS_MASK_INTERSECT ||
+      n->kind == KERNELS_MASK_DIFF) {
+    const kernels_mask_node *first = n->u.bin.a, *second = n->u.bin.b;
+    if (commutes(n->kind) && prog_need(second) > prog_need(first)) {
+      first = n->u.bin.b;
+      second = n->u.bin.a;
+    }
+    prog_emit(first, p, k, dk);
+    prog_emit(second, p, k, dk);
+  }
+  mf_node *o = &p->node[(*k)++];
+  memset(o, 0, sizeof *o);
+  switch (n->kind) {
+  case KERNELS_MASK_DENSE:
+    o->kind = MF_DENSE;
+    break;
+  case KERNELS_MASK_WINDOW:
+    o->kind = MF_WINDOW;
+    o->a = -clamp60(n->u.window.l);
+    o->b = clamp60(n->u.window.r);
+    break;
+  case KERNELS_MASK_GLOBAL:
+    o->kind = MF_GLOBAL;
+    o->a = clamp60(n->u.global.g);
+    break;
+  case KERNELS_MASK_RANDOM_BLOCKS:
+    o->kind = MF_RANDOM;
+    o->a = clamp60(n->u.rnd.b);
+    o->seed = mf_mix64(n->u.rnd.seed);
+    o->p = n->u.rnd.p;
+    break;
+  case KERNELS_MASK_DOCUMENT: {
+    int64_t nb = n->u.doc.nbatch;
+    o->kind = MF_DOC;
+    o->a = *dk;
+    o->b = nb;
+    o->c = *dk + nb + 1;
+    for (int64_t x = 0; x <= nb; x++) p->doc[(*dk)++] = n->u.doc.seq_begin[x];
+    for (int64_t x = 0; x < n->u.doc.npos; x++) p->doc[(*dk)++] = n->u.doc.pos[x];
+    break;
+  }
+  case KERNELS_MASK_DILATED: {
+    /* kernels/mask.c's span, with d clamped (the same mask below 2^60) */
+    int64_t d1 = clamp60(n->u.dilated.d) + 1, w1 = n->u.dilated.w - 1;
+    o->kind = MF_DILATED;
+    o->a = d1;
+    o->b = w1 > KERNELS_WINDOW_INF / d1 ? KERNELS_WINDOW_INF : w1 * d1;
+    break;
+  }
+  case KERNELS_MASK_UNION:
+    o->kind = MF_UNION;
+    break;
+  case KERNELS_MASK_INTERSECT:
+    o->kind = MF_INTERSECT;
+    break;
+  default: /* KERNELS_MASK_DIFF (prog_measure refused every other kind) */
+    o->kind = MF_DIFF;
+    break;
+  }
+}
+
+/* Whether mask has a program; records why not (naming who) when ctx is not NULL. */
+static stof_status prog_check(stof_ctx *ctx, const char *who, const stof_mask *mask,
+                              int64_t *nnode, int64_t *ndoc, int64_t *depth) {
+  const kernels_mask_node *bad = NULL;
+  *nnode = 0, *ndoc = 0;
+  *depth = prog_measure(mask->root, nnode, ndoc, &bad);
+  if (*depth < 0) {
+    if (!ctx) return STOF_ERR_UNSUPPORTED;
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: the mask holds %s, which only the CPU builder evaluates (mask "
+                          "%s)", who, bad->desc ? bad->desc : "?", stof_mask_description(mask));
+  }
+  if (*nnode > MF_MAX_NODES || *depth > MF_MAX_DEPTH) {
+    if (!ctx) return STOF_ERR_UNSUPPORTED;
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: a program of %lld nodes and depth %lld (the GPU evaluates "
+                          "at most %d nodes of depth %d) for mask %s",
+                          who, (long long)*nnode, (long long)*depth, MF_MAX_NODES,
+                          MF_MAX_DEPTH, stof_mask_description(mask));
+  }
+  return STOF_OK;
+}
+
+int stof_mask_format_gpu_supported(const stof_mask *mask) {
+  int64_t nnode, ndoc, depth;
+  return mask && prog_check(NULL, NULL, mask, &nnode, &ndoc, &depth) == STOF_OK;
+}
+
+void kernels_format_prog_free(kernels_format_prog *p) {
+  if (!p) return;
+  stof_ctx *ctx = p->ctx;
+  if (p->node) stof_ctx_dealloc(ctx, p->node, (size_t)p->nnode * sizeof *p->node);
+  if (p->doc) stof_ctx_dealloc(ctx, p->doc, (size_t)p->ndoc * sizeof *p->doc);
+  stof_ctx_dealloc(ctx, p, sizeof *p);
+}
+
+static stof_status prog_new(stof_ctx *ctx, const char *who, const stof_mask *mask,
+                            kernels_format_prog **out) {
+  int64_t nnode, ndoc, depth;
+  stof_status st = prog_check(ctx, who, mask, &nnode, &ndoc, &depth);
+  if (st) return st;
+  kernels_format_prog *p = stof_ctx_alloc(ctx, sizeof *p);
+  if (!p) return STOF_ERR_NOMEM;
+  p->ctx = ctx;
+  p->nnode = (int)nnode;
+  p->depth = (int)depth;
+  p->node = stof_ctx_alloc(ctx, (size_t)nnode * sizeof *p->node);
+  if (ndoc) p->doc = stof_ctx_alloc(ctx, (size_t)ndoc * sizeof *p->doc);
+  p->ndoc = ndoc;
+  if (!p->node || (ndoc && !p->doc)) {
+    kernels_format_prog_free(p);
+    return STOF_ERR_NOMEM;
+  }
+  int k = 0;
+  int64_t dk = 0;
+  prog_emit(mask->root, p, &k, &dk);
+  if (k != p->nnode || dk != p->ndoc) {
+    kernels_format_prog_free(p);
+    return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "%s: program of %s: %d nodes written, %d "
+                          "counted", who, stof_mask_description(mask), k, p->nnode);
+  }
+  *out = p;
+  return STOF_OK;
+}
+
+stof_status kernels_format_prog_new(stof_ctx *ctx, const stof_mask *mask,
+                                    kernels_format_prog **out) {
+  if (!mask || !out)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "mask_format_prog: mask or out is NULL");
+  return prog_new(ctx, "mask_format_prog", mask, out);
+}
+
+int kernels_format_prog_nnode(const kernels_format_prog *p) { return p->nnode; }
+int kernels_format_prog_depth(const kernels_format_prog *p) { return p->depth; }
+
+int kernels_format_prog_eval(const kernels_format_prog *p, int64_t b, int64_t i, int64_t j) {
+  if (i < 0 || j < 0) return 0;
+  unsigned v = mf_byte(p->node, p->nnode, p->doc, b, i, j - (j & 7));
+  return (int)((v >> (j & 7)) & 1);
+}
+
+uint64_t kernels_format_prog_word(const kernels_format_prog *p, int64_t b, int64_t Sq,
+                                  int64_t Sk, int64_t i0, int64_t j0) {
+  return mf_word(p->node, p->nnode, p->doc, b, Sq, Sk, i0, j0);
+}
+
+int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_t i0,
+                                 int64_t i1, int64_t j0, int64_t j1) {
+  return mf_classify(p->node, p->nnode, p->doc, b, i0, i1, j0, j1);
+}
+
+/* ---------------------------------------------------------------- arguments */
+
+typedef struct dims {
+  int64_t nrow, ncol, mask_b, mask_h, nmask;
+} dims;
+
+/* The CPU builder's checks (same statuses and messages), then the GPU's own limits. */
+static stof_status check_args(stof_ctx *ctx, const char *who, const stof_mask *mask,
+                              const void *out, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+                              int T, dims *d) {
+  if (!mask || !out) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask or out is NULL", who);
+  if (T < 16 || T > KERNELS_TILE_MAX || T % 16)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "%s: tile size T = %d must be a multiple of 16 in [16, 128]", who, T);
+  if (B < 1 || H < 1 || Sq < 1 || Sk < 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "%s: extents must be >= 1 (B = %lld, H = %lld, Sq = %lld, Sk = %lld)",
+                          who, (long long)B, (long long)H, (long long)Sq, (long long)Sk);
+  stof_status st = kernels_mask_check_dims(ctx, who, mask, B, H, Sq, Sk);
+  if (st) return st;
+  d->nrow = (Sq + T - 1) / T, d->ncol = (Sk + T - 1) / T;
+  d->mask_b = stof_mask_varies_b(mask) ? B : 1, d->mask_h = stof_mask_varies_h(mask) ? H : 1;
+  if (d->nrow >= INT32_MAX || d->ncol >= INT32_MAX || d->mask_b * d->mask_h > INT32_MAX ||
+      d->mask_b * d->mask_h * (d->nrow + 1) > INT32_MAX)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: %lld instances of %lld x %lld tiles is too large", who,
+                          (long long)(d->mask_b * d->mask_h), (long long)d->nrow,
+                          (long long)d->ncol);
+  d->nmask = d->mask_b * d->mask_h;
+  if (Sq > INT32_MAX || Sk > INT32_MAX || d->nmask * d->nrow * d->ncol > ((int64_t)1 << 34))
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: %lld x %lld positions in %lld instances are past the GPU "
+                          "builder's range (2^31 positions, 2^34 tiles)",
+                          who, (long long)Sq, (long long)Sk, (long long)d->nmask);
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- the builder */
+
+#define GPU_CACHE_CAP 8
+
+typedef struct gpu_entry {
+  char *key;
+  stof_mask_format *fmt;
+  uint64_t used;
+} gpu_entry;
+
+struct kernels_format_gpu {
+  stof_ctx *ctx;
+  stof_cuda_module *mod;
+  stof_cuda_kernel *k_tiles, *k_scan, *k_write;
+  double setup_ms;
+  int n;
+  gpu_entry e[GPU_CACHE_CAP];
+  uint64_t clock;
+};
+
+void kernels_format_gpu_free(kernels_format_gpu *g) {
+  if (!g) return;
+  for (int k = 0; k < g->n; k++) {
+    if (g->e[k].key) stof_ctx_dealloc(g->ctx, g->e[k].key, strlen(g->e[k].key) + 1);
+    stof_mask_format_free(g->e[k].fmt);
+  }
+  stof_cuda_module_free(g->mod);
+  stof_ctx_dealloc(g->ctx, g, sizeof *g);
+}
+
+stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out) {
+  *out = NULL;
+  double t0 = now_ms();
+  stof_cuda_props props;
+  stof_status st = stof_cuda_init(ctx);
+  if (st || (st = stof_cuda_props_get(ctx, &props))) return st;
+  const char *src = stof_kernels_source("mask_format.cu");
+  if (!src)
+    return stof_ctx_error(ctx, STOF_ERR_INTERNAL,
+                          "%s: mask_format.cu is not embedded in the library", who_build);
+  char arch[32];
+  snprintf(arch, sizeof arch, "sm_%d%d", props.cc_major, props.cc_minor);
+  kernels_format_gpu *g = stof_ctx_alloc(ctx, sizeof *g);
+  if (!g) return STOF_ERR_NOMEM;
+  g->ctx = ctx;
+  void *cubin = NULL;
+  size_t size = 0;
+  st = stof_cuda_compile_cached(ctx, src, "mask_format.cu", arch, 0, NULL, 0, NULL, NULL,
+                                &cubin, &size);
+  if (!st) {
+    st = stof_cuda_module_load(ctx, cubin, size, &g->mod);
+    stof_ctx_dealloc(ctx, cubin, size);
+  }
+  if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_tiles", &g->k_tiles);
+  if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_scan", &g->k_scan);
+  if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_write", &g->k_write);
+  if (st) {
+    kernels_format_gpu_free(g);
+    return st;
+  }
+  g->setup_ms = now_ms() - t0;
+  *out = g;
+  return STOF_OK;
+}
+
+double kernels_format_gpu_setup_ms(const kernels_format_gpu *g) { return g->setup_ms; }
+
+/* Device buffers of one build. */
+enum { D_PROG, D_DOC, D_STATE, D_NFULL, D_NPART, D_STATS, D_ROWPTR, D_PARTPTR, D_COL, D_OFF,
+       D_BITS, D_COUNT };
+
+static stof_status dev_alloc(stof_ctx *ctx, uint64_t *dev, int which, size_t bytes) {
+  return stof_cuda_malloc(ctx, bytes, &dev[which]);
+}
+
+/* A host array of n elements of size es copied from the device (NULL when n == 0 or on
+ * NOMEM); a failed copy sets *st but still returns the array (the caller frees it). */
+static void *fetch(stof_ctx *ctx, uint64_t src, size_t n, size_t es, stof_status *st) {
+  if (*st || n == 0) return NULL;
+  void *p = stof_ctx_alloc(ctx, n * es);
+  if (!p) *st = STOF_ERR_NOMEM;
+  else *st = stof_cuda_dtoh(ctx, p, src, n * es);
+  return p;
+}
+
+stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                     int64_t H, int64_t Sq, int64_t Sk, int T,
+                                     stof_mask_format **out) {
+  stof_ctx *ctx = g->ctx;
+  const char *who = who_build;
+  dims d = {0};
+  stof_status st = check_args(ctx, who, mask, out, B, H, Sq, Sk, T, &d);
+  if (st) return st;
+  double t0 = now_ms();
+  kernels_format_prog *prog = NULL;
+  if ((st = prog_new(ctx, who, mask, &prog))) return st;
+
+  int64_t nrows = d.nmask * d.nrow, ntiles = nrows * d.ncol;
+  int wpt = (T / 8) * (T / 8);
+  uint64_t dev[D_COUNT] = {0};
+  unsigned long long stats[4] = {0, 0, 0, 0};
+  stof_mask_format *f = NULL;
+  int64_t nentry = 0, nword = 0;
+  /* the kernels' scalar arguments */
+  int iT = T, nnode = prog->nnode, nrow = (int)d.nrow, ncol = (int)d.ncol,
+      mask_b = (int)d.mask_b, mask_h = (int)d.mask_h, nmask = (int)d.nmask;
+  long long lSq = Sq, lSk = Sk;
+
+  /* 1. tile states and counts */
+  if ((st = dev_alloc(ctx, dev, D_PROG, (size_t)prog->nnode * sizeof(mf_node))) ||
+      (st = dev_alloc(ctx, dev, D_DOC, (size_t)prog->ndoc * sizeof(long long))) ||
+      (st = dev_alloc(ctx, dev, D_STATE, (size_t)ntiles)) ||
+      (st = dev_alloc(ctx, dev, D_NFULL, (size_t)nrows * 4)) ||
+      (st = dev_alloc(ctx, dev, D_NPART, (size_t)nrows * 4)) ||
+      (st = dev_alloc(ctx, dev, D_STATS, sizeof stats)) ||
+      (st = stof_cuda_htod(ctx, dev[D_PROG], prog->node, (size_t)prog->nnode * sizeof(mf_node))) ||
+      (st = stof_cuda_htod(ctx, dev[D_DOC], prog->doc, (size_t)prog->ndoc * sizeof(long long))) ||
+      (st = stof_cuda_htod(ctx, dev[D_STATS], stats, sizeof stats)))
+    goto done;
+  {
+    void *args[] = {&dev[D_PROG], &nnode, &dev[D_DOC], &iT, &lSq, &lSk, &nrow, &ncol,
+                    &mask_b, &mask_h, &dev[D_STATE], &dev[D_NFULL], &dev[D_NPART],
+                    &dev[D_STATS]};
+    unsigned grid[3] = {(unsigned)nrows, 1, 1}, block[3] = {MF_TILE_THREADS, 1, 1};
+    if ((st = stof_cuda_launch(ctx, g->k_tiles, grid, block, 0, args)) ||
+        (st = stof_cuda_dtoh(ctx, stats, dev[D_STATS], sizeof stats)))
+      goto done;
+  }
+  nentry = (int64_t)(stats[2] + stats[3]);
+  nword = (int64_t)stats[3] * wpt;
+  if (nentry > INT32_MAX) {
+    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "%s: more than 2^31 - 1 non-empty tiles", who);
+    goto done;
+  }
+  if (nword > INT32_MAX) {
+    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                        "%s: bitmap past 2^31 - 1 words (too many partial tiles)", who);
+    goto done;
+  }
+
+  /* 2. row pointers; 3. entries and bitmaps */
+  if ((st = dev_alloc(ctx, dev, D_ROWPTR, (size_t)(d.nmask * (d.nrow + 1)) * 4)) ||
+      (st = dev_alloc(ctx, dev, D_PARTPTR, (size_t)nrows * 4)) ||
+      (st = dev_alloc(ctx, dev, D_COL, (size_t)nentry * 4)) ||
+      (st = dev_alloc(ctx, dev, D_OFF, (size_t)nentry * 4)) ||
+      (st = dev_alloc(ctx, dev, D_BITS, (size_t)nword * 8)))
+    goto done;
+  {
+    void *args[] = {&dev[D_NFULL], &dev[D_NPART], &nmask, &nrow, &dev[D_ROWPTR],
+                    &dev[D_PARTPTR]};
+    unsigned grid[3] = {1, 1, 1}, block[3] = {MF_SCAN_THREADS, 1, 1};
+    if ((st = stof_cuda_launch(ctx, g->k_scan, grid, block, 0, args))) goto done;
+  }
+  if (nentry > 0) {
+    void *args[] = {&dev[D_PROG], &nnode, &dev[D_DOC], &iT, &lSq, &lSk, &nrow, &ncol,
+                    &mask_b, &mask_h, &dev[D_STATE], &dev[D_ROWPTR], &dev[D_PARTPTR],
+                    &dev[D_COL], &dev[D_OFF], &dev[D_BITS]};
+    unsigned grid[3] = {(unsigned)nrows, 1, 1}, block[3] = {MF_WRITE_THREADS, 1, 1};
+    if ((st = stof_cuda_launch(ctx, g->k_write, grid, block, 0, args))) goto done;
+  }
+
+  /* the host format, copied back */
+  f = stof_ctx_alloc(ctx, sizeof *f);
+  if (!f) {
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
+  f->ctx = ctx;
+  f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
+  f->nrow = nrow, f->ncol = ncol;
+  f->mask_b = mask_b, f->mask_h = mask_h, f->nmask = nmask;
+  f->desc = stof_ctx_strdup(ctx, stof_mask_description(mask));
+  if (!f->desc) {
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
+  /* the sizes first: stof_mask_format_free frees any array already fetched */
+  f->nentry = (int32_t)nentry;
+  f->nword = nword;
+  f->row_ptr = fetch(ctx, dev[D_ROWPTR], (size_t)(d.nmask * (d.nrow + 1)), 4, &st);
+  f->nfull = fetch(ctx, dev[D_NFULL], (size_t)nrows, 4, &st);
+  f->npartial = fetch(ctx, dev[D_NPART], (size_t)nrows, 4, &st);
+  f->col_idx = fetch(ctx, dev[D_COL], (size_t)nentry, 4, &st);
+  f->bmp_off = fetch(ctx, dev[D_OFF], (size_t)nentry, 4, &st);
+  f->bitmap = fetch(ctx, dev[D_BITS], (size_t)nword, 8, &st);
+  if (st) goto done;
+
+  /* the statistics, as the CPU builder computes them */
+  int64_t nmask64 = d.nmask;
+  int64_t ntile = nmask64 * d.nrow * d.ncol;
+  int64_t ntile16 = nmask64 * ((Sq + 15) / 16) * ((Sk + 15) / 16);
+  int64_t nvalid = (int64_t)stats[0], valid16 = (int64_t)stats[1];
+  f->nvalid = nvalid;
+  f->density = (double)nvalid / ((double)nmask64 * (double)Sq * (double)Sk);
+  f->frac16 = (double)valid16 / (double)ntile16;
+  f->ntile_full = (int64_t)stats[2];
+  f->ntile_partial = (int64_t)stats[3];
+  f->ntile_empty = ntile - f->ntile_full - f->ntile_partial;
+  f->bytes = (size_t)(nmask64 * (d.nrow + 1)) * 4 + (size_t)nentry * 8 + (size_t)nword * 8;
+
+done:
+  for (int k = 0; k < D_COUNT; k++) stof_cuda_mem_free(ctx, dev[k]);
+  kernels_format_prog_free(prog);
+  if (st) {
+    stof_mask_format_free(f);
+    return st;
+  }
+  f->build_ms = now_ms() - t0;
+  *out = f;
+  return STOF_OK;
+}
+
+/* A small LRU of formats keyed as the CPU cache keys them. */
+stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                   int64_t H, int64_t Sq, int64_t Sk, int T,
+                                   const stof_mask_format **out) {
+  stof_ctx *ctx = g->ctx;
+  if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask is NULL", who_build);
+  char *key = NULL;
+  if (mask->cacheable) {
+    stof_buf s;
+    stof_buf_init(&s, ctx);
+    stof_buf_printf(&s, "%s|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", stof_mask_description(mask),
+                    (long long)B, (long long)H, (long long)Sq, (long long)Sk, T);
+    if (stof_buf_finish(&s, &key)) return STOF_ERR_NOMEM;
+    for (int k = 0; k < g->n; k++)
+      if (g->e[k].key && !strcmp(g->e[k].key, key)) {
+        stof_ctx_dealloc(ctx, key, strlen(key) + 1);
+        g->e[k].used = ++g->clock;
+        *out = g->e[k].fmt;
+        return STOF_OK;
+      }
+  }
+  stof_mask_format *f;
+  stof_status st = kernels_format_gpu_build(g, mask, B, H, Sq, Sk, T, &f);
+  if (st) {
+    if (key) stof_ctx_dealloc(ctx, key, strlen(key) + 1);
+    return st;
+  }
+  int slot = g->n;
+  if (g->n == GPU_CACHE_CAP) {
+    slot = 0;
+    for (int k = 1; k < g->n; k++)
+      if (g->e[k].used < g->e[slot].used) slot = k;
+    if (g->e[slot].key) stof_ctx_dealloc(ctx, g->e[slot].key, strlen(g->e[slot].key) + 1);
+    stof_mask_format_free(g->e[slot].fmt);
+  } else {
+    g->n++;
+  }
+  g->e[slot].key = key;
+  g->e[slot].fmt = f;
+  g->e[slot].used = ++g->clock;
+  *out = f;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- public entry */
+
+stof_status stof_mask_format_build_gpu(stof_ctx *ctx, const stof_mask *mask, int64_t B,
+                                       int64_t H, int64_t Sq, int64_t Sk, int T,
+                                       stof_mask_format **out) {
+  dims d;
+  int64_t nnode, ndoc, depth;
+  stof_status st = check_args(ctx, who_build, mask, out, B, H, Sq, Sk, T, &d);
+  if (st || (st = prog_check(ctx, who_build, mask, &nnode, &ndoc, &depth))) return st;
+  kernels_format_gpu *g;
+  if ((st = kernels_format_gpu_new(ctx, &g))) return st;
+  st = kernels_format_gpu_build(g, mask, B, H, Sq, Sk, T, out);
+  kernels_format_gpu_free(g);
+  return st;
+}

@@ -1,0 +1,578 @@
+/* The GPU format builder, checked without a GPU: its kernels compile with NVRTC for sm_80
+ * and sm_90; the program a mask becomes, run by the device's own evaluator compiled for
+ * the host, agrees with stof_mask_eval element by element, word by word and tile class by
+ * tile class; the GPU algorithm (classify, count, scan, place), replayed here on the
+ * host with that evaluator, gives exactly the CPU builder's format; tensor and fn masks and
+ * oversized programs are refused (STOF_ERR_UNSUPPORTED); without a GPU the builder says
+ * STOF_ERR_NO_DEVICE and leaves nothing behind. */
+#include "helpers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_int.h"
+
+/* ---------------------------------------------------------------- masks */
+
+enum { MAXM = 48 };
+
+typedef struct named {
+  stof_mask *m;
+  int64_t B; /* the batch a format of it needs (per-batch documents), else 1 */
+} named;
+
+static int64_t rng_next(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (int64_t)(*s >> 33);
+}
+
+/* The suite at S, extra kinds, combinations, per-batch documents and edge parameters. */
+static int many_masks(stof_ctx *ctx, int64_t S, named *out) {
+  int n = 0;
+  for (int k = 0; stof_mask_suite_name(k); k++)
+    KT_OK(ctx, stof_mask_suite(ctx, stof_mask_suite_name(k), S, &out[n++].m));
+  stof_mask *a, *b, *c;
+  KT_OK(ctx, stof_mask_dilated(ctx, 8, 3, &out[n++].m));
+  KT_OK(ctx, stof_mask_dilated(ctx, 40, 0, &out[n++].m));
+  KT_OK(ctx, stof_mask_dilated(ctx, 3, ((int64_t)1 << 62), &out[n++].m)); /* only j = i */
+  KT_OK(ctx, stof_mask_dilated(ctx, INT64_MAX, 1, &out[n++].m));
+  KT_OK(ctx, stof_mask_window(ctx, 3, 70, &out[n++].m));
+  KT_OK(ctx, stof_mask_window(ctx, INT64_MAX, INT64_MAX, &out[n++].m));
+  KT_OK(ctx, stof_mask_global(ctx, 20, &out[n++].m));
+  KT_OK(ctx, stof_mask_global(ctx, INT64_MAX, &out[n++].m));
+  KT_OK(ctx, stof_mask_random_blocks(ctx, 16, 0.4, 5, &out[n++].m));
+  KT_OK(ctx, stof_mask_random_blocks(ctx, 5, 0.5, 77, &out[n++].m));  /* blocks < 8 */
+  KT_OK(ctx, stof_mask_random_blocks(ctx, 3, 1.0, 1, &out[n++].m));
+  KT_OK(ctx, stof_mask_random_blocks(ctx, 3, 0.0, 1, &out[n++].m));
+  KT_OK(ctx, stof_mask_random_blocks(ctx, INT64_MAX, 0.5, 9, &out[n++].m));
+  KT_OK(ctx, stof_mask_random_blocks(ctx, 1, 0.3, 11, &out[n++].m));
+  KT_OK(ctx, stof_mask_bigbird(ctx, 5, 3, 24, 0.25, 42, &out[n++].m));
+  KT_OK(ctx, stof_mask_longformer(ctx, 0, 0, &out[n++].m));
+  KT_OK(ctx, stof_mask_document(ctx, 3, (const int64_t[]){S / 3 + 1, 7, 1}, &out[n++].m));
+  /* causal & bigbird, causal - sliding(4), (global | dilated) & window */
+  KT_OK(ctx, stof_mask_causal(ctx, &a));
+  KT_OK(ctx, stof_mask_bigbird(ctx, 8, 8, 16, 0.3, 2, &b));
+  KT_OK(ctx, stof_mask_intersection(a, b, &out[n++].m));
+  stof_mask_free(b);
+  KT_OK(ctx, stof_mask_sliding(ctx, 4, &b));
+  KT_OK(ctx, stof_mask_difference(a, b, &out[n++].m));
+  stof_mask_free(b);
+  KT_OK(ctx, stof_mask_global(ctx, 9, &b));
+  KT_OK(ctx, stof_mask_dilated(ctx, 30, 2, &c));
+  stof_mask *u;
+  KT_OK(ctx, stof_mask_union(b, c, &u));
+  stof_mask_free(b);
+  stof_mask_free(c);
+  KT_OK(ctx, stof_mask_window(ctx, 50, 10, &b));
+  KT_OK(ctx, stof_mask_intersection(u, b, &out[n++].m));
+  /* dense - (document - causal): two levels of difference, right-nested */
+  KT_OK(ctx, stof_mask_document(ctx, 2, (const int64_t[]){S / 2 + 3, S}, &c));
+  stof_mask *dc, *dn;
+  KT_OK(ctx, stof_mask_difference(c, a, &dc));
+  KT_OK(ctx, stof_mask_dense(ctx, &dn));
+  KT_OK(ctx, stof_mask_difference(dn, dc, &out[n++].m));
+  stof_mask_free(dc);
+  stof_mask_free(dn);
+  stof_mask_free(c);
+  stof_mask_free(u);
+  stof_mask_free(b);
+  stof_mask_free(a);
+  /* per-batch documents, alone and in combinations */
+  static const int64_t nseq[3] = {2, 1, 3};
+  int64_t lens[6] = {S / 2 + 1, S / 2 + 5, S, S / 5 + 1, S / 5 + 1, 2};
+  KT_OK(ctx, stof_mask_document_batched(ctx, 3, nseq, lens, &a));
+  out[n].B = 3;
+  KT_OK(ctx, stof_mask_document_batched(ctx, 3, nseq, lens, &out[n++].m));
+  KT_OK(ctx, stof_mask_causal_sliding(ctx, 17, &b));
+  out[n].B = 3;
+  KT_OK(ctx, stof_mask_union(a, b, &out[n++].m));
+  out[n].B = 3;
+  KT_OK(ctx, stof_mask_difference(b, a, &out[n++].m));
+  stof_mask_free(a);
+  stof_mask_free(b);
+  for (int k = 0; k < n; k++)
+    if (out[k].B == 0) out[k].B = 1;
+  assert_true(n <= MAXM);
+  return n;
+}
+
+static void free_masks(named *ms, int n) {
+  for (int k = 0; k < n; k++) stof_mask_free(ms[k].m);
+  memset(ms, 0, sizeof *ms * (size_t)n);
+}
+
+/* ---------------------------------------------------------------- compilation */
+
+static void gpu_format_kernels_compile_for_sm80_and_sm90(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  const char *src = stof_kernels_source("mask_format.cu");
+  assert_non_null(src);
+  static const char *const archs[] = {"sm_80", "sm_90"};
+  for (int a = 0; a < 2; a++) {
+    void *cubin = NULL;
+    size_t size = 0;
+    KT_OK(ctx, stof_cuda_compile_ex(ctx, src, "mask_format.cu", archs[a], 0, NULL, 0, NULL,
+                                    NULL, &cubin, &size));
+    assert_non_null(cubin);
+    assert_true(size > 4);
+    assert_memory_equal(cubin, "\177ELF", 4);
+    stof_ctx_dealloc(ctx, cubin, size);
+  }
+  kt_ctx_done(ctx);
+}
+
+/* ---------------------------------------------------------------- the program */
+
+/* The word of the 8 x 8 inner tile at (i0, j0) read from stof_mask_eval. */
+static uint64_t word_by_eval(const stof_mask *m, int64_t b, int64_t h, int64_t Sq, int64_t Sk,
+                             int64_t i0, int64_t j0) {
+  uint64_t w = 0;
+  for (int r = 0; r < 8; r++)
+    for (int c = 0; c < 8; c++) {
+      int64_t i = i0 + r, j = j0 + c;
+      if (i < Sq && j < Sk && stof_mask_eval(m, b, h, i, j) == 1)
+        w |= (uint64_t)1 << (r * 8 + c);
+    }
+  return w;
+}
+
+/* Elements, words and tile classes of the program against the mask, at random. */
+static void check_program(stof_ctx *ctx, const stof_mask *m, int64_t B, int64_t S,
+                          uint64_t *seed) {
+  kernels_format_prog *p = NULL;
+  KT_OK(ctx, kernels_format_prog_new(ctx, m, &p));
+  assert_true(kernels_format_prog_nnode(p) >= 1);
+  assert_true(kernels_format_prog_depth(p) >= 1 && kernels_format_prog_depth(p) <= 16);
+  const char *d = stof_mask_description(m);
+  for (int k = 0; k < 3000; k++) {
+    int64_t b = rng_next(seed) % B, h = rng_next(seed) % 3;
+    int64_t i = rng_next(seed) % (S + 40), j = rng_next(seed) % (S + 40);
+    if (k % 4 == 0) j = i + rng_next(seed) % 80 - 40; /* near the diagonal */
+    if (j < 0) j = 0;
+    int want = stof_mask_eval(m, b, h, i, j), got = kernels_format_prog_eval(p, b, i, j);
+    if (got != want)
+      fail_msg("%s: (b %lld, i %lld, j %lld): program %d, mask %d", d, (long long)b,
+               (long long)i, (long long)j, got, want);
+  }
+  /* far positions (the arithmetic near 2^31) */
+  for (int k = 0; k < 200; k++) {
+    int64_t i = INT32_MAX - 1 - rng_next(seed) % 100000, j = i - rng_next(seed) % 200;
+    if (k % 2) j = rng_next(seed) % INT32_MAX;
+    int want = stof_mask_eval(m, 0, 0, i, j), got = kernels_format_prog_eval(p, 0, i, j);
+    if (got != want)
+      fail_msg("%s: far (i %lld, j %lld): program %d, mask %d", d, (long long)i, (long long)j,
+               got, want);
+  }
+  for (int k = 0; k < 300; k++) {
+    int64_t b = rng_next(seed) % B, Sq = S - rng_next(seed) % 8, Sk = S - rng_next(seed) % 13;
+    if (Sq < 1) Sq = 1;
+    if (Sk < 1) Sk = 1;
+    int64_t i0 = 8 * (rng_next(seed) % (S / 8 + 2)), j0 = 8 * (rng_next(seed) % (S / 8 + 2));
+    uint64_t want = word_by_eval(m, b, 0, Sq, Sk, i0, j0);
+    uint64_t got = kernels_format_prog_word(p, b, Sq, Sk, i0, j0);
+    if (got != want)
+      fail_msg("%s: word at (%lld, %lld) of %lld x %lld: program %016llx, mask %016llx", d,
+               (long long)i0, (long long)j0, (long long)Sq, (long long)Sk,
+               (unsigned long long)got, (unsigned long long)want);
+  }
+  /* tile classes: exactly the CPU's, and sound (small tiles near the origin, where the
+   * parameters of the masks put their edges, and anywhere) */
+  for (int k = 0; k < 1000; k++) {
+    int small = k % 2 == 0;
+    int64_t b = rng_next(seed) % B, i0 = rng_next(seed) % (small ? 80 : S),
+            j0 = rng_next(seed) % (small ? 80 : S);
+    int64_t i1 = i0 + 1 + rng_next(seed) % (small ? 40 : 128),
+            j1 = j0 + 1 + rng_next(seed) % (small ? 40 : 128);
+    int want = kernels_mask_classify(m->root, b, 0, i0, i1, j0, j1);
+    int got = kernels_format_prog_classify(p, b, i0, i1, j0, j1);
+    if (got != want)
+      fail_msg("%s: class of [%lld, %lld) x [%lld, %lld): program %d, mask %d", d,
+               (long long)i0, (long long)i1, (long long)j0, (long long)j1, got, want);
+    if (small && got != KERNELS_TILE_MIXED)
+      for (int64_t i = i0; i < i1; i++)
+        for (int64_t j = j0; j < j1; j++)
+          if (stof_mask_eval(m, b, 0, i, j) != got)
+            fail_msg("%s: class %d of [%lld, %lld) x [%lld, %lld) is wrong at (%lld, %lld)", d,
+                     got, (long long)i0, (long long)i1, (long long)j0, (long long)j1,
+                     (long long)i, (long long)j);
+  }
+  kernels_format_prog_free(p);
+}
+
+static void gpu_program_matches_mask_eval(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  uint64_t seed = 1234;
+  static const int64_t sizes[] = {300, 3000};
+  for (int s = 0; s < 2; s++) {
+    named ms[MAXM] = {{0}};
+    int n = many_masks(ctx, sizes[s], ms);
+    for (int k = 0; k < n; k++) check_program(ctx, ms[k].m, ms[k].B, sizes[s], &seed);
+    free_masks(ms, n);
+  }
+  kt_ctx_done(ctx);
+}
+
+/* ---------------------------------------------------------------- the algorithm, on the host */
+
+/* The GPU builder's algorithm with the device's evaluator: class every tile, count the
+ * bits of mixed ones, then place entries and words in (instance, row, column) order. */
+static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
+                                 int64_t Sq, int64_t Sk, int T) {
+  kernels_format_prog *p = NULL;
+  KT_OK(ctx, kernels_format_prog_new(ctx, mask, &p));
+  int64_t nrow = (Sq + T - 1) / T, ncol = (Sk + T - 1) / T;
+  int64_t mask_b = stof_mask_varies_b(mask) ? B : 1, mask_h = stof_mask_varies_h(mask) ? H : 1;
+  int64_t nmask = mask_b * mask_h, nb8 = T / 8, wpt = nb8 * nb8, n16 = T / 16;
+  uint8_t *state = malloc((size_t)(nmask * nrow * ncol));
+  assert_non_null(state);
+  int64_t nvalid = 0, v16 = 0, nfull = 0, npart = 0;
+  for (int64_t m = 0; m < nmask; m++) {
+    int64_t b = mask_b > 1 ? m / mask_h : 0;
+    for (int64_t r = 0; r < nrow; r++) {
+      int64_t i0 = r * T, nr = Sq - i0 < T ? Sq - i0 : T;
+      for (int64_t c = 0; c < ncol; c++) {
+        int64_t j0 = c * T, nc = Sk - j0 < T ? Sk - j0 : T;
+        int edge = nr < T || nc < T;
+        int cls = kernels_format_prog_classify(p, b, i0, i0 + nr, j0, j0 + nc);
+        int64_t cnt = 0;
+        uint64_t sub = 0;
+        if (cls == KERNELS_TILE_ONE) {
+          cnt = nr * nc;
+          sub = ~(uint64_t)0;
+        } else if (cls == KERNELS_TILE_MIXED) {
+          for (int64_t w = 0; w < wpt; w++) {
+            int64_t ci = w / nb8, ri = w % nb8;
+            uint64_t word = kernels_format_prog_word(p, b, Sq, Sk, i0 + ri * 8, j0 + ci * 8);
+            cnt += __builtin_popcountll(word);
+            if (word) sub |= (uint64_t)1 << ((ri >> 1) * n16 + (ci >> 1));
+          }
+        }
+        uint8_t s = cnt == 0 ? 0 : cnt == (int64_t)T * T && !edge ? 1 : 2;
+        state[(m * nrow + r) * ncol + c] = s;
+        nvalid += cnt;
+        if (s == 1) nfull++, v16 += n16 * n16;
+        if (s == 2) {
+          npart++;
+          v16 += cls == KERNELS_TILE_ONE ? ((nr + 15) / 16) * ((nc + 15) / 16)
+                                         : __builtin_popcountll(sub);
+        }
+      }
+    }
+  }
+  stof_mask_format *f = stof_ctx_alloc(ctx, sizeof *f);
+  assert_non_null(f);
+  f->ctx = ctx;
+  f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
+  f->nrow = (int32_t)nrow, f->ncol = (int32_t)ncol;
+  f->mask_b = (int32_t)mask_b, f->mask_h = (int32_t)mask_h, f->nmask = (int32_t)nmask;
+  f->desc = stof_ctx_strdup(ctx, stof_mask_description(mask));
+  f->nentry = (int32_t)(nfull + npart);
+  f->nword = npart * wpt;
+  f->row_ptr = stof_ctx_alloc(ctx, (size_t)(nmask * (nrow + 1)) * 4);
+  f->nfull = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  f->npartial = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  if (f->nentry) {
+    f->col_idx = stof_ctx_alloc(ctx, (size_t)f->nentry * 4);
+    f->bmp_off = stof_ctx_alloc(ctx, (size_t)f->nentry * 4);
+  }
+  if (f->nword) f->bitmap = stof_ctx_alloc(ctx, (size_t)f->nword * 8);
+  int64_t e = 0, pi = 0;
+  for (int64_t m = 0; m < nmask; m++) {
+    int64_t b = mask_b > 1 ? m / mask_h : 0;
+    for (int64_t r = 0; r < nrow; r++) {
+      f->row_ptr[m * (nrow + 1) + r] = (int32_t)e;
+      for (int64_t c = 0; c < ncol; c++) {
+        uint8_t s = state[(m * nrow + r) * ncol + c];
+        if (!s) continue;
+        f->col_idx[e] = (int32_t)c;
+        f->bmp_off[e] = s == 1 ? -1 : (int32_t)(pi * wpt);
+        if (s == 1) f->nfull[m * nrow + r]++;
+        else {
+          f->npartial[m * nrow + r]++;
+          for (int64_t w = 0; w < wpt; w++)
+            f->bitmap[pi * wpt + w] = kernels_format_prog_word(
+                p, b, Sq, Sk, r * T + (w % nb8) * 8, c * T + (w / nb8) * 8);
+          pi++;
+        }
+        e++;
+      }
+    }
+    f->row_ptr[m * (nrow + 1) + nrow] = (int32_t)e;
+  }
+  int64_t ntile16 = nmask * ((Sq + 15) / 16) * ((Sk + 15) / 16);
+  f->nvalid = nvalid;
+  f->density = (double)nvalid / ((double)nmask * (double)Sq * (double)Sk);
+  f->frac16 = (double)v16 / (double)ntile16;
+  f->ntile_full = nfull;
+  f->ntile_partial = npart;
+  f->ntile_empty = nmask * nrow * ncol - nfull - npart;
+  f->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)f->nentry * 8 + (size_t)f->nword * 8;
+  free(state);
+  kernels_format_prog_free(p);
+  return f;
+}
+
+/* Asserts that two formats are identical but for build_ms. */
+static void assert_same_format(const stof_mask_format *g, const stof_mask_format *c,
+                               const char *what) {
+#define SAME(field)                                                                     \
+  if (g->field != c->field)                                                             \
+    fail_msg("%s: " #field " %lld, the CPU's %lld", what, (long long)g->field,          \
+             (long long)c->field);
+  SAME(B) SAME(H) SAME(Sq) SAME(Sk) SAME(T) SAME(nrow) SAME(ncol) SAME(mask_b) SAME(mask_h)
+  SAME(nmask) SAME(nentry) SAME(nword) SAME(nvalid) SAME(ntile_full) SAME(ntile_partial)
+  SAME(ntile_empty) SAME(bytes)
+#undef SAME
+  if (g->density != c->density || g->frac16 != c->frac16)
+    fail_msg("%s: density %.17g / frac16 %.17g, the CPU's %.17g / %.17g", what, g->density,
+             g->frac16, c->density, c->frac16);
+  assert_string_equal(g->desc, c->desc);
+  size_t nrp = (size_t)c->nmask * (size_t)(c->nrow + 1), nr = (size_t)c->nmask * c->nrow;
+#define SAME_ARRAY(arr, n)                                                              \
+  for (size_t x = 0; x < (n); x++)                                                      \
+    if (g->arr[x] != c->arr[x])                                                         \
+      fail_msg("%s: " #arr "[%zu] = %lld, the CPU's %lld", what, x, (long long)g->arr[x], \
+               (long long)c->arr[x]);
+  SAME_ARRAY(row_ptr, nrp)
+  SAME_ARRAY(nfull, nr)
+  SAME_ARRAY(npartial, nr)
+  SAME_ARRAY(col_idx, (size_t)c->nentry)
+  SAME_ARRAY(bmp_off, (size_t)c->nentry)
+  SAME_ARRAY(bitmap, (size_t)c->nword)
+#undef SAME_ARRAY
+}
+
+static void gpu_algorithm_on_the_host_gives_the_cpu_format(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  static const int64_t dims[][2] = {{1, 1}, {7, 300}, {65, 65}, {300, 300}, {300, 129}, {1000, 1000}};
+  static const int tiles[] = {16, 48, 64, 128};
+  for (int s = 0; s < 6; s++) {
+    int64_t Sq = dims[s][0], Sk = dims[s][1];
+    named ms[MAXM] = {{0}};
+    int n = many_masks(ctx, Sq > Sk ? Sq : Sk, ms);
+    for (int k = 0; k < n; k++)
+      for (int t = 0; t < 4; t++) {
+        if (Sq == 1000 && tiles[t] != 64) continue;
+        stof_mask_format *cpu = NULL;
+        KT_OK(ctx, stof_mask_format_build(ctx, ms[k].m, ms[k].B, 2, Sq, Sk, tiles[t], &cpu));
+        stof_mask_format *emu = emulate(ctx, ms[k].m, ms[k].B, 2, Sq, Sk, tiles[t]);
+        char what[256];
+        snprintf(what, sizeof what, "%s at %lld x %lld, T = %d", stof_mask_description(ms[k].m),
+                 (long long)Sq, (long long)Sk, tiles[t]);
+        assert_same_format(emu, cpu, what);
+        stof_mask_format_free(emu);
+        stof_mask_format_free(cpu);
+      }
+    free_masks(ms, n);
+  }
+  kt_ctx_done(ctx);
+}
+
+/* ---------------------------------------------------------------- refusals */
+
+static int diagonal(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud, (void)b, (void)h;
+  return i == j;
+}
+
+static void gpu_builder_refuses_tensor_and_fn_masks(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  stof_tensor *t;
+  int64_t sh[2] = {64, 64};
+  KT_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_BOOL, 2, sh, 3, &t));
+  stof_mask *tm, *fm, *causal, *mix, *mix2;
+  KT_OK(ctx, stof_mask_from_tensor(ctx, t, &tm));
+  KT_OK(ctx, stof_mask_fn(ctx, diagonal, NULL, "diagonal", 0, 0, &fm));
+  KT_OK(ctx, stof_mask_causal(ctx, &causal));
+  KT_OK(ctx, stof_mask_union(causal, tm, &mix));
+  KT_OK(ctx, stof_mask_difference(causal, fm, &mix2));
+  assert_true(stof_mask_format_gpu_supported(causal));
+  const stof_mask *bad[4] = {tm, fm, mix, mix2};
+  static const char *const why[4] = {"from_tensor(64x64", "fn(diagonal)", "from_tensor(64x64",
+                                     "fn(diagonal)"};
+  for (int k = 0; k < 4; k++) {
+    assert_false(stof_mask_format_gpu_supported(bad[k]));
+    stof_mask_format *f = NULL;
+    kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, bad[k], 1, 1, 64, 64, 64, &f),
+                    STOF_ERR_UNSUPPORTED, why[k]);
+    assert_null(f);
+    kernels_format_prog *p = NULL;
+    kt_expect_error(ctx, kernels_format_prog_new(ctx, bad[k], &p), STOF_ERR_UNSUPPORTED,
+                    "only the CPU builder");
+    assert_null(p);
+  }
+  assert_false(stof_mask_format_gpu_supported(NULL));
+  stof_mask_free(tm);
+  stof_mask_free(fm);
+  stof_mask_free(mix);
+  stof_mask_free(mix2);
+  stof_mask_free(causal);
+  stof_tensor_free(t);
+  kt_ctx_done(ctx);
+}
+
+static void gpu_program_limits_are_refused_and_unions_kept_shallow(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  /* w0 - (w1 - (w2 - ...)): each difference needs one more stack slot */
+  stof_mask *deep;
+  KT_OK(ctx, stof_mask_window(ctx, 0, 0, &deep));
+  for (int k = 1; k <= 20; k++) {
+    stof_mask *w, *d;
+    KT_OK(ctx, stof_mask_window(ctx, k, 0, &w));
+    KT_OK(ctx, stof_mask_difference(w, deep, &d));
+    stof_mask_free(w);
+    stof_mask_free(deep);
+    deep = d;
+    kernels_format_prog *p = NULL;
+    if (k < 16) {
+      assert_true(stof_mask_format_gpu_supported(deep));
+      KT_OK(ctx, kernels_format_prog_new(ctx, deep, &p));
+      assert_int_equal(kernels_format_prog_depth(p), k + 1);
+      uint64_t seed = 99;
+      check_program(ctx, deep, 1, 200, &seed);
+      kernels_format_prog_free(p);
+    } else {
+      assert_false(stof_mask_format_gpu_supported(deep));
+      kt_expect_error(ctx, kernels_format_prog_new(ctx, deep, &p), STOF_ERR_UNSUPPORTED,
+                      "at most 256 nodes of depth 16");
+    }
+  }
+  stof_mask_free(deep);
+  /* w0 | (w1 | (w2 | ...)) nests as deeply, but unions commute: two slots suffice */
+  stof_mask *u;
+  KT_OK(ctx, stof_mask_window(ctx, 0, 0, &u));
+  for (int k = 1; k < 40; k++) {
+    stof_mask *w, *d;
+    KT_OK(ctx, stof_mask_window(ctx, 0, 3 * k, &w));
+    KT_OK(ctx, (k % 2 ? stof_mask_union : stof_mask_intersection)(w, u, &d));
+    stof_mask_free(w);
+    stof_mask_free(u);
+    u = d;
+  }
+  kernels_format_prog *p = NULL;
+  KT_OK(ctx, kernels_format_prog_new(ctx, u, &p));
+  assert_int_equal(kernels_format_prog_nnode(p), 79);
+  assert_int_equal(kernels_format_prog_depth(p), 2);
+  kernels_format_prog_free(p);
+  uint64_t seed = 7;
+  check_program(ctx, u, 1, 300, &seed);
+  stof_mask_free(u);
+  /* more than 256 nodes */
+  stof_mask *chain;
+  KT_OK(ctx, stof_mask_global(ctx, 1, &chain));
+  for (int k = 0; k < 130; k++) {
+    stof_mask *g, *d;
+    KT_OK(ctx, stof_mask_global(ctx, k + 2, &g));
+    KT_OK(ctx, stof_mask_union(chain, g, &d));
+    stof_mask_free(g);
+    stof_mask_free(chain);
+    chain = d;
+  }
+  assert_false(stof_mask_format_gpu_supported(chain));
+  stof_mask_format *f = NULL;
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, chain, 1, 1, 100, 100, 64, &f),
+                  STOF_ERR_UNSUPPORTED, "a program of 261 nodes");
+  assert_null(f);
+  stof_mask_free(chain);
+  kt_ctx_done(ctx);
+}
+
+/* ---------------------------------------------------------------- without a GPU */
+
+static void gpu_builder_checks_arguments_then_reports_no_device(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  stof_mask *m, *docs;
+  KT_OK(ctx, stof_mask_suite(ctx, "bigbird", 500, &m));
+  static const int64_t nseq[2] = {1, 2}, lens[3] = {100, 30, 40};
+  KT_OK(ctx, stof_mask_document_batched(ctx, 2, nseq, lens, &docs));
+  stof_mask_format *f = NULL;
+  /* the CPU builder's argument errors come first, device or not */
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, m, 1, 1, 500, 500, 24, &f), STOF_ERR_ARG,
+                  "tile size T = 24");
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, m, 0, 1, 500, 500, 64, &f), STOF_ERR_ARG,
+                  "extents must be >= 1");
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, docs, 3, 1, 500, 500, 64, &f),
+                  STOF_ERR_ARG, "2 batches, the format B = 3");
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, NULL, 1, 1, 500, 500, 64, &f),
+                  STOF_ERR_ARG, "mask or out is NULL");
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, m, 1, 1, (int64_t)1 << 31, 500, 64, &f),
+                  STOF_ERR_UNSUPPORTED, "past the GPU builder's range");
+  assert_null(f);
+  stof_status dev = stof_cuda_init(ctx);
+  stof_ctx_clear_error(ctx);
+  stof_status st = stof_mask_format_build_gpu(ctx, m, 2, 3, 500, 700, 64, &f);
+  if (dev == STOF_ERR_NO_DEVICE) {
+    assert_int_equal(st, STOF_ERR_NO_DEVICE);
+    assert_null(f);
+    assert_int_equal(stof_ctx_status(ctx), STOF_ERR_NO_DEVICE);
+    stof_ctx_clear_error(ctx);
+  } else {
+    /* a GPU here: the format must be the CPU's */
+    KT_OK(ctx, st);
+    stof_mask_format *cpu = NULL;
+    KT_OK(ctx, stof_mask_format_build(ctx, m, 2, 3, 500, 700, 64, &cpu));
+    assert_same_format(f, cpu, "bigbird at 500 x 700 on this machine's GPU");
+    stof_mask_format_free(cpu);
+    stof_mask_format_free(f);
+  }
+  stof_mask_free(m);
+  stof_mask_free(docs);
+  kt_ctx_done(ctx);
+}
+
+/* ---------------------------------------------------------------- out of memory */
+
+typedef struct failing {
+  int64_t count, fail_at;
+} failing;
+
+static void *failing_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  failing *fa = ud;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  if (nsize > osize && ++fa->count == fa->fail_at) return NULL;
+  return realloc(ptr, nsize);
+}
+
+static void gpu_program_survives_every_allocation_failure(void **state) {
+  int64_t n;
+  for (n = 1; n < 1000; n++) {
+    failing fa = {0, 0};
+    stof_ctx *ctx = stof_ctx_new(failing_alloc, &fa);
+    assert_non_null(ctx);
+    stof_mask *m = NULL;
+    int64_t lens[3] = {100, 200, 300};
+    KT_OK(ctx, stof_mask_document(ctx, 3, lens, &m));
+    fa.fail_at = fa.count + n;
+    kernels_format_prog *p = NULL;
+    stof_status st = kernels_format_prog_new(ctx, m, &p);
+    stof_mask_free(m);
+    if (st == STOF_OK) {
+      kernels_format_prog_free(p);
+      assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+      stof_ctx_free(ctx);
+      break;
+    }
+    assert_int_equal(st, STOF_ERR_NOMEM);
+    assert_null(p);
+    assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+    stof_ctx_free(ctx);
+  }
+  assert_true(n > 1 && n < 1000);
+}
+
+int run_mask_format_gpu_tests(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(gpu_format_kernels_compile_for_sm80_and_sm90),
+      cmocka_unit_test(gpu_program_matches_mask_eval),
+      cmocka_unit_test(gpu_algorithm_on_the_host_gives_the_cpu_format),
+      cmocka_unit_test(gpu_builder_refuses_tensor_and_fn_masks),
+      cmocka_unit_test(gpu_program_limits_are_refused_and_unions_kept_shallow),
+      cmocka_unit_test(gpu_builder_checks_arguments_then_reports_no_device),
+      cmocka_unit_test(gpu_program_survives_every_allocation_failure),
+  };
+  return cmocka_run_group_tests_name("mask_format_gpu", tests, NULL, NULL);
+}

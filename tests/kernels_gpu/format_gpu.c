@@ -1,0 +1,398 @@
+/*
+ * The two-level format built on the GPU against the CPU builder: every suite mask, other
+ * kinds, combinations, per-batch documents, square and unequal lengths, tiles 16, 64 and
+ * 128: the GPU's format must be IDENTICAL to the CPU's (every array, every statistic but
+ * build_ms). Each build pair prints one line (with both build times from S = 8192 up, so
+ * the speedup shows in the log); a mismatch prints the first differing field or element
+ * and the test goes on, failing at the end. Every test skips without a GPU.
+ */
+#include "../core/testutil.h"
+
+#include <stdio.h>
+
+#include <stof/kernels.h>
+
+#include "format_gpu.h"
+#include "kernels_int.h"
+
+typedef struct fg_fixture {
+  tu_heap heap;
+  stof_ctx *ctx;
+  kernels_format_gpu *g;
+  stof_attn_engine *e;
+  int nrun, nfail;
+} fg_fixture;
+
+int format_gpu_setup(void **state) {
+  fg_fixture *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  f->ctx = tu_ctx_new(&f->heap);
+  *state = f;
+  return 0;
+}
+
+int format_gpu_teardown(void **state) {
+  fg_fixture *f = *state;
+  stof_attn_engine_free(f->e);
+  kernels_format_gpu_free(f->g);
+  tu_ctx_free(f->ctx, &f->heap);
+  free(f);
+  return 0;
+}
+
+/* The fixture with a builder; skips the test without a GPU. */
+static fg_fixture *fg_gpu(void **state) {
+  fg_fixture *f = *state;
+  stof_status st = kernels_format_gpu_new(f->ctx, &f->g);
+  if (st == STOF_ERR_NO_DEVICE) {
+    print_message("skipping: %s\n", stof_ctx_message(f->ctx));
+    stof_ctx_clear_error(f->ctx);
+    skip();
+  }
+  TU_OK(f->ctx, st);
+  print_message("     GPU format builder ready in %.1f ms (compile or cubin cache, load)\n",
+                kernels_format_gpu_setup_ms(f->g));
+  return f;
+}
+
+static void fg_finish(fg_fixture *f) {
+  print_message("%d of %d GPU builds differ from the CPU's\n", f->nfail, f->nrun);
+  if (f->nfail)
+    fail_msg("%d of %d GPU builds differ from the CPU's (lines marked FAIL above)", f->nfail,
+             f->nrun);
+}
+
+/* ---------------------------------------------------------------- comparison */
+
+/* Where entry e of f lies: "(instance m, row r)". */
+static void entry_place(const stof_mask_format *f, int64_t e, char *buf, size_t n) {
+  for (int64_t m = 0; m < f->nmask; m++)
+    for (int64_t r = 0; r < f->nrow; r++) {
+      int64_t k = m * (f->nrow + 1) + r;
+      if (e >= f->row_ptr[k] && e < f->row_ptr[k + 1]) {
+        snprintf(buf, n, "(instance %lld, row %lld)", (long long)m, (long long)r);
+        return;
+      }
+    }
+  snprintf(buf, n, "(no row)");
+}
+
+/* 0 when g is c but for build_ms; else 1 and the first difference in why. */
+static int differ(const stof_mask_format *g, const stof_mask_format *c, char *why, size_t n) {
+#define FIELD(x)                                                                        \
+  if (g->x != c->x) {                                                                   \
+    snprintf(why, n, #x " %lld, the CPU's %lld", (long long)g->x, (long long)c->x);      \
+    return 1;                                                                           \
+  }
+  FIELD(B) FIELD(H) FIELD(Sq) FIELD(Sk) FIELD(T) FIELD(nrow) FIELD(ncol) FIELD(mask_b)
+  FIELD(mask_h) FIELD(nmask) FIELD(nentry) FIELD(nword) FIELD(nvalid) FIELD(ntile_full)
+  FIELD(ntile_partial) FIELD(ntile_empty) FIELD(bytes)
+#undef FIELD
+  if (g->density != c->density || g->frac16 != c->frac16) {
+    snprintf(why, n, "density %.17g, frac16 %.17g; the CPU's %.17g, %.17g", g->density,
+             g->frac16, c->density, c->frac16);
+    return 1;
+  }
+  if (strcmp(g->desc, c->desc)) {
+    snprintf(why, n, "desc \"%s\", the CPU's \"%s\"", g->desc, c->desc);
+    return 1;
+  }
+  int64_t nrp = (int64_t)c->nmask * (c->nrow + 1), nr = (int64_t)c->nmask * c->nrow;
+  for (int64_t k = 0; k < nrp; k++)
+    if (g->row_ptr[k] != c->row_ptr[k]) {
+      snprintf(why, n, "row_ptr[%lld] (instance %lld, row %lld) = %d, the CPU's %d", (long long)k,
+               (long long)(k / (c->nrow + 1)), (long long)(k % (c->nrow + 1)), g->row_ptr[k],
+               c->row_ptr[k]);
+      return 1;
+    }
+  for (int64_t k = 0; k < nr; k++)
+    if (g->nfull[k] != c->nfull[k] || g->npartial[k] != c->npartial[k]) {
+      snprintf(why, n, "row %lld: %d full and %d partial tiles, the CPU's %d and %d",
+               (long long)k, g->nfull[k], g->npartial[k], c->nfull[k], c->npartial[k]);
+      return 1;
+    }
+  char place[96];
+  for (int64_t e = 0; e < c->nentry; e++)
+    if (g->col_idx[e] != c->col_idx[e] || g->bmp_off[e] != c->bmp_off[e]) {
+      entry_place(c, e, place, sizeof place);
+      snprintf(why, n, "entry %lld %s: column %d, bmp_off %d; the CPU's %d, %d", (long long)e,
+               place, g->col_idx[e], g->bmp_off[e], c->col_idx[e], c->bmp_off[e]);
+      return 1;
+    }
+  int64_t wpt = (int64_t)(c->T / 8) * (c->T / 8);
+  for (int64_t w = 0; w < c->nword; w++)
+    if (g->bitmap[w] != c->bitmap[w]) {
+      snprintf(why, n, "bitmap[%lld] (partial tile %lld, word %lld) = %016llx, the CPU's %016llx",
+               (long long)w, (long long)(w / wpt), (long long)(w % wpt),
+               (unsigned long long)g->bitmap[w], (unsigned long long)c->bitmap[w]);
+      return 1;
+    }
+  return 0;
+}
+
+/* Builds mask on both sides and compares; prints a line (with times from S = 8192 on,
+ * or always when verbose). */
+static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                        int64_t Sk, int T, int verbose) {
+  stof_ctx *ctx = f->ctx;
+  char head[200];
+  snprintf(head, sizeof head, "%-34.34s B=%lld H=%lld %6lldx%-6lld T=%3d",
+           stof_mask_description(mask), (long long)B, (long long)H, (long long)Sq,
+           (long long)Sk, T);
+  f->nrun++;
+  stof_mask_format *cpu = NULL, *gpu = NULL;
+  stof_status st = stof_mask_format_build(ctx, mask, B, H, Sq, Sk, T, &cpu);
+  if (st) fail_msg("%s: CPU build: %s: %s", head, stof_status_name(st), stof_ctx_message(ctx));
+  st = kernels_format_gpu_build(f->g, mask, B, H, Sq, Sk, T, &gpu);
+  char why[512] = "";
+  if (st) {
+    snprintf(why, sizeof why, "GPU build: %s: %.300s", stof_status_name(st), stof_ctx_message(ctx));
+    stof_ctx_clear_error(ctx);
+  } else if (!differ(gpu, cpu, why, sizeof why)) {
+    why[0] = 0;
+  }
+  if (why[0]) {
+    print_message("FAIL %s | %s\n", head, why);
+    f->nfail++;
+  } else if (verbose || (Sq > Sk ? Sq : Sk) >= 8192) {
+    print_message("     %s | same: %d entries, %lld words | cpu %8.2f ms, gpu %7.2f ms (x%.1f)\n",
+                  head, cpu->nentry, (long long)cpu->nword, cpu->build_ms, gpu->build_ms,
+                  gpu->build_ms > 0 ? cpu->build_ms / gpu->build_ms : 0.0);
+  }
+  stof_mask_format_free(cpu);
+  stof_mask_format_free(gpu);
+}
+
+static const int tiles[] = {16, 64, 128};
+#define NTILE 3
+
+/* ---------------------------------------------------------------- masks */
+
+enum { MAXM = 24 };
+
+/* Masks beyond the suite for length S (returns how many). */
+static int other_masks(stof_ctx *ctx, int64_t S, stof_mask **out) {
+  int n = 0;
+  stof_mask *a, *b, *c;
+  TU_OK(ctx, stof_mask_dilated(ctx, 64, 3, &out[n++]));
+  TU_OK(ctx, stof_mask_dilated(ctx, 200, 0, &out[n++]));
+  TU_OK(ctx, stof_mask_window(ctx, 100, 5, &out[n++]));
+  TU_OK(ctx, stof_mask_global(ctx, 48, &out[n++]));
+  TU_OK(ctx, stof_mask_random_blocks(ctx, 48, 0.3, 7, &out[n++]));
+  TU_OK(ctx, stof_mask_random_blocks(ctx, 5, 0.5, 8, &out[n++]));
+  TU_OK(ctx, stof_mask_bigbird(ctx, 64, 16, 128, 0.05, 3, &out[n++]));
+  TU_OK(ctx, stof_mask_causal(ctx, &a));
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", S, &b));
+  TU_OK(ctx, stof_mask_intersection(a, b, &out[n++])); /* causal & bigbird (decoders) */
+  stof_mask_free(b);
+  TU_OK(ctx, stof_mask_sliding(ctx, 8, &b));
+  TU_OK(ctx, stof_mask_difference(a, b, &out[n++])); /* causal - sliding(8) */
+  stof_mask_free(b);
+  TU_OK(ctx, stof_mask_suite(ctx, "document", S, &b));
+  TU_OK(ctx, stof_mask_intersection(b, a, &out[n++])); /* causal documents */
+  TU_OK(ctx, stof_mask_global(ctx, 16, &c));
+  stof_mask *u;
+  TU_OK(ctx, stof_mask_union(b, c, &u));
+  TU_OK(ctx, stof_mask_difference(u, a, &out[n++])); /* (document | global) - causal */
+  stof_mask_free(u);
+  stof_mask_free(c);
+  stof_mask_free(b);
+  stof_mask_free(a);
+  return n;
+}
+
+static void free_all(stof_mask **m, int n) {
+  for (int k = 0; k < n; k++) stof_mask_free(m[k]);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static const int64_t sizes[] = {1000, 3000, 8192, 16384};
+#define NSIZE 4
+
+void gpu_format_matches_cpu_on_suite_masks(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  for (int s = 0; s < NSIZE; s++)
+    for (int k = 0; stof_mask_suite_name(k); k++) {
+      stof_mask *m = NULL;
+      TU_OK(f->ctx, stof_mask_suite(f->ctx, stof_mask_suite_name(k), sizes[s], &m));
+      for (int t = 0; t < NTILE; t++) check_build(f, m, 1, 2, sizes[s], sizes[s], tiles[t], 0);
+      stof_mask_free(m);
+    }
+  fg_finish(f);
+}
+
+void gpu_format_matches_cpu_on_other_kinds_and_combinations(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  for (int s = 0; s < NSIZE; s++) {
+    stof_mask *m[MAXM];
+    int n = other_masks(f->ctx, sizes[s], m);
+    for (int k = 0; k < n; k++)
+      for (int t = 0; t < NTILE; t++) check_build(f, m[k], 2, 1, sizes[s], sizes[s], tiles[t], 0);
+    free_all(m, n);
+  }
+  fg_finish(f);
+}
+
+void gpu_format_matches_cpu_with_unequal_lengths(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  static const int64_t dims[][2] = {{3000, 8192}, {8192, 1000}, {16384, 3001}, {1, 9000},
+                                    {777, 1},     {8193, 8191}};
+  for (int s = 0; s < 6; s++) {
+    int64_t Sq = dims[s][0], Sk = dims[s][1], S = Sq > Sk ? Sq : Sk;
+    stof_mask *m[MAXM + 8];
+    int n = 0;
+    for (int k = 0; stof_mask_suite_name(k); k++)
+      TU_OK(f->ctx, stof_mask_suite(f->ctx, stof_mask_suite_name(k), S, &m[n++]));
+    n += other_masks(f->ctx, S, m + n);
+    for (int k = 0; k < n; k++)
+      for (int t = 0; t < NTILE; t++) check_build(f, m[k], 1, 1, Sq, Sk, tiles[t], 0);
+    free_all(m, n);
+  }
+  fg_finish(f);
+}
+
+void gpu_format_matches_cpu_on_per_batch_documents(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  stof_ctx *ctx = f->ctx;
+  for (int s = 0; s < NSIZE; s++) {
+    int64_t S = sizes[s];
+    /* four batch elements: 3, 1, 5 and 2 sequences, the last leaving a tail with no
+     * sequence */
+    static const int64_t nseq[4] = {3, 1, 5, 2};
+    int64_t lens[11] = {S / 3, S / 3, S - 2 * (S / 3), S,        S / 7 + 1, S / 5, S / 9 + 2,
+                        S / 4, S / 6, S / 2,           S / 3 + 11};
+    stof_mask *docs, *causal, *bb, *m[4];
+    TU_OK(ctx, stof_mask_document_batched(ctx, 4, nseq, lens, &docs));
+    TU_OK(ctx, stof_mask_causal(ctx, &causal));
+    TU_OK(ctx, stof_mask_suite(ctx, "bigbird", S, &bb));
+    TU_OK(ctx, stof_mask_intersection(docs, causal, &m[0]));
+    TU_OK(ctx, stof_mask_union(bb, docs, &m[1]));
+    TU_OK(ctx, stof_mask_difference(bb, docs, &m[2]));
+    m[3] = docs;
+    for (int k = 0; k < 4; k++)
+      for (int t = 0; t < NTILE; t++) check_build(f, m[k], 4, 2, S, S, tiles[t], 0);
+    /* and unequal lengths */
+    check_build(f, m[3], 4, 1, S, S / 2 + 1, 64, 0);
+    check_build(f, m[0], 4, 3, S / 3 + 5, S, 128, 0);
+    free_all(m, 3);
+    stof_mask_free(docs);
+    stof_mask_free(causal);
+    stof_mask_free(bb);
+  }
+  fg_finish(f);
+}
+
+void gpu_format_build_times_against_cpu(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  stof_ctx *ctx = f->ctx;
+  static const char *const names[] = {"causal", "sliding", "bigbird", "document"};
+  static const int64_t S[] = {8192, 16384, 32768};
+  print_message("     build times at tile 64 (B = 1, H = 12), then tiles 16 and 128 at S = 32768\n");
+  for (int s = 0; s < 3; s++)
+    for (int k = 0; k < 4; k++) {
+      stof_mask *m = NULL;
+      TU_OK(ctx, stof_mask_suite(ctx, names[k], S[s], &m));
+      check_build(f, m, 1, 12, S[s], S[s], 64, 1);
+      if (S[s] == 32768) {
+        check_build(f, m, 1, 12, S[s], S[s], 16, 1);
+        check_build(f, m, 1, 12, S[s], S[s], 128, 1);
+      }
+      stof_mask_free(m);
+    }
+  fg_finish(f);
+}
+
+static int diagonal(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud, (void)b, (void)h;
+  return i == j;
+}
+
+void gpu_format_public_entry_cache_and_refusals(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *m = NULL, *fm = NULL, *mix = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "longformer", 9000, &m));
+  /* the one-shot public entry */
+  stof_mask_format *g = NULL, *c = NULL;
+  TU_OK(ctx, stof_mask_format_build_gpu(ctx, m, 2, 3, 9000, 9000, 64, &g));
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 2, 3, 9000, 9000, 64, &c));
+  char why[512];
+  if (differ(g, c, why, sizeof why)) fail_msg("stof_mask_format_build_gpu: %s", why);
+  assert_true(g->build_ms >= 0);
+  stof_mask_format_free(g);
+  stof_mask_format_free(c);
+  /* the builder's cache: one format per (mask, dims) */
+  const stof_mask_format *a = NULL, *b = NULL, *d = NULL;
+  TU_OK(ctx, kernels_format_gpu_get(f->g, m, 1, 1, 9000, 9000, 64, &a));
+  TU_OK(ctx, kernels_format_gpu_get(f->g, m, 1, 1, 9000, 9000, 128, &b));
+  TU_OK(ctx, kernels_format_gpu_get(f->g, m, 1, 1, 9000, 9000, 64, &d));
+  assert_ptr_equal(a, d);
+  assert_ptr_not_equal(a, b);
+  assert_int_equal(b->T, 128);
+  /* refusals */
+  TU_OK(ctx, stof_mask_fn(ctx, diagonal, NULL, "diagonal", 0, 0, &fm));
+  TU_OK(ctx, stof_mask_union(m, fm, &mix));
+  TU_ERR(ctx, stof_mask_format_build_gpu(ctx, mix, 1, 1, 9000, 9000, 64, &g), STOF_ERR_UNSUPPORTED,
+         "fn(diagonal)");
+  TU_ERR(ctx, kernels_format_gpu_get(f->g, mix, 1, 1, 9000, 9000, 64, &a), STOF_ERR_UNSUPPORTED,
+         "only the CPU builder");
+  TU_ERR(ctx, kernels_format_gpu_build(f->g, m, 1, 1, 9000, 9000, 80, &g), STOF_ERR_ARG,
+         "tile size T = 80");
+  stof_mask_free(m);
+  stof_mask_free(fm);
+  stof_mask_free(mix);
+}
+
+/* A plan at S = 8192 (its format built on the GPU) against the CPU implementation on a
+ * CPU-built format. */
+void engine_builds_long_sequence_formats_on_the_gpu(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  stof_ctx *ctx = f->ctx;
+  TU_OK(ctx, stof_attn_engine_new(ctx, &f->e));
+  stof_attn_engine *e = f->e;
+  static const char *const names[] = {"sliding", "causal_sliding"};
+  const int64_t B = 1, H = 2, S = 8192, D = 64;
+  for (int k = 0; k < 2; k++) {
+    stof_mask *m = NULL;
+    TU_OK(ctx, stof_mask_suite(ctx, names[k], S, &m));
+    assert_true(stof_mask_format_gpu_supported(m));
+    uint64_t seed = 4200 + (uint64_t)k;
+    stof_tensor *q = tu_tensor_uniform(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), &seed, -2, 2);
+    stof_tensor *kk = tu_tensor_uniform(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), &seed, -2, 2);
+    stof_tensor *v = tu_tensor_uniform(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), &seed, -1, 1);
+    stof_tensor *q64, *k64, *v64, *o64, *dq, *dk, *dv, *dout, *hout;
+    TU_OK(ctx, stof_tensor_cast(q, STOF_DTYPE_F64, &q64));
+    TU_OK(ctx, stof_tensor_cast(kk, STOF_DTYPE_F64, &k64));
+    TU_OK(ctx, stof_tensor_cast(v, STOF_DTYPE_F64, &v64));
+    TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(B, H, S, D), STOF_DEVICE_CPU, &o64));
+    stof_mask_format *fmt = NULL;
+    TU_OK(ctx, stof_mask_format_build(ctx, m, B, H, S, S, 64, &fmt));
+    TU_OK(ctx, stof_attention_cpu(ctx, q64, k64, v64, fmt, 0, o64));
+    int64_t nvalid = 0;
+    for (int64_t h = 0; h < H; h++) nvalid += stof_mask_format_count(fmt, 0, h);
+    TU_OK(ctx, stof_tensor_to(q, STOF_DEVICE_CUDA, &dq));
+    TU_OK(ctx, stof_tensor_to(kk, STOF_DEVICE_CUDA, &dk));
+    TU_OK(ctx, stof_tensor_to(v, STOF_DEVICE_CUDA, &dv));
+    TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), STOF_DEVICE_CUDA, &dout));
+    TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)dout->data, 0x7e00,
+                                  (size_t)stof_tensor_numel(dout)));
+    stof_attn_plan *plan = NULL;
+    TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, NULL, &plan));
+    assert_int_equal(stof_attn_plan_nvalid(plan), nvalid);
+    TU_OK(ctx, stof_attn_plan_run(plan, dq, dk, dv, dout));
+    TU_OK(ctx, stof_cuda_synchronize(ctx));
+    TU_OK(ctx, stof_tensor_to(dout, STOF_DEVICE_CPU, &hout));
+    double *want = tu_values(o64);
+    print_message("     %s at S = %lld through the engine: prepare %.2f ms (format %.2f ms on the CPU)\n",
+                  stof_mask_description(m), (long long)S, stof_attn_plan_prepare_ms(plan),
+                  fmt->build_ms);
+    tu_check_close(hout, want, (size_t)stof_tensor_numel(hout), 1e-2);
+    free(want);
+    stof_attn_plan_free(plan);
+    stof_mask_format_free(fmt);
+    stof_tensor *ts[] = {q, kk, v, q64, k64, v64, o64, dq, dk, dv, dout, hout};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
+    stof_mask_free(m);
+  }
+}
