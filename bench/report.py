@@ -43,7 +43,7 @@ def main():
     chart = []
     for r in sorted(stof, key=lambda r: (r["H"] * r["D"], r["B"] * r["S"], r["S"], r["mask"])):
         key = (r["mask"], r["B"], r["S"], r["H"], r["D"])
-        cells = [r["mask"], r["B"], r["S"], r["H"], r["D"], f'{r["ms"]:.4f}', f'{r["kernel"]}/{r["tile"]}',
+        cells = [r["mask"], r["B"], r["S"], r["H"], r["D"], f'{r["ms"]:.4f}', f'{r["kernel"]}{"-wgmma" if r.get("hopper") else ""}/{r["tile"]}',
                  f'{r["tflops"]:.1f}', f'{100 * r["roofline"]:.0f}%']
         pd = next((peer[key + (i,)]["density"] for i, _ in PEERS if key + (i,) in peer), None)
         cells.append(f'{r["density"]:.4f} / {pd:.4f}' if pd is not None else f'{r["density"]:.4f}')

@@ -337,8 +337,8 @@ void gpu_format_public_entry_cache_and_refusals(void **state) {
          "fn(diagonal)");
   TU_ERR(ctx, kernels_format_gpu_get(f->g, mix, 1, 1, 9000, 9000, 64, &a), STOF_ERR_UNSUPPORTED,
          "only the CPU builder");
-  TU_ERR(ctx, kernels_format_gpu_build(f->g, m, 1, 1, 9000, 9000, 80, &g), STOF_ERR_ARG,
-         "tile size T = 80");
+  TU_ERR(ctx, kernels_format_gpu_build(f->g, m, 1, 1, 9000, 9000, 72, &g), STOF_ERR_ARG,
+         "tile size T = 72");
   stof_mask_free(m);
   stof_mask_free(fm);
   stof_mask_free(mix);
