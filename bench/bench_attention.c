@@ -1,8 +1,8 @@
 /*
  * stof's attention benchmark (DESIGN.md section 9): times stof's sparse attention on the
  * protocol grid with device events (warm-up, median of --reps runs, inputs rotated over
- * three sets so caches do not flatter), after a correctness check of sampled rows against
- * a float64 CPU reference with the output poisoned first. One JSON object per case on
+ * three sets so caches do not flatter), after a correctness check with the output poisoned
+ * first: sampled rows against a float64 CPU reference, and no NaN left anywhere. One JSON object per case on
  * stdout and in --out (jansson); a table on stderr.
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64]
@@ -193,6 +193,9 @@ int main(int argc, char **argv) {
           int64_t rows[6] = {0, 1, S / 3, S / 2 + 7, S - 2, S - 1};
           int nan_seen = 0;
           double err = check_rows(ctx, mask, hq[0], hk[0], hv[0], hout, 6, rows, &nan_seen);
+          /* every element written: the poison (NaN) must be gone everywhere */
+          for (int64_t x = 0, n = stof_tensor_numel(hout); x < n && !nan_seen; x++)
+            if (isnan(stof_tensor_load(hout, x))) nan_seen = 1;
           stof_tensor_free(hout);
           /* warm-up: at least 100 ms of launches, so the clocks are up after the CPU check */
           float wms = 0;
