@@ -725,42 +725,83 @@ static lfunc *check_func(lua_State *L, int idx, const char *fname) {
   return lf;
 }
 
-/* stof.build(s, {A, B, C}[, {target = "c"}]) */
-static int l_build(lua_State *L) {
-  const char *fname = "stof.build";
-  lsched *ls = check_sched(L, 1, fname);
-  if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "list of arguments (te tensors)");
-  const char *target = "c";
+/* The arguments of stof.build and stof.build_source: the list of te tensors at 2 (into
+ * scratch memory) and the target of the options at 3 ("c" when absent). */
+static const stof_op **build_args(lua_State *L, lsched *ls, const char *fname, int *nargs,
+                                  const char **target) {
+  if (!lua_istable(L, 2)) {
+    slua_typeerror(L, 2, fname, "list of arguments (te tensors)");
+    return NULL;
+  }
+  *target = "c";
   if (!lua_isnoneornil(L, 3)) {
-    if (!lua_istable(L, 3)) return slua_typeerror(L, 3, fname, "options table");
+    if (!lua_istable(L, 3)) {
+      slua_typeerror(L, 3, fname, "options table");
+      return NULL;
+    }
     lua_getfield(L, 3, "target");
     if (!lua_isnil(L, -1)) {
-      if (lua_type(L, -1) != LUA_TSTRING)
-        return slua_argerror(L, 3, fname, "target must be a string, got %s", slua_typename(L, -1));
-      target = lua_tostring(L, -1);
+      if (lua_type(L, -1) != LUA_TSTRING) {
+        slua_argerror(L, 3, fname, "target must be a string, got %s", slua_typename(L, -1));
+        return NULL;
+      }
+      *target = lua_tostring(L, -1); /* stays on the stack, so the string stays alive */
     }
   }
   lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
-  if (n > 256) return slua_argerror(L, 2, fname, "%I arguments, at most 256", n);
+  if (n > 256) {
+    slua_argerror(L, 2, fname, "%I arguments, at most 256", n);
+    return NULL;
+  }
   const stof_op **args = slua_scratch(L, sizeof *args * (size_t)(n ? n : 1));
   for (int i = 0; i < (int)n; i++) {
     lua_rawgeti(L, 2, i + 1);
     slua_teop *t = slua_test_teop(L, -1);
-    if (!t)
-      return slua_argerror(L, 2, fname, "argument %d: te tensor expected, got %s", i + 1,
-                           slua_typename(L, -1));
-    if (t->g != stof_sched_graph(ls->s))
-      return slua_error(L, "ValueError", "%s: argument %s is from another graph", fname, t->op->name);
+    if (!t) {
+      slua_argerror(L, 2, fname, "argument %d: te tensor expected, got %s", i + 1, slua_typename(L, -1));
+      return NULL;
+    }
+    if (t->g != stof_sched_graph(ls->s)) {
+      slua_error(L, "ValueError", "%s: argument %s is from another graph", fname, t->op->name);
+      return NULL;
+    }
     args[i] = t->op;
     lua_pop(L, 1);
   }
+  *nargs = (int)n;
+  return args;
+}
+
+/* stof.build(s, {A, B, C}[, {target = "c" | "cuda"}]) */
+static int l_build(lua_State *L) {
+  const char *fname = "stof.build";
+  lsched *ls = check_sched(L, 1, fname);
+  const char *target;
+  int n;
+  const stof_op **args = build_args(L, ls, fname, &n, &target);
   lfunc *lf = lua_newuserdatauv(L, sizeof *lf, 0);
   lf->f = NULL;
   lf->lc = NULL;
   luaL_setmetatable(L, MT_FUNC);
   lf->lc = slua_ctx_ref(ls->lc);
-  stof_status st = stof_build(ls->s, (int)n, args, target, &lf->f);
+  stof_status st = stof_build(ls->s, n, args, target, &lf->f);
   if (st) return raise_core(L, ls, st);
+  return 1;
+}
+
+/* stof.build_source(s, {A, B, C}[, {target = "c" | "cuda"}]): the generated source, not
+ * compiled. */
+static int l_build_source(lua_State *L) {
+  const char *fname = "stof.build_source";
+  lsched *ls = check_sched(L, 1, fname);
+  const char *target;
+  int n;
+  const stof_op **args = build_args(L, ls, fname, &n, &target);
+  char *src = NULL;
+  stof_status st = stof_build_source(ls->s, n, args, target, &src);
+  if (st) return raise_core(L, ls, st);
+  lua_pushstring(L, src);
+  stof_ctx_dealloc(ls->lc->ctx, src, strlen(src) + 1);
   return 1;
 }
 
@@ -890,6 +931,8 @@ void slua_open_schedule(lua_State *L, int idx) {
   lua_setfield(L, idx, "schedule");
   lua_pushcfunction(L, l_build);
   lua_setfield(L, idx, "build");
+  lua_pushcfunction(L, l_build_source);
+  lua_setfield(L, idx, "build_source");
   lua_pushinteger(L, STOF_INFER);
   lua_setfield(L, idx, "INFER");
 }

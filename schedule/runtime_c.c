@@ -2,7 +2,8 @@
  * The C backend's run time: stof_build checks the arguments, generates C
  * (codegen_c.c), compiles it with the system compiler ($CC, else "cc") into a shared
  * library cached on disk, loads it with dlopen, and stof_func_call calls it through libffi
- * with an argument list assembled at run time.
+ * with an argument list assembled at run time. Target "cuda" shares the argument checks
+ * and the stof_func handle and hands the rest to runtime_cuda.c.
  *
  * The cache: stof_cache_dir's "so" folder ($STOF_CACHE_DIR/so, else
  * $XDG_CACHE_HOME/stof/so, else ~/.cache/stof/so; created on first use). A library is named
@@ -44,6 +45,7 @@ struct stof_func {
   ffi_type **types;
   char *source;
   char *path;
+  sched_cuda_func *cuda;   /* target "cuda" (then dl, fn, cif are unused) */
 };
 
 /* ---------------------------------------------------------------- the cache */
@@ -181,6 +183,7 @@ void stof_func_free(stof_func *f) {
   if (!f) return;
   stof_ctx *ctx = f->ctx;
   if (f->dl) dlclose(f->dl);
+  sched_cuda_func_free(f->cuda);
   if (f->arg) stof_ctx_dealloc(ctx, f->arg, sizeof *f->arg * (size_t)f->nargs);
   if (f->types) stof_ctx_dealloc(ctx, f->types, sizeof *f->types * (size_t)(f->nargs ? f->nargs : 1));
   if (f->names) stof_ctx_dealloc(ctx, f->names, f->names_size);
@@ -189,7 +192,7 @@ void stof_func_free(stof_func *f) {
   stof_ctx_dealloc(ctx, f, sizeof *f);
 }
 
-static stof_status check_args(const stof_sched *s, int nargs, const stof_op *const *args) {
+stof_status sched_build_check_args(const stof_sched *s, int nargs, const stof_op *const *args) {
   stof_ctx *ctx = s->ctx;
   if (nargs < 1 || !args) return stof_ctx_error(ctx, STOF_ERR_ARG, "build: no arguments given");
   if (nargs > MAX_ARGS)
@@ -230,14 +233,11 @@ stof_status stof_build(const stof_sched *s, int nargs, const stof_op *const *arg
   stof_ctx *ctx = s->ctx;
   *out = NULL;
   if (!target) target = "c";
-  if (strcmp(target, "cuda") == 0)
-    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
-                          "build: target \"cuda\" is not yet supported (this slice builds for the "
-                          "CPU: target \"c\")");
-  if (strcmp(target, "c") != 0)
+  int cuda = strcmp(target, "cuda") == 0;
+  if (!cuda && strcmp(target, "c") != 0)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "build: unknown target \"%s\" (expected \"c\" or \"cuda\")",
                           target);
-  stof_status st = check_args(s, nargs, args);
+  stof_status st = sched_build_check_args(s, nargs, args);
   if (st) return st;
   stof_func *f = stof_ctx_alloc(ctx, sizeof *f);
   if (!f) return STOF_ERR_NOMEM;
@@ -263,6 +263,14 @@ stof_status stof_build(const stof_sched *s, int nargs, const stof_op *const *arg
     a->ndim = args[i]->ndim;
     memcpy(a->shape, args[i]->shape, sizeof a->shape);
     f->types[i] = &ffi_type_pointer;
+  }
+  if (cuda) {
+    if ((st = sched_cuda_build(s, nargs, args, &f->source, &f->cuda))) {
+      stof_func_free(f);
+      return st;
+    }
+    *out = f;
+    return STOF_OK;
   }
   if (ffi_prep_cif(&f->cif, FFI_DEFAULT_ABI, (unsigned)nargs, &ffi_type_sint, f->types) != FFI_OK) {
     stof_func_free(f);
@@ -292,15 +300,18 @@ stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensor
   if (ntensor != f->nargs || (!tensors && ntensor))
     return stof_ctx_error(ctx, STOF_ERR_ARG, "call: %d tensors given for %d arguments", ntensor, f->nargs);
   void *ptrs[MAX_ARGS], *values[MAX_ARGS];
+  uint64_t dptrs[MAX_ARGS];
+  stof_device want = f->cuda ? STOF_DEVICE_CUDA : STOF_DEVICE_CPU;
   char a[160], b[160];
   for (int i = 0; i < f->nargs; i++) {
     const func_arg *fa = &f->arg[i];
     const char *name = f->names + fa->name;
     const stof_tensor *t = tensors[i];
     if (!t) return stof_ctx_error(ctx, STOF_ERR_ARG, "call: argument %d (%s) is missing", i + 1, name);
-    if (t->device != STOF_DEVICE_CPU)
-      return stof_ctx_error(ctx, STOF_ERR_ARG,
-                            "call: argument %d (%s) is on cuda; the C backend takes CPU tensors", i + 1, name);
+    if (t->device != want)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "call: argument %d (%s) is on %s; the %s backend takes %s tensors",
+                            i + 1, name, t->device == STOF_DEVICE_CUDA ? "cuda" : "the CPU",
+                            f->cuda ? "CUDA" : "C", f->cuda ? "CUDA" : "CPU");
     if (t->dtype != fa->dtype)
       return stof_ctx_error(ctx, STOF_ERR_TYPE, "call: argument %d (%s): dtype %s given, %s expected", i + 1,
                             name, stof_dtype_name(t->dtype), stof_dtype_name(fa->dtype));
@@ -312,8 +323,10 @@ stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensor
       return stof_ctx_error(ctx, STOF_ERR_ARG, "call: argument %d (%s) is not contiguous (copy it first)",
                             i + 1, name);
     ptrs[i] = t->data;
+    dptrs[i] = (uint64_t)(uintptr_t)t->data;
     values[i] = &ptrs[i];
   }
+  if (f->cuda) return sched_cuda_call(f->cuda, dptrs);
   ffi_arg rc = 0;
   ffi_call(&f->cif, FFI_FN(f->fn), &rc, values);
   if ((int)rc != 0)
@@ -324,3 +337,16 @@ stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensor
 int stof_func_nargs(const stof_func *f) { return f->nargs; }
 const char *stof_func_source(const stof_func *f) { return f->source; }
 const char *stof_func_library(const stof_func *f) { return f->path; }
+
+stof_status stof_build_source(const stof_sched *s, int nargs, const stof_op *const *args,
+                              const char *target, char **source) {
+  *source = NULL;
+  if (!target) target = "c";
+  int cuda = strcmp(target, "cuda") == 0;
+  if (!cuda && strcmp(target, "c") != 0)
+    return stof_ctx_error(s->ctx, STOF_ERR_ARG,
+                          "build_source: unknown target \"%s\" (expected \"c\" or \"cuda\")", target);
+  stof_status st = sched_build_check_args(s, nargs, args);
+  if (st) return st;
+  return cuda ? sched_codegen_cuda(s, nargs, args, source, NULL) : sched_codegen_c(s, nargs, args, source);
+}

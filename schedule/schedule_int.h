@@ -469,4 +469,42 @@ stof_status sched_codegen_c(const stof_sched *s, int nargs, const stof_op *const
 stof_status sched_runtime_load(stof_ctx *ctx, const char *src, void **dl, void **fn,
                                char **path);
 
+/* ---------------------------------------------------------------- CUDA code (codegen_cuda.c) */
+
+/* A kernel of the CUDA source and its launch. */
+typedef struct sched_cuda_kernel {
+  char name[64];
+  unsigned grid[3], block[3];
+} sched_cuda_kernel;
+
+/* What launching the CUDA source needs: its kernels in launch order, and the sizes of the
+ * intermediates in global memory, which every kernel takes after the build's tensors. */
+typedef struct sched_cuda_info {
+  int nkernel;
+  sched_cuda_kernel *kernel; /* ctx memory */
+  int ntemp;
+  size_t *temp_bytes;        /* ctx memory */
+} sched_cuda_info;
+
+/* The CUDA source of s (owned string) and, when info is not NULL, its launch plan (free it
+ * with sched_cuda_info_free). A schedule that CUDA cannot run is STOF_ERR_SCHEDULE. */
+stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *const *args,
+                               char **out, sched_cuda_info *info);
+void sched_cuda_info_free(stof_ctx *ctx, sched_cuda_info *info);
+
+/* ---------------------------------------------------------------- build (runtime_c.c, runtime_cuda.c) */
+
+/* stof_build's argument checks (STOF_ERR_ARG naming the argument). */
+stof_status sched_build_check_args(const stof_sched *s, int nargs, const stof_op *const *args);
+
+/* A CUDA build: the loaded module, its kernels and launch plan. */
+typedef struct sched_cuda_func sched_cuda_func;
+/* Generates the CUDA source of s (*source, owned), compiles it for the GPU (or sm_80 when
+ * there is none: then STOF_ERR_NO_DEVICE once it compiled) and loads it. Owned *out. */
+stof_status sched_cuda_build(const stof_sched *s, int nargs, const stof_op *const *args,
+                             char **source, sched_cuda_func **out);
+/* Launches the kernels in order on device pointers ptrs[0..nargs) and waits for them. */
+stof_status sched_cuda_call(sched_cuda_func *f, const uint64_t *ptrs);
+void sched_cuda_func_free(sched_cuda_func *f);
+
 #endif

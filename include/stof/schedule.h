@@ -443,7 +443,10 @@ stof_status stof_sched_print_loop_nest(const stof_sched *s, char **out);
 
 /**
  * Compiles s for target "c" (generated C, built by the system compiler into a cached .so,
- * called through libffi); "cuda" is STOF_ERR_UNSUPPORTED in this slice. args[0..nargs) are
+ * called through libffi) or "cuda" (generated CUDA C, one kernel per root block, compiled
+ * by NVRTC for the current GPU through the cubin cache and loaded; without a GPU the
+ * source is compiled for sm_80 and the result is STOF_ERR_NO_DEVICE; a schedule CUDA
+ * cannot run is STOF_ERR_SCHEDULE). args[0..nargs) are
  * the function's parameters in order: every placeholder the schedule reads and every output
  * must be among them; other blocks listed are written to the caller's tensors, the rest
  * live in temporary buffers. A compiler failure is STOF_ERR_COMPILE with its output.
@@ -452,7 +455,20 @@ stof_status stof_sched_print_loop_nest(const stof_sched *s, char **out);
 stof_status stof_build(const stof_sched *s, int nargs, const stof_op *const *args,
                        const char *target, stof_func **out);
 /**
- * Runs f on tensors[0..ntensor) (CPU, contiguous, of each argument's dtype and shape:
+ * The source stof_build would compile for target ("c" or "cuda"), without compiling it.
+ * Owned string: stof_ctx_dealloc(ctx, str, strlen(str) + 1).
+ */
+stof_status stof_build_source(const stof_sched *s, int nargs, const stof_op *const *args,
+                              const char *target, char **source);
+/**
+ * Compiles the CUDA source of s with NVRTC for arch ("sm_80", "sm_90", ...), without the
+ * cache and without a GPU: STOF_OK (*cubin_size, may be NULL, gets the cubin's size),
+ * STOF_ERR_SCHEDULE when CUDA cannot run the schedule, or STOF_ERR_COMPILE with the log.
+ */
+stof_status stof_sched_cuda_check(const stof_sched *s, int nargs, const stof_op *const *args,
+                                  const char *arch, size_t *cubin_size);
+/**
+ * Runs f on tensors[0..ntensor) (CPU tensors for target "c", CUDA ones for "cuda"; contiguous, of each argument's dtype and shape:
  * STOF_ERR_ARG / _TYPE / _SHAPE name the argument otherwise).
  */
 stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensors);

@@ -391,8 +391,10 @@ do
   u.raises(function() s:get_loops(i) end, "TypeError: get_loops: bad argument #1 (block expected, got stof.Loop)")
   u.raises(function() stof.schedule({}) end, "TypeError: stof.schedule: bad argument #1 (the list of outputs is empty)")
   u.raises(function() stof.schedule({g.A}) end, "ValueError: schedule: output A is a placeholder")
-  u.raises(function() stof.build(s, {g.A, g.B, g.C}, {target = "cuda"}) end,
-    "UnsupportedError: build: target \"cuda\" is not yet supported")
+  do -- without a GPU the CUDA source still compiles, then the build reports the device
+    local ok, err = pcall(stof.build, s, {g.A, g.B, g.C}, {target = "cuda"})
+    assert(ok or tostring(err):find("DeviceError: build: the CUDA source compiled", 1, true), err)
+  end
   u.raises(function() stof.build(s, {g.A, g.C}) end, "ValueError: build: placeholder B is read but not among the arguments")
   local f = stof.build(s, {g.A, g.B, g.C})
   local a, b, c = stof.rand({4, 4}), stof.rand({4, 4}), stof.zeros({4, 4})

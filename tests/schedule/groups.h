@@ -14,4 +14,5 @@
   X(cache)                  \
   X(rfactor)                \
   X(examples)               \
+  X(codegen_cuda)           \
   X(nomem)
