@@ -507,4 +507,26 @@ stof_status sched_cuda_build(const stof_sched *s, int nargs, const stof_op *cons
 stof_status sched_cuda_call(sched_cuda_func *f, const uint64_t *ptrs);
 void sched_cuda_func_free(sched_cuda_func *f);
 
+
+/* ---------------------------------------------------------------- codegen_common.c */
+
+/* The state of emitting one lowered schedule as C or CUDA C. */
+typedef struct cgen {
+  const stof_sched *s;
+  const sched_lir *l;
+  stof_buf *b;
+  stof_status st;
+  int cuda;                       /* 1: CUDA kernels (codegen_cuda.c), 0: C (codegen_c.c) */
+  int64_t dim[STOF_THREAD_COUNT]; /* CUDA: the current kernel's launch extent per tag */
+} cgen;
+
+/* The storage type of a dtype in emitted code. */
+const char *sched_cg_stype(int cuda, stof_dtype d);
+/* The C identifier of a buffer. */
+void sched_cg_buf_name(stof_buf *b, const stof_op *op);
+/* Text safe inside a C comment. */
+void sched_cg_comment(stof_buf *b, const char *s);
+/* The statements of the IR list starting at first, indented by depth. */
+void sched_cg_stmts(cgen *g, int first, int depth);
+
 #endif
