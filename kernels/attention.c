@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels_int.h"
 
@@ -33,11 +32,6 @@ const char *stof_kernels_source(const char *name) {
   return NULL;
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* ---------------------------------------------------------------- shapes */
 
@@ -394,7 +388,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
                                const stof_attn_opts *opts, stof_attn_plan **out) {
   stof_ctx *ctx = e->ctx;
   *out = NULL;
-  double t0 = now_ms();
+  double t0 = kernels_now_ms();
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: missing mask");
   if (B <= 0 || H <= 0 || Hkv <= 0 || Sq <= 0 || Sk <= 0)
     return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: sizes must be positive (B %lld, H %lld, Hkv %lld, Sq %lld, Sk %lld)",
@@ -449,7 +443,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: %u query blocks exceed the grid limit", p->grid[1]);
     goto fail;
   }
-  p->prepare_ms = now_ms() - t0;
+  p->prepare_ms = kernels_now_ms() - t0;
   *out = p;
   return STOF_OK;
 fail:

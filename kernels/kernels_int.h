@@ -143,4 +143,18 @@ stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask,
                                    int64_t H, int64_t Sq, int64_t Sk, int T,
                                    const stof_mask_format **out);
 
+/* The tile grid of a format: tile rows and columns, and the mask instances. */
+typedef struct kernels_format_dims {
+  int64_t nrow, ncol, mask_b, mask_h, nmask;
+} kernels_format_dims;
+
+/* The format builders' argument checks (the CPU and the GPU builder report the same
+ * statuses and messages, naming who), then the tile grid of (B, H, Sq, Sk, T). */
+stof_status kernels_format_dims_check(stof_ctx *ctx, const char *who, const stof_mask *mask,
+                                      const void *out, int64_t B, int64_t H, int64_t Sq,
+                                      int64_t Sk, int T, kernels_format_dims *d);
+
+/* A monotonic clock in milliseconds, for build and preparation times. */
+double kernels_now_ms(void);
+
 #endif

@@ -82,10 +82,35 @@ static stof_status shrink(stof_ctx *ctx, void **p, int64_t cap, int64_t n, size_
   return STOF_OK;
 }
 
-static double now_ms(void) {
+double kernels_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+stof_status kernels_format_dims_check(stof_ctx *ctx, const char *who, const stof_mask *mask,
+                                      const void *out, int64_t B, int64_t H, int64_t Sq,
+                                      int64_t Sk, int T, kernels_format_dims *d) {
+  if (!mask || !out) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask or out is NULL", who);
+  if (T < 16 || T > KERNELS_TILE_MAX || T % 16)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "%s: tile size T = %d must be a multiple of 16 in [16, 128]", who, T);
+  if (B < 1 || H < 1 || Sq < 1 || Sk < 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "%s: extents must be >= 1 (B = %lld, H = %lld, Sq = %lld, Sk = %lld)",
+                          who, (long long)B, (long long)H, (long long)Sq, (long long)Sk);
+  stof_status st = kernels_mask_check_dims(ctx, who, mask, B, H, Sq, Sk);
+  if (st) return st;
+  d->nrow = (Sq + T - 1) / T, d->ncol = (Sk + T - 1) / T;
+  d->mask_b = stof_mask_varies_b(mask) ? B : 1, d->mask_h = stof_mask_varies_h(mask) ? H : 1;
+  if (d->nrow >= INT32_MAX || d->ncol >= INT32_MAX || d->mask_b * d->mask_h > INT32_MAX ||
+      d->mask_b * d->mask_h * (d->nrow + 1) > INT32_MAX)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: %lld instances of %lld x %lld tiles is too large", who,
+                          (long long)(d->mask_b * d->mask_h), (long long)d->nrow,
+                          (long long)d->ncol);
+  d->nmask = d->mask_b * d->mask_h;
+  return STOF_OK;
 }
 
 void stof_mask_format_free(stof_mask_format *f) {
@@ -132,25 +157,11 @@ static int64_t count16(const kernels_tile_row *rows, int nr, int nc) {
 stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
                                    int64_t Sq, int64_t Sk, int T, stof_mask_format **out) {
   const char *who = "mask_format_build";
-  if (!mask || !out) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask or out is NULL", who);
-  if (T < 16 || T > KERNELS_TILE_MAX || T % 16)
-    return stof_ctx_error(ctx, STOF_ERR_ARG,
-                          "%s: tile size T = %d must be a multiple of 16 in [16, 128]", who, T);
-  if (B < 1 || H < 1 || Sq < 1 || Sk < 1)
-    return stof_ctx_error(ctx, STOF_ERR_ARG,
-                          "%s: extents must be >= 1 (B = %lld, H = %lld, Sq = %lld, Sk = %lld)",
-                          who, (long long)B, (long long)H, (long long)Sq, (long long)Sk);
-  stof_status st = kernels_mask_check_dims(ctx, who, mask, B, H, Sq, Sk);
+  kernels_format_dims d;
+  stof_status st = kernels_format_dims_check(ctx, who, mask, out, B, H, Sq, Sk, T, &d);
   if (st) return st;
-  int64_t nrow = (Sq + T - 1) / T, ncol = (Sk + T - 1) / T;
-  int64_t mask_b = stof_mask_varies_b(mask) ? B : 1, mask_h = stof_mask_varies_h(mask) ? H : 1;
-  if (nrow >= INT32_MAX || ncol >= INT32_MAX || mask_b * mask_h > INT32_MAX ||
-      mask_b * mask_h * (nrow + 1) > INT32_MAX)
-    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
-                          "%s: %lld instances of %lld x %lld tiles is too large", who,
-                          (long long)(mask_b * mask_h), (long long)nrow, (long long)ncol);
-  double t0 = now_ms();
-  int64_t nmask = mask_b * mask_h;
+  int64_t nrow = d.nrow, ncol = d.ncol, mask_b = d.mask_b, mask_h = d.mask_h, nmask = d.nmask;
+  double t0 = kernels_now_ms();
 
   stof_mask_format *f = stof_ctx_alloc(ctx, sizeof *f);
   if (!f) return STOF_ERR_NOMEM;
@@ -251,7 +262,7 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
   f->ntile_partial = npartial;
   f->ntile_empty = ntile - nfull - npartial;
   f->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)bd.ne * 8 + (size_t)bd.nw * 8;
-  f->build_ms = now_ms() - t0;
+  f->build_ms = kernels_now_ms() - t0;
   *out = f;
   return STOF_OK;
 }

@@ -16,7 +16,6 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels_int.h"
 
@@ -28,11 +27,6 @@
 
 static const char *const who_build = "mask_format_build_gpu";
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* ---------------------------------------------------------------- the program */
 
@@ -247,33 +241,14 @@ int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_
 
 /* ---------------------------------------------------------------- arguments */
 
-typedef struct dims {
-  int64_t nrow, ncol, mask_b, mask_h, nmask;
-} dims;
+typedef kernels_format_dims dims;
 
 /* The CPU builder's checks (same statuses and messages), then the GPU's own limits. */
 static stof_status check_args(stof_ctx *ctx, const char *who, const stof_mask *mask,
                               const void *out, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
                               int T, dims *d) {
-  if (!mask || !out) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask or out is NULL", who);
-  if (T < 16 || T > KERNELS_TILE_MAX || T % 16)
-    return stof_ctx_error(ctx, STOF_ERR_ARG,
-                          "%s: tile size T = %d must be a multiple of 16 in [16, 128]", who, T);
-  if (B < 1 || H < 1 || Sq < 1 || Sk < 1)
-    return stof_ctx_error(ctx, STOF_ERR_ARG,
-                          "%s: extents must be >= 1 (B = %lld, H = %lld, Sq = %lld, Sk = %lld)",
-                          who, (long long)B, (long long)H, (long long)Sq, (long long)Sk);
-  stof_status st = kernels_mask_check_dims(ctx, who, mask, B, H, Sq, Sk);
+  stof_status st = kernels_format_dims_check(ctx, who, mask, out, B, H, Sq, Sk, T, d);
   if (st) return st;
-  d->nrow = (Sq + T - 1) / T, d->ncol = (Sk + T - 1) / T;
-  d->mask_b = stof_mask_varies_b(mask) ? B : 1, d->mask_h = stof_mask_varies_h(mask) ? H : 1;
-  if (d->nrow >= INT32_MAX || d->ncol >= INT32_MAX || d->mask_b * d->mask_h > INT32_MAX ||
-      d->mask_b * d->mask_h * (d->nrow + 1) > INT32_MAX)
-    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
-                          "%s: %lld instances of %lld x %lld tiles is too large", who,
-                          (long long)(d->mask_b * d->mask_h), (long long)d->nrow,
-                          (long long)d->ncol);
-  d->nmask = d->mask_b * d->mask_h;
   if (Sq > INT32_MAX || Sk > INT32_MAX || d->nmask * d->nrow * d->ncol > ((int64_t)1 << 34))
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "%s: %lld x %lld positions in %lld instances are past the GPU "
@@ -314,7 +289,7 @@ void kernels_format_gpu_free(kernels_format_gpu *g) {
 
 stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out) {
   *out = NULL;
-  double t0 = now_ms();
+  double t0 = kernels_now_ms();
   stof_cuda_props props;
   stof_status st = stof_cuda_init(ctx);
   if (st || (st = stof_cuda_props_get(ctx, &props))) return st;
@@ -342,7 +317,7 @@ stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out) {
     kernels_format_gpu_free(g);
     return st;
   }
-  g->setup_ms = now_ms() - t0;
+  g->setup_ms = kernels_now_ms() - t0;
   *out = g;
   return STOF_OK;
 }
@@ -375,7 +350,7 @@ stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mas
   dims d = {0};
   stof_status st = check_args(ctx, who, mask, out, B, H, Sq, Sk, T, &d);
   if (st) return st;
-  double t0 = now_ms();
+  double t0 = kernels_now_ms();
   kernels_format_prog *prog = NULL;
   if ((st = prog_new(ctx, who, mask, &prog))) return st;
 
@@ -489,7 +464,7 @@ done:
     stof_mask_format_free(f);
     return st;
   }
-  f->build_ms = now_ms() - t0;
+  f->build_ms = kernels_now_ms() - t0;
   *out = f;
   return STOF_OK;
 }
