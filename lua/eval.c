@@ -14,39 +14,12 @@
 static int l_eval(lua_State *L) {
   const char *fname = "stof.eval";
   lua_settop(L, 2);
-  int nout;
-  if (slua_test_teop(L, 1)) {
-    nout = 1;
-  } else if (lua_istable(L, 1)) {
-    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-    if (n == 0) return slua_argerror(L, 1, fname, "the list of outputs is empty");
-    if (n > 4096) return slua_argerror(L, 1, fname, "%I outputs, at most 4096", n);
-    nout = (int)n;
-  } else {
-    return slua_typeerror(L, 1, fname, "te tensor or list of te tensors");
-  }
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     return slua_typeerror(L, 2, fname, "feed table (placeholder -> tensor)");
-
   /* Outputs: slot 3 keeps them while we work. */
-  const stof_op **outs = slua_scratch(L, sizeof *outs * (size_t)nout);
-  stof_graph *g = NULL;
-  for (int i = 0; i < nout; i++) {
-    if (nout == 1 && slua_test_teop(L, 1))
-      lua_pushvalue(L, 1);
-    else
-      lua_rawgeti(L, 1, i + 1);
-    slua_teop *t = slua_test_teop(L, -1);
-    if (!t)
-      return slua_argerror(L, 1, fname, "output %d: te tensor expected, got %s", i + 1,
-                           slua_typename(L, -1));
-    if (g && t->g != g)
-      return slua_error(L, "ValueError", "%s: outputs from different graphs (te.reset() was called "
-                        "between building them)", fname);
-    g = t->g;
-    outs[i] = t->op;
-    lua_pop(L, 1);
-  }
+  int nout;
+  stof_graph *g;
+  const stof_op **outs = slua_check_outputs(L, 1, fname, &nout, &g);
 
   /* Feed. */
   int nfeed = 0;

@@ -131,6 +131,10 @@ int slua_open_te(lua_State *L);
 slua_graph *slua_current_graph(lua_State *L);
 /** The TE tensor at idx, or NULL. */
 slua_teop *slua_test_teop(lua_State *L, int idx);
+/** The TE tensor or list of TE tensors at arg, all of one graph: their ops, in a scratch
+ *  buffer pushed on the stack; *n their count, *g their graph. Raises on anything else. */
+const stof_op **slua_check_outputs(lua_State *L, int arg, const char *fname, int *n,
+                                   stof_graph **g);
 /** Pushes the TE tensor handle of op (one handle per op); gidx holds its graph's userdata. */
 void slua_push_teop(lua_State *L, const stof_op *op, int gidx);
 

@@ -199,34 +199,14 @@ static int l_schedule(lua_State *L) {
   const char *fname = "stof.schedule";
   lua_settop(L, 1);
   int nout;
-  if (slua_test_teop(L, 1)) {
-    lua_createtable(L, 1, 0);
-    lua_pushvalue(L, 1);
-    lua_rawseti(L, -2, 1);
-    lua_replace(L, 1);
-  }
-  if (!lua_istable(L, 1)) return slua_typeerror(L, 1, fname, "te tensor or list of te tensors");
-  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-  if (n == 0) return slua_argerror(L, 1, fname, "the list of outputs is empty");
-  if (n > 4096) return slua_argerror(L, 1, fname, "%I outputs, at most 4096", n);
-  nout = (int)n;
-  const stof_op **outs = slua_scratch(L, sizeof *outs * (size_t)nout);
-  stof_graph *g = NULL;
-  for (int i = 0; i < nout; i++) {
-    lua_rawgeti(L, 1, i + 1);
-    slua_teop *t = slua_test_teop(L, -1);
-    if (!t)
-      return slua_argerror(L, 1, fname, "output %d: te tensor expected, got %s", i + 1,
-                           slua_typename(L, -1));
-    if (g && t->g != g)
-      return slua_error(L, "ValueError", "%s: outputs from different graphs", fname);
-    if (!g) {
-      g = t->g;
-      lua_getiuservalue(L, -1, 1); /* the graph userdata, kept at the top */
-      lua_insert(L, 3);
-    }
-    outs[i] = t->op;
-    lua_pop(L, 1);
+  stof_graph *g;
+  const stof_op **outs = slua_check_outputs(L, 1, fname, &nout, &g); /* slot 2 */
+  if (slua_test_teop(L, 1))
+    lua_getiuservalue(L, 1, 1); /* the graph userdata, slot 3 */
+  else {
+    lua_rawgeti(L, 1, 1);
+    lua_getiuservalue(L, -1, 1);
+    lua_remove(L, -2);
   }
   lsched *ls = new_sched(L, 3);
   stof_status st = stof_sched_new(g, nout, outs, &ls->s);

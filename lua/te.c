@@ -852,3 +852,36 @@ int slua_open_te(lua_State *L) {
   }
   return 1;
 }
+
+const stof_op **slua_check_outputs(lua_State *L, int arg, const char *fname, int *n,
+                                   stof_graph **g) {
+  arg = lua_absindex(L, arg);
+  int single = slua_test_teop(L, arg) != NULL;
+  lua_Integer count = 1;
+  if (!single) {
+    if (!lua_istable(L, arg)) return slua_typeerror(L, arg, fname, "te tensor or list of te tensors"), NULL;
+    count = (lua_Integer)lua_rawlen(L, arg);
+    if (count == 0) return slua_argerror(L, arg, fname, "the list of outputs is empty"), NULL;
+    if (count > 4096) return slua_argerror(L, arg, fname, "%I outputs, at most 4096", count), NULL;
+  }
+  const stof_op **outs = slua_scratch(L, sizeof *outs * (size_t)count);
+  *g = NULL;
+  for (int i = 0; i < (int)count; i++) {
+    if (single)
+      lua_pushvalue(L, arg);
+    else
+      lua_rawgeti(L, arg, i + 1);
+    slua_teop *t = slua_test_teop(L, -1);
+    if (!t)
+      return slua_argerror(L, arg, fname, "output %d: te tensor expected, got %s", i + 1,
+                           slua_typename(L, -1)), NULL;
+    if (*g && t->g != *g)
+      return slua_error(L, "ValueError", "%s: outputs from different graphs (te.reset() was called "
+                        "between building them)", fname), NULL;
+    *g = t->g;
+    outs[i] = t->op;
+    lua_pop(L, 1);
+  }
+  *n = (int)count;
+  return outs;
+}
