@@ -193,6 +193,15 @@ void sched_bounds_fix(sched_bounds *bd, const int *list, int n) {
   for (int i = 0; i < n; i++) bd->fixed[list[i]] = 1;
 }
 
+void sched_bounds_fix_scope(sched_bounds *bd, const int *list, int n, int scope) {
+  sched_bounds_fix(bd, list, n);
+  if (scope != SCHED_SCOPE_SHARED) return;
+  for (int i = 0; i < n; i++) {
+    const sched_loop *lp = sched_loop_at(bd->s, list[i]);
+    if (lp->ann == STOF_ANN_THREAD && lp->thread >= STOF_THREAD_THREAD_X) bd->fixed[list[i]] = 0;
+  }
+}
+
 static void axis_aff(const sched_bounds *bd, const unsigned char *fixed, int b, int a, sched_aff *out) {
   const sched_block *x = sched_block_at(bd->s, b);
   loop_aff(bd->s, fixed, x->root + a, out);
@@ -390,7 +399,7 @@ static stof_status infer_forward(sched_bounds *bd, int b, sched_range *range) {
   int encl[512], ne = sched_enclosing(s, b, encl, 512);
   if (ne < 0) return stof_ctx_error(bd->ctx, STOF_ERR_UNSUPPORTED, "lower: block %s is nested too deeply",
                                     sched_block_name(s, b));
-  sched_bounds_fix(bd, encl, ne);
+  sched_bounds_fix_scope(bd, encl, ne, x->scope);
   for (int i = 0; i < nr; i++)
     if (!sched_attached_under(s, readers[i], b)) sched_read_ranges(bd, readers[i], x->out, range);
   return STOF_OK;

@@ -414,6 +414,26 @@ static void emit_store(cgen *g, int block, const lir_stmt *st, int depth) {
   stof_buf_puts(o, "}\n");
 }
 
+/* CUDA: does block write a buffer in shared memory? */
+static int shared_writer(const cgen *g, int block) {
+  if (!g->cuda || !g->place) return 0;
+  const lir_buf *lb = lir_find_buf(g->l, sched_block_at(g->s, block)->out);
+  return lb && g->place[lb - (const lir_buf *)g->l->bufs.data] == PLACE_SHARED;
+}
+
+/* CUDA: a barrier of the CUDA block around a block that fills shared memory; every thread
+ * must reach it, so no guard may enclose it. */
+static void emit_sync(cgen *g, int block, int depth, const char *why) {
+  if (g->diverge && !g->st)
+    g->st = stof_ctx_error(g->s->ctx, STOF_ERR_SCHEDULE,
+                           "cuda: block %s fills shared memory under a guard (a thread index beyond a "
+                           "loop's extent, or a split that does not divide): not every thread would "
+                           "reach its barrier (make the bound loops' extents equal and the splits divide)",
+                           sched_block_name(g->s, block));
+  sched_indent(g->b, depth);
+  stof_buf_printf(g->b, "__syncthreads(); /* %s */\n", why);
+}
+
 void sched_cg_stmts(cgen *g, int first, int depth) {
   const stof_sched *s = g->s;
   stof_buf *o = g->b;
@@ -441,7 +461,9 @@ void sched_cg_stmts(cgen *g, int first, int depth) {
           loop_name(g, st->loop);
           stof_buf_printf(o, " < INT64_C(%lld)) {\n", (long long)lp->extent);
         }
+        g->diverge += guard;
         sched_cg_stmts(g, st->first, depth + 1 + guard);
+        g->diverge -= guard;
         if (guard) {
           sched_indent(o, depth + 1);
           stof_buf_puts(o, "}\n");
@@ -502,7 +524,9 @@ void sched_cg_stmts(cgen *g, int first, int depth) {
       stof_buf_puts(o, "if ");
       emit_iexpr(g, b, st->expr);
       stof_buf_puts(o, " {\n");
+      g->diverge++;
       sched_cg_stmts(g, st->first, depth + 1);
+      g->diverge--;
       sched_indent(o, depth);
       stof_buf_puts(o, "}\n");
       break;
@@ -520,7 +544,10 @@ void sched_cg_stmts(cgen *g, int first, int depth) {
         sched_cg_comment(o, sched_str(s, a->value));
       }
       stof_buf_puts(o, " */\n");
+      int sync = shared_writer(g, st->block);
+      if (sync) emit_sync(g, st->block, depth + 1, "the threads are done with the previous contents");
       sched_cg_stmts(g, st->first, depth + 1);
+      if (sync) emit_sync(g, st->block, depth + 1, "every thread's part is written");
       sched_indent(o, depth);
       stof_buf_puts(o, "}\n");
       break;

@@ -110,17 +110,24 @@ static int root_of(const stof_sched *s, int b) {
 typedef struct kscan {
   const stof_sched *s;
   const sched_lir *l;
-  int bound[STOF_THREAD_COUNT];    /* loop bound to each tag (-1: none) */
+  int bound[STOF_THREAD_COUNT];    /* a loop bound to each tag (-1: none) */
+  int64_t dim[STOF_THREAD_COUNT];  /* launch extent per tag: the largest loop bound to it */
   unsigned *inside;                /* per loop: tags bound around and at it (bit per tag) */
   const char *kname;
   stof_status st;
 } kscan;
 
-static void scan_bindings(kscan *k, int first, unsigned mask) {
+/* The loop bound to each tag around the statements being scanned (-1: none). */
+typedef struct kouter {
+  int loop[STOF_THREAD_COUNT];
+} kouter;
+
+static void scan_bindings(kscan *k, int first, unsigned mask, const kouter *outer) {
   const stof_sched *s = k->s;
   for (int i = first; i >= 0 && !k->st; i = lir_stmt_at(k->l, i)->next) {
     const lir_stmt *st = lir_stmt_at(k->l, i);
     unsigned m = mask;
+    kouter o = *outer;
     if (st->kind == LIR_FOR) {
       const sched_loop *lp = sched_loop_at(s, st->loop);
       if (lp->ann == STOF_ANN_THREAD) {
@@ -131,30 +138,37 @@ static void scan_bindings(kscan *k, int first, unsigned mask) {
                                  sched_loop_name(s, st->loop), sched_block_name(s, lp->block), tag);
           return;
         }
-        int prev = k->bound[lp->thread];
-        if (prev >= 0 && prev != st->loop) {
+        /* Loops of different blocks may share a tag (each runs on the threads its extent
+         * needs); one inside another only when the inner one fills a shared buffer (the
+         * threads of the block fetch it together, TVM's cooperative fetching). */
+        int prev = outer->loop[lp->thread];
+        if (prev >= 0 && sched_block_at(s, lp->block)->scope != SCHED_SCOPE_SHARED) {
           k->st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                                 "cuda: loops %s (block %s) and %s (block %s) are both bound to %s in "
-                                 "kernel %s (blocks sharing a tag need shared-memory staging, not "
-                                 "built yet)",
-                                 sched_loop_name(s, prev), sched_block_name(s, sched_loop_at(s, prev)->block),
-                                 sched_loop_name(s, st->loop), sched_block_name(s, lp->block), tag, k->kname);
+                                 "cuda: loop %s (block %s) is bound to %s inside loop %s (block %s), "
+                                 "bound to it too: only a block writing shared memory may rebind a "
+                                 "thread index inside a loop bound to it (cooperative fetching)",
+                                 sched_loop_name(s, st->loop), sched_block_name(s, lp->block), tag,
+                                 sched_loop_name(s, prev), sched_block_name(s, sched_loop_at(s, prev)->block));
           return;
         }
-        k->bound[lp->thread] = st->loop;
+        if (k->bound[lp->thread] < 0 || lp->extent > k->dim[lp->thread]) {
+          k->bound[lp->thread] = st->loop;
+          k->dim[lp->thread] = lp->extent;
+        }
+        o.loop[lp->thread] = st->loop;
         m |= 1u << lp->thread;
       }
       k->inside[st->loop] = m;
     }
-    scan_bindings(k, st->first, m);
+    scan_bindings(k, st->first, m, &o);
   }
 }
 
 /* The tags launched more than once (bit per tag). */
-static unsigned launched(const stof_sched *s, const int *bound) {
+static unsigned launched(const int64_t *dim) {
   unsigned m = 0;
   for (int t = 0; t < STOF_THREAD_COUNT; t++)
-    if (bound[t] >= 0 && sched_loop_at(s, bound[t])->extent > 1) m |= 1u << t;
+    if (dim[t] > 1) m |= 1u << t;
   return m;
 }
 
@@ -165,7 +179,7 @@ static const char *missing_tag(unsigned need, unsigned have) {
 }
 
 /* Every store into memory other threads see lies under loops bound to all launched tags. */
-static void scan_stores(kscan *k, int first, unsigned mask, unsigned need, const unsigned char *local) {
+static void scan_stores(kscan *k, int first, unsigned mask, unsigned need, const unsigned char *place) {
   const stof_sched *s = k->s;
   for (int i = first; i >= 0 && !k->st; i = lir_stmt_at(k->l, i)->next) {
     const lir_stmt *st = lir_stmt_at(k->l, i);
@@ -176,7 +190,7 @@ static void scan_stores(kscan *k, int first, unsigned mask, unsigned need, const
       const stof_op *t = sched_block_at(s, st->block)->out;
       const lir_buf *lb = lir_find_buf(k->l, t);
       int idx = lb ? (int)(lb - (const lir_buf *)k->l->bufs.data) : -1;
-      if (idx < 0 || !local[idx]) {
+      if (idx < 0 || place[idx] == PLACE_GLOBAL) {
         k->st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                                "cuda: block %s stores into %s outside any loop bound to %s, which "
                                "kernel %s launches more than once: several threads would write the "
@@ -187,7 +201,7 @@ static void scan_stores(kscan *k, int first, unsigned mask, unsigned need, const
         return;
       }
     }
-    scan_stores(k, st->first, m, need, local);
+    scan_stores(k, st->first, m, need, place);
   }
 }
 
@@ -213,16 +227,26 @@ static stof_status too_many(const stof_sched *s, const char *kname, const char *
                         what, n, max);
 }
 
-/* Checks kernel k (root statement stmt) and works out its launch; local[] gets the
- * thread-private buffers of the kernel. */
+/* Bytes of shared memory a buffer takes (rounded up to 128: every buffer starts aligned for
+ * vector copies and ldmatrix). */
+static size_t shared_bytes(const lir_buf *lb) {
+  size_t n = (size_t)buf_numel(lb) * stof_dtype_size(lb->op->dtype);
+  return (n + 127) & ~(size_t)127;
+}
+
+#define BLOCK_TAGS ((1u << STOF_THREAD_BLOCK_X) | (1u << STOF_THREAD_BLOCK_Y) | (1u << STOF_THREAD_BLOCK_Z))
+
+/* Checks kernel k (root statement stmt) and works out its launch; place[] gets where the
+ * buffers of the kernel live, soff[] the offsets of its shared ones in its dynamic shared
+ * memory (kk->smem bytes in all). */
 static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt, const char *kname,
-                               unsigned *inside, unsigned char *local, sched_cuda_kernel *kk) {
-  kscan k = {s, l, {-1, -1, -1, -1, -1, -1}, inside, kname, STOF_OK};
+                               unsigned *inside, unsigned char *place, size_t *soff, sched_cuda_kernel *kk) {
+  kscan k = {s, l, {-1, -1, -1, -1, -1, -1}, {1, 1, 1, 1, 1, 1}, inside, kname, STOF_OK};
   const lir_stmt *root = lir_stmt_at(l, stmt);
-  scan_bindings(&k, root->first, 0);
+  kouter none = {{-1, -1, -1, -1, -1, -1}};
+  scan_bindings(&k, root->first, 0, &none);
   if (k.st) return k.st;
-  int64_t e[STOF_THREAD_COUNT];
-  for (int t = 0; t < STOF_THREAD_COUNT; t++) e[t] = k.bound[t] >= 0 ? sched_loop_at(s, k.bound[t])->extent : 1;
+  const int64_t *e = k.dim;
   if (e[STOF_THREAD_THREAD_X] > 1024) return too_many(s, kname, "threadIdx.x", e[STOF_THREAD_THREAD_X], 1024);
   if (e[STOF_THREAD_THREAD_Y] > 1024) return too_many(s, kname, "threadIdx.y", e[STOF_THREAD_THREAD_Y], 1024);
   if (e[STOF_THREAD_THREAD_Z] > 64) return too_many(s, kname, "threadIdx.z", e[STOF_THREAD_THREAD_Z], 64);
@@ -235,20 +259,40 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
     kk->grid[t] = (unsigned)e[STOF_THREAD_BLOCK_X + t];
     kk->block[t] = (unsigned)e[STOF_THREAD_THREAD_X + t];
   }
-  unsigned need = launched(s, k.bound);
-  /* intermediates compacted under a loop of this kernel: private to a thread, or illegal */
+  unsigned need = launched(e);
+  kk->smem = 0;
+  /* intermediates compacted under a loop of this kernel: private to a thread, shared by
+   * the threads of a CUDA block, or illegal */
   for (int i = 0; i < l->bufs.len; i++) {
     const lir_buf *lb = (const lir_buf *)l->bufs.data + i;
-    if (lb->writer < 0 || lb->external || lb->at < 0 || root_of(s, lb->writer) != root->block) continue;
+    if (lb->writer < 0 || lb->external || root_of(s, lb->writer) != root->block) continue;
+    if (lb->scope == SCHED_SCOPE_SHARED) {
+      if (lb->at < 0 || (need & BLOCK_TAGS & ~inside[lb->at]))
+        return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: shared buffer %s must be computed at a loop inside the loops bound "
+                              "to %s in kernel %s (one copy per CUDA block)",
+                              lb->op->name, lb->at < 0 ? "blockIdx" : missing_tag(need & BLOCK_TAGS, inside[lb->at]),
+                              kname);
+      place[i] = PLACE_SHARED;
+      soff[i] = kk->smem;
+      kk->smem += shared_bytes(lb);
+      continue;
+    }
+    if (lb->at < 0) continue;
     if (need & ~inside[lb->at])
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                             "cuda: buffer %s is allocated per iteration of loop %s, outside the loop "
-                            "bound to %s in kernel %s: threads would share it, and staging it in "
-                            "shared memory is not built yet",
+                            "bound to %s in kernel %s: threads would share it (cache it in scope "
+                            "\"shared\" to share it)",
                             lb->op->name, sched_loop_name(s, lb->at), missing_tag(need, inside[lb->at]), kname);
-    local[i] = 1;
+    place[i] = PLACE_LOCAL;
   }
-  scan_stores(&k, root->first, 0, need, local);
+  if (kk->smem > 227 * 1024)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "cuda: kernel %s needs %zu bytes of shared memory, more than the 227 KB a "
+                          "CUDA block can have",
+                          kname, kk->smem);
+  scan_stores(&k, root->first, 0, need, place);
   return k.st;
 }
 
@@ -279,7 +323,8 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   int nk = 0;
   for (int i = l.first; i >= 0; i = lir_stmt_at(&l, i)->next) nk++;
   unsigned *inside = stof_ctx_alloc(ctx, sizeof *inside * (size_t)(s->loops.len ? s->loops.len : 1));
-  unsigned char *local = stof_ctx_alloc(ctx, (size_t)(l.bufs.len ? l.bufs.len : 1));
+  unsigned char *place = stof_ctx_alloc(ctx, (size_t)(l.bufs.len ? l.bufs.len : 1));
+  size_t *soff = stof_ctx_alloc(ctx, sizeof *soff * (size_t)(l.bufs.len ? l.bufs.len : 1));
   inf.nkernel = nk;
   inf.kernel = stof_ctx_alloc(ctx, sizeof *inf.kernel * (size_t)(nk ? nk : 1));
   for (int i = 0; i < l.bufs.len; i++) {
@@ -287,11 +332,11 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
     if (lb->writer >= 0 && !lb->external && lb->at < 0) inf.ntemp++;
   }
   inf.temp_bytes = stof_ctx_alloc(ctx, sizeof *inf.temp_bytes * (size_t)(inf.ntemp ? inf.ntemp : 1));
-  if (!inside || !local || !inf.kernel || !inf.temp_bytes) {
+  if (!inside || !place || !soff || !inf.kernel || !inf.temp_bytes) {
     st = STOF_ERR_NOMEM;
     goto done;
   }
-  memset(local, 0, (size_t)(l.bufs.len ? l.bufs.len : 1));
+  memset(place, PLACE_GLOBAL, (size_t)(l.bufs.len ? l.bufs.len : 1));
   memset(inf.kernel, 0, sizeof *inf.kernel * (size_t)(nk ? nk : 1));
   for (int i = 0, t = 0; i < l.bufs.len; i++) {
     const lir_buf *lb = (const lir_buf *)l.bufs.data + i;
@@ -302,23 +347,26 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   for (int i = l.first; i >= 0 && !st; i = lir_stmt_at(&l, i)->next, k++) {
     kernel_name(inf.kernel[k].name, sizeof inf.kernel[k].name, k, sched_block_name(s, lir_stmt_at(&l, i)->block));
     memset(inside, 0, sizeof *inside * (size_t)(s->loops.len ? s->loops.len : 1));
-    st = plan_kernel(s, &l, i, inf.kernel[k].name, inside, local, &inf.kernel[k]);
+    st = plan_kernel(s, &l, i, inf.kernel[k].name, inside, place, soff, &inf.kernel[k]);
   }
   if (st) goto done;
 
   stof_buf b;
   stof_buf_init(&b, ctx);
-  cgen g = {s, &l, &b, STOF_OK, 1, {0}};
+  cgen g = {s, &l, &b, STOF_OK, 1, {0}, place, 0};
   stof_buf_puts(&b, "/* generated by stof (CUDA) from a schedule of");
   for (int i = 0; i < s->nout; i++) {
     stof_buf_puts(&b, " ");
     sched_cg_comment(&b, s->out[i]->name);
   }
   stof_buf_puts(&b, "\n * kernels, launched in this order (grid; block):\n");
-  for (int i = 0; i < nk; i++)
-    stof_buf_printf(&b, " *   %s (%u, %u, %u; %u, %u, %u)\n", inf.kernel[i].name, inf.kernel[i].grid[0],
+  for (int i = 0; i < nk; i++) {
+    stof_buf_printf(&b, " *   %s (%u, %u, %u; %u, %u, %u)", inf.kernel[i].name, inf.kernel[i].grid[0],
                     inf.kernel[i].grid[1], inf.kernel[i].grid[2], inf.kernel[i].block[0], inf.kernel[i].block[1],
                     inf.kernel[i].block[2]);
+    if (inf.kernel[i].smem) stof_buf_printf(&b, ", %zu bytes of shared memory", inf.kernel[i].smem);
+    stof_buf_puts(&b, "\n");
+  }
   stof_buf_puts(&b, " */\n");
   stof_buf_puts(&b, prelude);
   k = 0;
@@ -335,9 +383,17 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
                     kk->name);
     emit_params(&g, nargs, args, &l);
     stof_buf_puts(&b, ") {\n");
+    if (kk->smem) stof_buf_puts(&b, "  extern __shared__ __align__(128) unsigned char stof_smem[];\n");
     for (int j = 0; j < l.bufs.len; j++) {
       const lir_buf *lb = (const lir_buf *)l.bufs.data + j;
-      if (!local[j] || root_of(s, lb->writer) != root->block) continue;
+      if (place[j] == PLACE_GLOBAL || root_of(s, lb->writer) != root->block) continue;
+      if (place[j] == PLACE_SHARED) {
+        stof_buf_printf(&b, "  %s *const ", sched_cg_stype(1, lb->op->dtype));
+        sched_cg_buf_name(&b, lb->op);
+        stof_buf_printf(&b, " = (%s *)(stof_smem + %zu); /* shared, %lld elements */\n", sched_cg_stype(1, lb->op->dtype),
+                        soff[j], (long long)buf_numel(lb));
+        continue;
+      }
       stof_buf_printf(&b, "  %s ", sched_cg_stype(1, lb->op->dtype));
       sched_cg_buf_name(&b, lb->op);
       stof_buf_printf(&b, "[%lld]; /* %s, private to the thread */\n", (long long)buf_numel(lb),
@@ -354,7 +410,8 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   st = stof_buf_finish(&b, out);
 done:
   if (inside) stof_ctx_dealloc(ctx, inside, sizeof *inside * (size_t)(s->loops.len ? s->loops.len : 1));
-  if (local) stof_ctx_dealloc(ctx, local, (size_t)(l.bufs.len ? l.bufs.len : 1));
+  if (place) stof_ctx_dealloc(ctx, place, (size_t)(l.bufs.len ? l.bufs.len : 1));
+  if (soff) stof_ctx_dealloc(ctx, soff, sizeof *soff * (size_t)(l.bufs.len ? l.bufs.len : 1));
   sched_lir_free(&l);
   if (st || !info)
     sched_cuda_info_free(ctx, &inf);

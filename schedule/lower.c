@@ -554,7 +554,7 @@ static stof_status compact(lower_ctx *lc, lir_buf *buf) {
   if (nc > 0) {
     sched_range range[STOF_MAX_DIMS];
     memset(range, 0, sizeof range);
-    sched_bounds_fix(lc->bd, common, nc);
+    sched_bounds_fix_scope(lc->bd, common, nc, buf->scope);
     sched_aff store[STOF_MAX_DIMS];
     sched_store_aff(lc->bd, buf->writer, store);
     for (int d = 0; d < t->ndim; d++) sched_aff_range(lc->bd, &store[d], t->shape[d], &range[d]);

@@ -360,6 +360,9 @@ void sched_aff_range(const sched_bounds *bd, const sched_aff *x, int64_t dim, sc
 void sched_range_union(sched_range *r, const sched_range *x, int64_t dim);
 /* Marks the loops of list[0..n) in bd->fixed (clearing the others). */
 void sched_bounds_fix(sched_bounds *bd, const int *list, int n);
+/* As sched_bounds_fix for a buffer of storage scope scope: for shared memory the loops bound
+ * to threadIdx stay free (the buffer holds what every thread of the CUDA block needs). */
+void sched_bounds_fix_scope(sched_bounds *bd, const int *list, int n, int scope);
 /* The store indices of block b into its buffer, as affine forms (rank of b->out). */
 void sched_store_aff(const sched_bounds *bd, int b, sched_aff *out);
 /* The ranges of buffer t that block b reads, with the loops in bd->fixed fixed, united
@@ -475,6 +478,7 @@ stof_status sched_runtime_load(stof_ctx *ctx, const char *src, void **dl, void *
 typedef struct sched_cuda_kernel {
   char name[64];
   unsigned grid[3], block[3];
+  size_t smem;               /* dynamic shared memory, bytes */
 } sched_cuda_kernel;
 
 /* What launching the CUDA source needs: its kernels in launch order, and the sizes of the
@@ -505,10 +509,17 @@ stof_status sched_cuda_build(const stof_sched *s, int nargs, const stof_op *cons
                              char **source, sched_cuda_func **out);
 /* Launches the kernels in order on device pointers ptrs[0..nargs) and waits for them. */
 stof_status sched_cuda_call(sched_cuda_func *f, const uint64_t *ptrs);
+/* Launches the kernels warmup times, waits, then reps (>= 1) times back to back between two
+ * CUDA events on the default stream; *ms gets the mean time of one launch of them all. */
+stof_status sched_cuda_time(sched_cuda_func *f, const uint64_t *ptrs, int reps, int warmup,
+                            double *ms);
 void sched_cuda_func_free(sched_cuda_func *f);
 
 
 /* ---------------------------------------------------------------- codegen_common.c */
+
+/* Where a buffer of a CUDA kernel lives (cgen.place, per lowered buffer). */
+enum { PLACE_GLOBAL, PLACE_LOCAL, PLACE_SHARED };
 
 /* The state of emitting one lowered schedule as C or CUDA C. */
 typedef struct cgen {
@@ -518,6 +529,8 @@ typedef struct cgen {
   stof_status st;
   int cuda;                       /* 1: CUDA kernels (codegen_cuda.c), 0: C (codegen_c.c) */
   int64_t dim[STOF_THREAD_COUNT]; /* CUDA: the current kernel's launch extent per tag */
+  const unsigned char *place;     /* CUDA: per lowered buffer, where it lives (codegen_cuda.c) */
+  int diverge;                    /* CUDA: depth of guards around the statement being emitted */
 } cgen;
 
 /* The storage type of a dtype in emitted code. */
