@@ -14,6 +14,7 @@
  *   s:trace() (Lua text) s:trace_json() s:replay(json) s:with_decisions({name = index})
  *   s:print_loop_nest() s:clone()
  *   local f = stof.build(s, {A, B, C}, {target = "c"}); f(a, b, c); f:source()
+ *   f:time(a, b, c, {reps = 50, warmup = 5}) -> mean ms of one call ("cuda" builds only)
  *
  * Decisions are 0-based indices into a knob's candidates, as in the C API and the traces.
  * Handles (blocks, loops, knobs) keep their schedule alive through user value 1 and are
@@ -309,6 +310,16 @@ static int m_bind(lua_State *L) {
   int loop = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
   if (lua_type(L, 3) != LUA_TSTRING) return method_typeerror(L, 3, fname, "thread tag string");
   stof_status st = stof_sched_bind(ls->s, loop, lua_tostring(L, 3));
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
+static int m_tensorize(lua_State *L) {
+  const char *fname = "tensorize";
+  lsched *ls = check_sched(L, 1, fname);
+  int loop = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
+  if (lua_type(L, 3) != LUA_TSTRING) return method_typeerror(L, 3, fname, "intrinsic name string");
+  stof_status st = stof_sched_tensorize(ls->s, loop, lua_tostring(L, 3));
   if (st) return raise_core(L, ls, st);
   return 0;
 }
@@ -798,6 +809,43 @@ static int func_call(lua_State *L) {
   return 0;
 }
 
+/* Reads integer option key of the options table at idx (def when absent). */
+static int opt_count(lua_State *L, int idx, const char *fname, const char *key, int def) {
+  lua_getfield(L, idx, key);
+  int v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isinteger(L, -1))
+      return slua_argerror(L, idx - 1, fname, "%s must be an integer, got %s", key, slua_typename(L, -1));
+    lua_Integer i = lua_tointeger(L, -1);
+    v = i < -1000000000 ? -1000000000 : i > 1000000000 ? 1000000000 : (int)i; /* the core checks it */
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* f:time(a, b, c[, {reps = 50, warmup = 5}]): the mean milliseconds of one call of a
+ * "cuda" build, over reps launches between CUDA events (stof_func_time). */
+static int func_time(lua_State *L) {
+  const char *fname = "Func:time";
+  lfunc *lf = check_func(L, 1, fname);
+  int top = lua_gettop(L), reps = 50, warmup = 5;
+  if (top >= 2 && lua_istable(L, top)) {
+    reps = opt_count(L, top, fname, "reps", reps);
+    warmup = opt_count(L, top, fname, "warmup", warmup);
+    top--;
+  }
+  int n = top - 1, want = stof_func_nargs(lf->f);
+  if (n != want)
+    return slua_error(L, "ValueError", "%s: %d tensors given, %d expected", fname, n, want);
+  stof_tensor **ts = slua_scratch(L, sizeof *ts * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) ts[i] = slua_check_tensor(L, i + 2, fname);
+  double ms = 0;
+  stof_status st = stof_func_time(lf->f, n, ts, reps, warmup, &ms);
+  if (st) return slua_raise(L, lf->lc->ctx, st, NULL);
+  lua_pushnumber(L, ms);
+  return 1;
+}
+
 static int func_source(lua_State *L) {
   lfunc *lf = check_func(L, 1, "Func:source");
   lua_pushstring(L, stof_func_source(lf->f));
@@ -841,6 +889,7 @@ void slua_open_schedule(lua_State *L, int idx) {
         {"reorder", m_reorder},
         {"tile", m_tile},
         {"bind", m_bind},
+        {"tensorize", m_tensorize},
         {"annotate", m_annotate},
         {"knob", m_knob},
         {"sample_categorical", m_sample_categorical},
@@ -891,11 +940,13 @@ void slua_open_schedule(lua_State *L, int idx) {
   new_handle_mt(L, MT_LOOP, loop_index, loop_tostring);
   new_handle_mt(L, MT_KNOB, knob_index, knob_tostring);
   if (luaL_newmetatable(L, MT_FUNC)) {
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     lua_pushcfunction(L, func_source);
     lua_setfield(L, -2, "source");
     lua_pushcfunction(L, func_library);
     lua_setfield(L, -2, "library");
+    lua_pushcfunction(L, func_time);
+    lua_setfield(L, -2, "time");
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, func_call);
     lua_setfield(L, -2, "__call");

@@ -134,3 +134,119 @@ stof_status stof_sched_annotate_block(stof_sched *s, int block, const char *key,
                                       const char *value) {
   return annotate(s, 1, block, key, value);
 }
+
+/* ---------------------------------------------------------------- tensorize */
+
+/* The axis (of its block) loop derives from as the innermost part of splits with stride 1,
+ * or -1. */
+static int unit_axis(const stof_sched *s, int loop) {
+  const sched_loop *l = sched_loop_at(s, loop);
+  while (l->derive == STOF_DERIVE_SPLIT) {
+    if (l->part != l->nparts - 1 || l->stride != 1) return -1;
+    l = sched_loop_at(s, l->source);
+  }
+  return l->derive == STOF_DERIVE_ROOT ? l->axis : -1;
+}
+
+/* f16 or bf16 load under a cast to float32: the load, else NULL. */
+static const stof_expr *half_operand(const stof_expr *e) {
+  if (e->kind != STOF_EXPR_CAST || e->dtype != STOF_DTYPE_F32) return NULL;
+  e = e->u.op.a;
+  if (e->kind != STOF_EXPR_LOAD) return NULL;
+  stof_dtype d = e->u.load.tensor->dtype;
+  return d == STOF_DTYPE_F16 || d == STOF_DTYPE_BF16 ? e : NULL;
+}
+
+/* Is index expression e the variable of axis a of block b? */
+static int is_axis(const sched_block *b, const stof_expr *e, int a) {
+  return e->kind == STOF_EXPR_VAR && e->u.var == sched_block_axis(b, a);
+}
+
+stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *intrin, sched_mma *m) {
+  const char *what = "tensorize";
+  const char *name = sched_loop_name(s, loop);
+  if (strcmp(intrin, "mma_m16n8k16") != 0)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: unknown intrinsic '%s' for loop %s (known: mma_m16n8k16)",
+                          what, intrin, name);
+  const sched_loop *l = sched_loop_at(s, loop);
+  const sched_block *b = sched_block_at(s, l->block);
+  int p = sched_loop_pos(s, loop);
+  if (p != b->nloop - 3)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: loop %s must be the third innermost loop of block %s (rows, columns, "
+                          "reduction: extents 16k, 8k and 16)",
+                          what, name, sched_block_name(s, l->block));
+  const int *lp = &b->loop[p];
+  for (int k = 0; k < 3; k++)
+    if (sched_loop_at(s, lp[k])->ann != STOF_ANN_NONE && lp[k] != loop)
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: loop %s of block %s is annotated (%s)", what,
+                            sched_loop_name(s, lp[k]), sched_block_name(s, l->block),
+                            stof_ann_kind_name(sched_loop_at(s, lp[k])->ann));
+  const stof_expr *red = sched_block_reduce(b);
+  const stof_expr *src = red ? red->u.reduce.src : NULL;
+  const stof_expr *ea = src && src->kind == STOF_EXPR_MUL ? half_operand(src->u.op.a) : NULL;
+  const stof_expr *eb = src && src->kind == STOF_EXPR_MUL ? half_operand(src->u.op.b) : NULL;
+  if (!red || red->u.reduce.combiner != STOF_REDUCE_SUM || b->op->dtype != STOF_DTYPE_F32 || !ea || !eb ||
+      ea->u.load.tensor->dtype != eb->u.load.tensor->dtype || ea->u.load.nidx != 2 || eb->u.load.nidx != 2)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: block %s is not C[.., i, j] = sum(float32(A[i, k]) * float32(B[k, j])) "
+                          "with A and B both float16 or both bfloat16 and C float32",
+                          what, sched_block_name(s, l->block));
+  int ia = unit_axis(s, lp[0]), ja = unit_axis(s, lp[1]), ka = unit_axis(s, lp[2]);
+  int nd = b->op->ndim;
+  if (nd < 2 || ia != nd - 2 || ja != nd - 1 || ka < nd)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: loops %s, %s, %s of block %s must be the innermost (stride 1) parts of "
+                          "its last two axes and of a reduce axis, in that order",
+                          what, name, sched_loop_name(s, lp[1]), sched_loop_name(s, lp[2]),
+                          sched_block_name(s, l->block));
+  int64_t e0 = sched_loop_at(s, lp[0])->extent, e1 = sched_loop_at(s, lp[1])->extent,
+          e2 = sched_loop_at(s, lp[2])->extent;
+  if (e0 % 16 || e1 % 8 || e2 != 16 || e0 > 128 || e1 > 128)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: mma_m16n8k16 needs loop extents 16k (<= 128), 8k (<= 128) and 16; loops "
+                          "%s, %s, %s have %lld, %lld, %lld",
+                          what, name, sched_loop_name(s, lp[1]), sched_loop_name(s, lp[2]), (long long)e0,
+                          (long long)e1, (long long)e2);
+  if (!is_axis(b, ea->u.load.idx[0], ia) || !is_axis(b, ea->u.load.idx[1], ka) ||
+      !is_axis(b, eb->u.load.idx[0], ka) || !is_axis(b, eb->u.load.idx[1], ja))
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: block %s must read A[i, k] and B[k, j] at its own axes (row-major "
+                          "operands)",
+                          what, sched_block_name(s, l->block));
+  if (m) {
+    m->la = ea;
+    m->lb = eb;
+    m->a = ea->u.load.tensor;
+    m->b = eb->u.load.tensor;
+    m->m = e0;
+    m->n = e1;
+    m->loops[0] = lp[0];
+    m->loops[1] = lp[1];
+    m->loops[2] = lp[2];
+  }
+  return STOF_OK;
+}
+
+stof_status stof_sched_tensorize(stof_sched *s, int loop, const char *intrin) {
+  stof_status st = sched_check_loop(s, "tensorize", loop);
+  if (st) return st;
+  if (!intrin) return stof_ctx_error(s->ctx, STOF_ERR_ARG, "tensorize: missing intrinsic for loop %s",
+                                     sched_loop_name(s, loop));
+  const sched_loop *l = sched_loop_at(s, loop);
+  if (l->ann != STOF_ANN_NONE)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "tensorize: loop %s is already %s", sched_loop_name(s, loop),
+                          ann_text(l));
+  if ((st = sched_tensorize_match(s, loop, intrin, NULL))) return st;
+  sched_need n = {0};
+  n.annots = 1;
+  n.chars = (int)strlen(intrin) + 1 + (int)sizeof "tensorize";
+  trace_need(&n, 1, 0, 0, 1, (int)strlen(intrin) + 1, 0);
+  if ((st = sched_reserve(s, &n))) return st;
+  sched_annot a = {0, loop, sched_add_str(s, "tensorize"), sched_add_str(s, intrin)};
+  sched_vec_push(s->ctx, &s->annots, &a, 1);
+  sched_loop *lw = sched_loop_at(s, loop);
+  lw->ann = STOF_ANN_TENSORIZE;
+  trace_record(&s->trace, STOF_INST_TENSORIZE, 1, &lw->tv, 0, NULL, 0, NULL, 1, &intrin, -1, 0, 0);
+  return STOF_OK;
+}

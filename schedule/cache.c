@@ -31,7 +31,7 @@ static stof_status check_scope(stof_sched *s, const char *what, const char *scop
   *sc = sched_scope_parse(scope);
   if (*sc < 0)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                          "%s: unknown scope '%s' (expected global, shared or local)", what,
+                          "%s: unknown scope '%s' (expected global, shared, local or warp)", what,
                           scope ? scope : "(null)");
   return STOF_OK;
 }

@@ -119,13 +119,31 @@ static void emit_rel(cgen *g, const lir_buf *lb, int d) {
   emit_iexpr(g, NULL, lb->min[d]);
 }
 
+/* CUDA: the place of a lowered buffer (PLACE_GLOBAL when unknown). */
+static int place_of(const cgen *g, const lir_buf *lb) {
+  return g->cuda && g->place && lb ? g->place[lb - (const lir_buf *)g->l->bufs.data] : PLACE_GLOBAL;
+}
+
 static void emit_load(cgen *g, const stof_expr *e) {
   const stof_op *t = e->u.load.tensor;
   const char *conv = t->dtype == STOF_DTYPE_F16 ? "stof_h2f" : t->dtype == STOF_DTYPE_BF16 ? "stof_bf2f"
                    : t->dtype == STOF_DTYPE_BOOL ? "(int)" : "";
   int64_t ext[STOF_MAX_DIMS];
   const lir_buf *lb = buf_layout(g, t, ext);
+  if (place_of(g, lb) == PLACE_WARP) { /* a lane's own element: the fragment loop names it */
+    sched_cg_buf_name(g->b, t);
+    stof_buf_puts(g->b, "[stof_frag]");
+    return;
+  }
   stof_buf_printf(g->b, "%s(", conv);
+  sched_cg_load_elem(g, e);
+  stof_buf_puts(g->b, ")");
+}
+
+void sched_cg_load_elem(cgen *g, const stof_expr *e) {
+  const stof_op *t = e->u.load.tensor;
+  int64_t ext[STOF_MAX_DIMS];
+  const lir_buf *lb = buf_layout(g, t, ext);
   sched_cg_buf_name(g->b, t);
   stof_buf_puts(g->b, "[");
   if (t->ndim == 0) stof_buf_puts(g->b, "0");
@@ -139,7 +157,7 @@ static void emit_load(cgen *g, const stof_expr *e) {
     emit_rel(g, lb, d);
     stof_buf_printf(g->b, ") * INT64_C(%lld)", (long long)stride);
   }
-  stof_buf_puts(g->b, "])");
+  stof_buf_puts(g->b, "]");
 }
 
 static void emit_float(cgen *g, double v, stof_dtype d) {
@@ -321,8 +339,11 @@ static void emit_iexpr(cgen *g, const sched_block *b, int e) {
   }
 }
 
+void sched_cg_iexpr(cgen *g, const sched_block *b, int e) { emit_iexpr(g, b, e); }
+void sched_cg_loop_name(cgen *g, int loop) { loop_name(g, loop); }
+
 /* Block b's buffer element at its store indices. */
-static void emit_elem(cgen *g, int block) {
+void sched_cg_elem(cgen *g, int block) {
   const sched_block *b = sched_block_at(g->s, block);
   const stof_op *t = b->out;
   int64_t ext[STOF_MAX_DIMS];
@@ -345,7 +366,7 @@ static void emit_elem(cgen *g, int block) {
 /* "elem = conv(" for a store of block; close with ");". */
 static void store_open(cgen *g, int block) {
   stof_dtype d = sched_block_at(g->s, block)->out->dtype;
-  emit_elem(g, block);
+  sched_cg_elem(g, block);
   switch (d) {
   case STOF_DTYPE_F16: stof_buf_puts(g->b, " = stof_f2h("); break;
   case STOF_DTYPE_BF16: stof_buf_puts(g->b, " = stof_f2bf("); break;
@@ -358,7 +379,7 @@ static void load_elem(cgen *g, int block) {
   stof_dtype d = sched_block_at(g->s, block)->out->dtype;
   const char *conv = d == STOF_DTYPE_F16 ? "stof_h2f" : d == STOF_DTYPE_BF16 ? "stof_bf2f" : "";
   stof_buf_printf(g->b, "%s(", conv);
-  emit_elem(g, block);
+  sched_cg_elem(g, block);
   stof_buf_puts(g->b, ")");
 }
 
@@ -415,7 +436,7 @@ static void emit_store(cgen *g, int block, const lir_stmt *st, int depth) {
 }
 
 /* CUDA: does block write a buffer in shared memory? */
-static int shared_writer(const cgen *g, int block) {
+int sched_cg_shared_writer(const cgen *g, int block) {
   if (!g->cuda || !g->place) return 0;
   const lir_buf *lb = lir_find_buf(g->l, sched_block_at(g->s, block)->out);
   return lb && g->place[lb - (const lir_buf *)g->l->bufs.data] == PLACE_SHARED;
@@ -423,7 +444,7 @@ static int shared_writer(const cgen *g, int block) {
 
 /* CUDA: a barrier of the CUDA block around a block that fills shared memory; every thread
  * must reach it, so no guard may enclose it. */
-static void emit_sync(cgen *g, int block, int depth, const char *why) {
+void sched_cg_sync(cgen *g, int block, int depth, const char *why) {
   if (g->diverge && !g->st)
     g->st = stof_ctx_error(g->s->ctx, STOF_ERR_SCHEDULE,
                            "cuda: block %s fills shared memory under a guard (a thread index beyond a "
@@ -435,11 +456,16 @@ static void emit_sync(cgen *g, int block, int depth, const char *why) {
 }
 
 void sched_cg_stmts(cgen *g, int first, int depth) {
+  for (int i = first; i >= 0; i = lir_stmt_at(g->l, i)->next) sched_cg_stmt(g, i, depth);
+}
+
+void sched_cg_stmt(cgen *g, int i, int depth) {
   const stof_sched *s = g->s;
   stof_buf *o = g->b;
-  for (int i = first; i >= 0; i = lir_stmt_at(g->l, i)->next) {
+  {
     const lir_stmt *st = lir_stmt_at(g->l, i);
     const sched_block *b = st->block >= 0 ? sched_block_at(s, st->block) : NULL;
+    if (g->cuda && g->place && sched_cuda_stmt(g, i, depth)) return;
     switch (st->kind) {
     case LIR_FOR: {
       const sched_loop *lp = sched_loop_at(s, st->loop);
@@ -462,7 +488,10 @@ void sched_cg_stmts(cgen *g, int first, int depth) {
           stof_buf_printf(o, " < INT64_C(%lld)) {\n", (long long)lp->extent);
         }
         g->diverge += guard;
+        int outer = g->cur_loop;
+        g->cur_loop = st->loop;
         sched_cg_stmts(g, st->first, depth + 1 + guard);
+        g->cur_loop = outer;
         g->diverge -= guard;
         if (guard) {
           sched_indent(o, depth + 1);
@@ -506,7 +535,10 @@ void sched_cg_stmts(cgen *g, int first, int depth) {
         stof_buf_puts(o, " */");
       }
       stof_buf_puts(o, "\n");
+      int outer = g->cur_loop;
+      g->cur_loop = st->loop;
       sched_cg_stmts(g, st->first, depth + 1);
+      g->cur_loop = outer;
       sched_indent(o, depth);
       stof_buf_puts(o, "}\n");
       break;
@@ -544,10 +576,15 @@ void sched_cg_stmts(cgen *g, int first, int depth) {
         sched_cg_comment(o, sched_str(s, a->value));
       }
       stof_buf_puts(o, " */\n");
-      int sync = shared_writer(g, st->block);
-      if (sync) emit_sync(g, st->block, depth + 1, "the threads are done with the previous contents");
+      int sync = sched_cg_shared_writer(g, st->block);
+      sync = sync && !g->in_pipeline;
+      if (sync) sched_cg_sync(g, st->block, depth + 1, "the threads are done with the previous contents");
       sched_cg_stmts(g, st->first, depth + 1);
-      if (sync) emit_sync(g, st->block, depth + 1, "every thread's part is written");
+      if (sync) {
+        sched_indent(o, depth + 1);
+        stof_buf_puts(o, "stof_cp_async_wait_all();\n");
+        sched_cg_sync(g, st->block, depth + 1, "every thread's part is written");
+      }
       sched_indent(o, depth);
       stof_buf_puts(o, "}\n");
       break;

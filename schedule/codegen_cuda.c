@@ -27,6 +27,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "schedule_int.h"
@@ -89,7 +90,72 @@ static const char prelude[] =
     "STOF_MINMAX(int32_t, i32)\n"
     "STOF_MINMAX(int64_t, i64)\n"
     "STOF_D int32_t stof_abs_i32(int32_t a) { return a < 0 ? -a : a; }\n"
-    "STOF_D int64_t stof_abs_i64(int64_t a) { return a < 0 ? -a : a; }\n";
+    "STOF_D int64_t stof_abs_i64(int64_t a) { return a < 0 ? -a : a; }\n"
+    "\n"
+    "/* asynchronous copies global -> shared (sm_80+) */\n"
+    "STOF_D unsigned stof_smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
+    "template <int N> STOF_D void stof_cp_async(void *dst, const void *src) {\n"
+    "#if __CUDA_ARCH__ >= 800\n"
+    "  if (N == 16) asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" :: \"r\"(stof_smem_u32(dst)), \"l\"(src) : \"memory\");\n"
+    "  else asm volatile(\"cp.async.ca.shared.global [%0], [%1], %2;\\n\" :: \"r\"(stof_smem_u32(dst)), \"l\"(src), \"n\"(N) : \"memory\");\n"
+    "#else\n"
+    "  for (int i = 0; i < N; i++) ((unsigned char *)dst)[i] = ((const unsigned char *)src)[i];\n"
+    "#endif\n"
+    "}\n"
+    "STOF_D void stof_cp_async_commit() {\n"
+    "#if __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n"
+    "#endif\n"
+    "}\n"
+    "template <int N> STOF_D void stof_cp_async_wait() {\n"
+    "#if __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"cp.async.wait_group %0;\\n\" :: \"n\"(N) : \"memory\");\n"
+    "#endif\n"
+    "}\n"
+    "STOF_D void stof_cp_async_wait_all() {\n"
+    "#if __CUDA_ARCH__ >= 800\n"
+    "  asm volatile(\"cp.async.wait_all;\\n\" ::: \"memory\");\n"
+    "#endif\n"
+    "}\n"
+    "\n"
+    "/* tensorize mma_m16n8k16: the warp adds A[16 TM x 16] B[16 x 8 TN] (row-major in shared\n"
+    " * memory, rows 16-byte aligned) into its accumulator fragments acc[(m * nt + n) * 4 + e]\n"
+    " * (tile m, n of 16 x 8; element e: row lane / 4 + 8 (e / 2), column 2 (lane % 4) + e % 2).\n"
+    " * threadIdx.x is the lane. */\n"
+    "#define STOF_MMA(NAME, T, PTX)                                                                    \\\n"
+    "  template <int TM, int TN>                                                                       \\\n"
+    "  STOF_D void NAME(float *acc, int nt, const T *a, int64_t lda, const T *b, int64_t ldb) {         \\\n"
+    "    const unsigned lane = threadIdx.x & 31u;                                                      \\\n"
+    "    unsigned af[TM][4], bf[TN + 1][2];                                                            \\\n"
+    "    _Pragma(\"unroll\") for (int m = 0; m < TM; ++m) {                                             \\\n"
+    "      unsigned p = stof_smem_u32(a + (m * 16 + (lane & 15)) * lda + (lane >> 4) * 8);              \\\n"
+    "      asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"              \\\n"
+    "                   : \"=r\"(af[m][0]), \"=r\"(af[m][1]), \"=r\"(af[m][2]), \"=r\"(af[m][3]) : \"r\"(p));       \\\n"
+    "    }                                                                                             \\\n"
+    "    _Pragma(\"unroll\") for (int n = 0; n < TN; n += 2) {                                          \\\n"
+    "      if (n + 1 < TN) {                                                                           \\\n"
+    "        unsigned p = stof_smem_u32(b + (lane & 15) * ldb + n * 8 + (lane >> 4) * 8);              \\\n"
+    "        asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"      \\\n"
+    "                     : \"=r\"(bf[n][0]), \"=r\"(bf[n][1]), \"=r\"(bf[n + 1][0]), \"=r\"(bf[n + 1][1])      \\\n"
+    "                     : \"r\"(p));                                                                  \\\n"
+    "      } else {                                                                                    \\\n"
+    "        unsigned p = stof_smem_u32(b + (lane & 15) * ldb + n * 8);                                 \\\n"
+    "        asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\\n\"            \\\n"
+    "                     : \"=r\"(bf[n][0]), \"=r\"(bf[n][1]) : \"r\"(p));                                   \\\n"
+    "      }                                                                                           \\\n"
+    "    }                                                                                             \\\n"
+    "    _Pragma(\"unroll\") for (int m = 0; m < TM; ++m)                                               \\\n"
+    "    _Pragma(\"unroll\") for (int n = 0; n < TN; ++n) {                                             \\\n"
+    "      float *c = acc + (m * nt + n) * 4;                                                          \\\n"
+    "      asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.\" PTX \".\" PTX \".f32 \"                    \\\n"
+    "                   \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"                      \\\n"
+    "                   : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])                              \\\n"
+    "                   : \"r\"(af[m][0]), \"r\"(af[m][1]), \"r\"(af[m][2]), \"r\"(af[m][3]),                    \\\n"
+    "                     \"r\"(bf[n][0]), \"r\"(bf[n][1]));                                                \\\n"
+    "    }                                                                                             \\\n"
+    "  }\n"
+    "STOF_MMA(stof_mma_f16, __half, \"f16\")\n"
+    "STOF_MMA(stof_mma_bf16, __nv_bfloat16, \"bf16\")\n";
 
 
 /* ---------------------------------------------------------------- kernels */
@@ -178,6 +244,17 @@ static const char *missing_tag(unsigned need, unsigned have) {
   return "?";
 }
 
+/* Does block read a buffer placed in warp fragments? */
+static int reads_warp(const stof_sched *s, const sched_lir *l, int block, const unsigned char *place) {
+  const stof_op *ts[64];
+  int n = sched_expr_loads(sched_block_at(s, block)->op->body, ts, 64);
+  for (int k = 0; k < n && k < 64; k++) {
+    const lir_buf *lb = lir_find_buf(l, ts[k]);
+    if (lb && place[lb - (const lir_buf *)l->bufs.data] == PLACE_WARP) return 1;
+  }
+  return 0;
+}
+
 /* Every store into memory other threads see lies under loops bound to all launched tags. */
 static void scan_stores(kscan *k, int first, unsigned mask, unsigned need, const unsigned char *place) {
   const stof_sched *s = k->s;
@@ -186,6 +263,8 @@ static void scan_stores(kscan *k, int first, unsigned mask, unsigned need, const
     unsigned m = mask;
     if (st->kind == LIR_FOR && sched_loop_at(s, st->loop)->ann == STOF_ANN_THREAD)
       m |= 1u << sched_loop_at(s, st->loop)->thread;
+    if (st->kind == LIR_STORE && reads_warp(k->s, k->l, st->block, place))
+      m |= 1u << STOF_THREAD_THREAD_X; /* a write-back of warp fragments: each lane its own */
     if (st->kind == LIR_STORE && (need & ~m)) {
       const stof_op *t = sched_block_at(s, st->block)->out;
       const lir_buf *lb = lir_find_buf(k->l, t);
@@ -227,6 +306,17 @@ static stof_status too_many(const stof_sched *s, const char *kname, const char *
                         what, n, max);
 }
 
+/* The copies kept of the shared buffers filled at loop (its "pipeline_stages" pragma, or 1). */
+static int pipeline_stages(const stof_sched *s, int loop) {
+  for (int i = 0; loop >= 0 && i < s->annots.len; i++) {
+    const sched_annot *a = sched_annot_at(s, i);
+    if (a->is_block || a->id != loop || strcmp(sched_str(s, a->key), "pipeline_stages") != 0) continue;
+    int n = atoi(sched_str(s, a->value));
+    return n >= 2 && n <= 8 ? n : 1;
+  }
+  return 1;
+}
+
 /* Bytes of shared memory a buffer takes (rounded up to 128: every buffer starts aligned for
  * vector copies and ldmatrix). */
 static size_t shared_bytes(const lir_buf *lb) {
@@ -240,7 +330,9 @@ static size_t shared_bytes(const lir_buf *lb) {
  * buffers of the kernel live, soff[] the offsets of its shared ones in its dynamic shared
  * memory (kk->smem bytes in all). */
 static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt, const char *kname,
-                               unsigned *inside, unsigned char *place, size_t *soff, sched_cuda_kernel *kk) {
+                               unsigned *inside, unsigned char *place, size_t *soff, int *stages,
+                               sched_cuda_kernel *kk) {
+  int warp = 0;
   kscan k = {s, l, {-1, -1, -1, -1, -1, -1}, {1, 1, 1, 1, 1, 1}, inside, kname, STOF_OK};
   const lir_stmt *root = lir_stmt_at(l, stmt);
   kouter none = {{-1, -1, -1, -1, -1, -1}};
@@ -274,8 +366,24 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
                               lb->op->name, lb->at < 0 ? "blockIdx" : missing_tag(need & BLOCK_TAGS, inside[lb->at]),
                               kname);
       place[i] = PLACE_SHARED;
+      stages[i] = pipeline_stages(s, sched_block_at(s, lb->writer)->attach);
       soff[i] = kk->smem;
-      kk->smem += shared_bytes(lb);
+      kk->smem += shared_bytes(lb) * (size_t)stages[i];
+      continue;
+    }
+    if (lb->scope == SCHED_SCOPE_WARP) {
+      unsigned lanes = 1u << STOF_THREAD_THREAD_X;
+      if (lb->at < 0 || (need & ~lanes & ~inside[lb->at]) || (inside[lb->at] & lanes) || lb->op->ndim != 2 ||
+          lb->ext[0] % 16 || lb->ext[1] % 8 || lb->op->dtype != STOF_DTYPE_F32)
+        return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: warp buffer %s must be a float32 matrix of 16m x 8n elements (it is "
+                              "%lld x %lld) computed at a loop inside every loop bound to a thread "
+                              "index other than threadIdx.x, which is the warp's lane, and outside any "
+                              "loop bound to threadIdx.x, in kernel %s",
+                              lb->op->name, (long long)lb->ext[0], (long long)(lb->op->ndim > 1 ? lb->ext[1] : 1),
+                              kname);
+      place[i] = PLACE_WARP;
+      warp = 1;
       continue;
     }
     if (lb->at < 0) continue;
@@ -286,6 +394,14 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
                             "\"shared\" to share it)",
                             lb->op->name, sched_loop_name(s, lb->at), missing_tag(need, inside[lb->at]), kname);
     place[i] = PLACE_LOCAL;
+  }
+  if (warp) {
+    if (e[STOF_THREAD_THREAD_X] != 1 && e[STOF_THREAD_THREAD_X] != 32)
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                            "cuda: kernel %s keeps warp accumulators, so threadIdx.x is the warp's lane "
+                            "(32), but a loop bound to it has extent %lld",
+                            kname, (long long)e[STOF_THREAD_THREAD_X]);
+    kk->block[0] = 32;
   }
   if (kk->smem > 227 * 1024)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
@@ -325,6 +441,10 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   unsigned *inside = stof_ctx_alloc(ctx, sizeof *inside * (size_t)(s->loops.len ? s->loops.len : 1));
   unsigned char *place = stof_ctx_alloc(ctx, (size_t)(l.bufs.len ? l.bufs.len : 1));
   size_t *soff = stof_ctx_alloc(ctx, sizeof *soff * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  size_t *bsize = stof_ctx_alloc(ctx, sizeof *bsize * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  int *stages = stof_ctx_alloc(ctx, sizeof *stages * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  sched_bounds bd;
+  int have_bd = 0;
   inf.nkernel = nk;
   inf.kernel = stof_ctx_alloc(ctx, sizeof *inf.kernel * (size_t)(nk ? nk : 1));
   for (int i = 0; i < l.bufs.len; i++) {
@@ -332,11 +452,17 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
     if (lb->writer >= 0 && !lb->external && lb->at < 0) inf.ntemp++;
   }
   inf.temp_bytes = stof_ctx_alloc(ctx, sizeof *inf.temp_bytes * (size_t)(inf.ntemp ? inf.ntemp : 1));
-  if (!inside || !place || !soff || !inf.kernel || !inf.temp_bytes) {
+  if (!inside || !place || !soff || !bsize || !stages || !inf.kernel || !inf.temp_bytes) {
     st = STOF_ERR_NOMEM;
     goto done;
   }
   memset(place, PLACE_GLOBAL, (size_t)(l.bufs.len ? l.bufs.len : 1));
+  for (int i = 0; i < l.bufs.len; i++) {
+    const lir_buf *lb = (const lir_buf *)l.bufs.data + i;
+    stages[i] = 1;
+    bsize[i] = (size_t)buf_numel(lb);
+    if (lb->scope == SCHED_SCOPE_SHARED) bsize[i] = shared_bytes(lb) / stof_dtype_size(lb->op->dtype);
+  }
   memset(inf.kernel, 0, sizeof *inf.kernel * (size_t)(nk ? nk : 1));
   for (int i = 0, t = 0; i < l.bufs.len; i++) {
     const lir_buf *lb = (const lir_buf *)l.bufs.data + i;
@@ -347,13 +473,16 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   for (int i = l.first; i >= 0 && !st; i = lir_stmt_at(&l, i)->next, k++) {
     kernel_name(inf.kernel[k].name, sizeof inf.kernel[k].name, k, sched_block_name(s, lir_stmt_at(&l, i)->block));
     memset(inside, 0, sizeof *inside * (size_t)(s->loops.len ? s->loops.len : 1));
-    st = plan_kernel(s, &l, i, inf.kernel[k].name, inside, place, soff, &inf.kernel[k]);
+    st = plan_kernel(s, &l, i, inf.kernel[k].name, inside, place, soff, stages, &inf.kernel[k]);
   }
   if (st) goto done;
+  if ((st = sched_bounds_init(&bd, s))) goto done;
+  have_bd = 1;
+  if ((st = sched_bounds_infer(&bd))) goto done;
 
   stof_buf b;
   stof_buf_init(&b, ctx);
-  cgen g = {s, &l, &b, STOF_OK, 1, {0}, place, 0};
+  cgen g = {s, &l, &b, STOF_OK, 1, {0}, place, 0, stages, bsize, &bd, 0, -1};
   stof_buf_puts(&b, "/* generated by stof (CUDA) from a schedule of");
   for (int i = 0; i < s->nout; i++) {
     stof_buf_puts(&b, " ");
@@ -390,8 +519,15 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
       if (place[j] == PLACE_SHARED) {
         stof_buf_printf(&b, "  %s *const ", sched_cg_stype(1, lb->op->dtype));
         sched_cg_buf_name(&b, lb->op);
-        stof_buf_printf(&b, " = (%s *)(stof_smem + %zu); /* shared, %lld elements */\n", sched_cg_stype(1, lb->op->dtype),
-                        soff[j], (long long)buf_numel(lb));
+        stof_buf_printf(&b, " = (%s *)(stof_smem + %zu); /* shared, %lld x %zu elements */\n",
+                        sched_cg_stype(1, lb->op->dtype), soff[j], (long long)stages[j], bsize[j]);
+        continue;
+      }
+      if (place[j] == PLACE_WARP) {
+        stof_buf_puts(&b, "  float ");
+        sched_cg_buf_name(&b, lb->op);
+        stof_buf_printf(&b, "[%lld]; /* warp, %lld x %lld: each lane's accumulator fragments */\n",
+                        (long long)(buf_numel(lb) / 32), (long long)lb->ext[0], (long long)lb->ext[1]);
         continue;
       }
       stof_buf_printf(&b, "  %s ", sched_cg_stype(1, lb->op->dtype));
@@ -412,10 +548,445 @@ done:
   if (inside) stof_ctx_dealloc(ctx, inside, sizeof *inside * (size_t)(s->loops.len ? s->loops.len : 1));
   if (place) stof_ctx_dealloc(ctx, place, (size_t)(l.bufs.len ? l.bufs.len : 1));
   if (soff) stof_ctx_dealloc(ctx, soff, sizeof *soff * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  if (bsize) stof_ctx_dealloc(ctx, bsize, sizeof *bsize * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  if (stages) stof_ctx_dealloc(ctx, stages, sizeof *stages * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  if (have_bd) sched_bounds_free(&bd);
   sched_lir_free(&l);
   if (st || !info)
     sched_cuda_info_free(ctx, &inf);
   else
     *info = inf;
   return st;
+}
+
+/* ---------------------------------------------------------------- statements CUDA emits itself */
+
+static int place_of_op(const cgen *g, const stof_op *t) {
+  const lir_buf *lb = lir_find_buf(g->l, t);
+  return lb ? g->place[lb - (const lir_buf *)g->l->bufs.data] : PLACE_GLOBAL;
+}
+
+static void cg_fail(cgen *g, stof_status st) {
+  if (!g->st) g->st = st;
+}
+
+/* The statements of the nest at first other than its loops, in order (the loops' variables
+ * are defined by the caller); skip_stores leaves the stores out. Fails on a guard. */
+static void emit_flat(cgen *g, int first, int depth, int skip_stores, const char *what) {
+  for (int i = first; i >= 0 && !g->st; i = lir_stmt_at(g->l, i)->next) {
+    const lir_stmt *st = lir_stmt_at(g->l, i);
+    if (st->kind == LIR_FOR) {
+      emit_flat(g, st->first, depth, skip_stores, what);
+    } else if (st->kind == LIR_IF) {
+      cg_fail(g, stof_ctx_error(g->s->ctx, STOF_ERR_SCHEDULE,
+                                "cuda: %s of block %s has a guard (a split that does not divide): "
+                                "make its loops' splits divide",
+                                what, sched_block_name(g->s, st->block)));
+    } else if (!(skip_stores && st->kind == LIR_STORE)) {
+      sched_cg_stmt(g, i, depth);
+    }
+  }
+}
+
+/* Defines the loops of the nest at stmt (a chain of nested loops) as 0. */
+static void zero_loops(cgen *g, int stmt, int depth) {
+  for (int i = stmt; i >= 0; i = lir_stmt_at(g->l, i)->first) {
+    const lir_stmt *st = lir_stmt_at(g->l, i);
+    if (st->kind != LIR_FOR) {
+      int n = st->next;
+      while (n >= 0 && lir_stmt_at(g->l, n)->kind != LIR_FOR) n = lir_stmt_at(g->l, n)->next;
+      if (n < 0) return;
+      i = n;
+      st = lir_stmt_at(g->l, i);
+    }
+    sched_indent(g->b, depth);
+    stof_buf_puts(g->b, "const int64_t ");
+    sched_cg_loop_name(g, st->loop);
+    stof_buf_puts(g->b, " = 0;\n");
+  }
+}
+
+/* "(int64_t)((index d of block's store) - (min d))" */
+static void emit_rel_index(cgen *g, int block, int d) {
+  const sched_block *b = sched_block_at(g->s, block);
+  const lir_buf *lb = lir_find_buf(g->l, b->out);
+  stof_buf_puts(g->b, "((");
+  sched_cg_iexpr(g, b, g->l->blk[block].store[d]);
+  stof_buf_puts(g->b, ")");
+  if (lb && lb->min[d] >= 0) {
+    stof_buf_puts(g->b, " - (");
+    sched_cg_iexpr(g, NULL, lb->min[d]);
+    stof_buf_puts(g->b, ")");
+  }
+  stof_buf_puts(g->b, ")");
+}
+
+/* A tensorized nest: one call of the warp's mma over the tile. */
+static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
+  const stof_sched *s = g->s;
+  sched_mma m;
+  stof_status e = sched_tensorize_match(s, st->loop, "mma_m16n8k16", &m);
+  if (e) {
+    cg_fail(g, e);
+    return;
+  }
+  const sched_block *b = sched_block_at(s, st->block);
+  const lir_buf *cb = lir_find_buf(g->l, b->out), *ab = lir_find_buf(g->l, m.a), *bb = lir_find_buf(g->l, m.b);
+  if (place_of_op(g, b->out) != PLACE_WARP) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: tensorized block %s must write a warp buffer (cache_write(block, "
+                              "\"warp\")), not %s",
+                              sched_block_name(s, st->block), b->out->name));
+    return;
+  }
+  if (place_of_op(g, m.a) != PLACE_SHARED || place_of_op(g, m.b) != PLACE_SHARED) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: tensorized block %s must read its operands from shared memory "
+                              "(cache_read(block, i, \"shared\")): %s is not",
+                              sched_block_name(s, st->block),
+                              place_of_op(g, m.a) != PLACE_SHARED ? m.a->name : m.b->name));
+    return;
+  }
+  if (ab->ext[1] % 8 || bb->ext[1] % 8) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: tensorize reads rows of %s with ldmatrix: its rows must hold a "
+                              "multiple of 8 elements (it has %lld; pad it)",
+                              ab->ext[1] % 8 ? m.a->name : m.b->name,
+                              (long long)(ab->ext[1] % 8 ? ab->ext[1] : bb->ext[1])));
+    return;
+  }
+  stof_buf *o = g->b;
+  sched_indent(o, depth);
+  stof_buf_puts(o, "{ /* tensorized: mma_m16n8k16 over ");
+  for (int k = 0; k < 3; k++) {
+    sched_cg_comment(o, sched_loop_name(s, m.loops[k]));
+    stof_buf_puts(o, k < 2 ? " x " : " */\n");
+  }
+  zero_loops(g, (int)(st - (const lir_stmt *)g->l->stmts.data), depth + 1);
+  emit_flat(g, st->first, depth + 1, 1, "the tensorized nest");
+  int64_t nt = cb->ext[1] / 8;
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "%s<%lld, %lld>(", m.a->dtype == STOF_DTYPE_BF16 ? "stof_mma_bf16" : "stof_mma_f16",
+                  (long long)(m.m / 16), (long long)(m.n / 8));
+  sched_cg_buf_name(o, b->out);
+  stof_buf_puts(o, " + (");
+  emit_rel_index(g, st->block, 0);
+  stof_buf_printf(o, " / 16 * %lld + ", (long long)nt);
+  emit_rel_index(g, st->block, 1);
+  stof_buf_printf(o, " / 8) * 4, %lld, &", (long long)nt);
+  sched_cg_load_elem(g, m.la);
+  stof_buf_printf(o, ", %lld, &", (long long)ab->ext[1]);
+  sched_cg_load_elem(g, m.lb);
+  stof_buf_printf(o, ", %lld);\n", (long long)bb->ext[1]);
+  sched_indent(o, depth);
+  stof_buf_puts(o, "}\n");
+}
+
+/* The block of the INIT stores under first when they are all a warp buffer's (-1: none, -2:
+ * something else is there too). */
+static int warp_init_block(const cgen *g, int first) {
+  int found = -1;
+  for (int i = first; i >= 0; i = lir_stmt_at(g->l, i)->next) {
+    const lir_stmt *st = lir_stmt_at(g->l, i);
+    if (st->kind == LIR_STORE) {
+      if (st->store != LIR_STORE_INIT || place_of_op(g, sched_block_at(g->s, st->block)->out) != PLACE_WARP)
+        return -2;
+      if (found >= 0 && found != st->block) return -2;
+      found = st->block;
+    } else if (st->kind == LIR_FOR || st->kind == LIR_IF) {
+      int r = warp_init_block(g, st->first);
+      if (r == -2) return -2;
+      if (r >= 0) {
+        if (found >= 0 && found != r) return -2;
+        found = r;
+      }
+    } else if (st->kind == LIR_BLOCK) {
+      return -2;
+    }
+  }
+  return found;
+}
+
+/* A warp buffer's whole init nest: every lane zeroes its fragments. */
+static int emit_warp_init(cgen *g, const lir_stmt *st, int depth) {
+  int blk = warp_init_block(g, st->first);
+  if (blk < 0) return 0;
+  const sched_block *b = sched_block_at(g->s, blk);
+  const lir_buf *lb = lir_find_buf(g->l, b->out);
+  if (lb->at != g->cur_loop) {
+    cg_fail(g, stof_ctx_error(g->s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: the initialisation of warp buffer %s must cover all of it (its "
+                              "reduction's data-parallel loops start right under loop %s)",
+                              b->out->name, sched_loop_name(g->s, lb->at)));
+    return 1;
+  }
+  sched_indent(g->b, depth);
+  stof_buf_printf(g->b, "#pragma unroll\n");
+  sched_indent(g->b, depth);
+  stof_buf_printf(g->b, "for (int stof_n = 0; stof_n < %lld; ++stof_n) ", (long long)(lb->ext[0] * lb->ext[1] / 32));
+  sched_cg_buf_name(g->b, b->out);
+  stof_buf_puts(g->b, "[stof_n] = 0.0f; /* init of block ");
+  sched_cg_comment(g->b, sched_block_name(g->s, blk));
+  stof_buf_puts(g->b, ", the lane's fragments */\n");
+  return 1;
+}
+
+/* The warp buffer block b reads (NULL: none). */
+static const stof_op *warp_input(const cgen *g, int block) {
+  const stof_op *ts[64];
+  int n = sched_expr_loads(sched_block_at(g->s, block)->op->body, ts, 64);
+  for (int k = 0; k < n && k < 64; k++)
+    if (place_of_op(g, ts[k]) == PLACE_WARP) return ts[k];
+  return NULL;
+}
+
+/* A block reading a warp buffer (the accumulator's write-back): each lane runs the block's
+ * two loops at the elements of its fragments only. */
+static void emit_warp_reader(cgen *g, const lir_stmt *st, const stof_op *w, int depth) {
+  const stof_sched *s = g->s;
+  const sched_block *b = sched_block_at(s, st->block);
+  const lir_buf *wb = lir_find_buf(g->l, w);
+  int n = b->op->ndim;
+  int ok = n == 2 && b->nloop == 2 && b->op->body->kind != STOF_EXPR_REDUCE;
+  for (int a = 0; ok && a < 2; a++) {
+    const sched_loop *lp = sched_loop_at(s, b->loop[a]);
+    ok = lp->derive == STOF_DERIVE_ROOT && lp->axis == a && lp->extent == wb->ext[a] && lp->ann == STOF_ANN_NONE;
+  }
+  if (!ok) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: block %s reads warp buffer %s: it must be a 2-D block whose two "
+                              "loops, unsplit and unannotated, cover the warp's tile (%lld x %lld): "
+                              "reverse_compute_at it to the loop the buffer is computed at",
+                              sched_block_name(s, st->block), w->name, (long long)wb->ext[0],
+                              (long long)wb->ext[1]));
+    return;
+  }
+  stof_buf *o = g->b;
+  int64_t nt = wb->ext[1] / 8, tiles = wb->ext[0] / 16 * nt;
+  sched_indent(o, depth);
+  stof_buf_puts(o, "{ /* block ");
+  sched_cg_comment(o, sched_block_name(s, st->block));
+  stof_buf_puts(o, ": each lane its own elements of the warp's fragments */\n");
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "#pragma unroll\n");
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "for (int stof_t = 0; stof_t < %lld; ++stof_t)\n", (long long)tiles);
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "#pragma unroll\n");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "for (int stof_e = 0; stof_e < 4; ++stof_e) {\n");
+  sched_indent(o, depth + 2);
+  stof_buf_puts(o, "const int stof_frag = stof_t * 4 + stof_e;\n");
+  sched_indent(o, depth + 2);
+  stof_buf_puts(o, "const int64_t ");
+  sched_cg_loop_name(g, b->loop[0]);
+  stof_buf_printf(o, " = (stof_t / %lld) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;\n", (long long)nt);
+  sched_indent(o, depth + 2);
+  stof_buf_puts(o, "const int64_t ");
+  sched_cg_loop_name(g, b->loop[1]);
+  stof_buf_printf(o, " = (stof_t %% %lld) * 8 + (threadIdx.x & 3) * 2 + (stof_e & 1);\n", (long long)nt);
+  emit_flat(g, st->first, depth + 2, 0, "the write-back");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "}\n");
+  sched_indent(o, depth);
+  stof_buf_puts(o, "}\n");
+}
+
+/* Bytes an asynchronous copy of the vectorized loop st moves per thread, or 0 when it is not
+ * one: block copies a global buffer into a shared one at its own axes, the loop is its
+ * innermost, and each iteration of the loops around it starts a V-aligned run of V
+ * contiguous elements in both (V: the loop's extent, 4, 8 or 16 bytes). */
+static int async_copy_bytes(const cgen *g, const lir_stmt *st) {
+  const stof_sched *s = g->s;
+  const sched_block *b = sched_block_at(s, st->block);
+  const sched_loop *lp = sched_loop_at(s, st->loop);
+  const stof_expr *body = b->op->body;
+  int nd = b->op->ndim;
+  if (!sched_cg_shared_writer(g, st->block) || b->nloop < 1 || b->loop[b->nloop - 1] != st->loop) return 0;
+  if (body->kind != STOF_EXPR_LOAD || body->u.load.tensor->dtype != b->op->dtype || body->u.load.nidx != nd || nd < 1)
+    return 0;
+  if (place_of_op(g, body->u.load.tensor) != PLACE_GLOBAL) return 0;
+  for (int d = 0; d < nd; d++)
+    if (body->u.load.idx[d]->kind != STOF_EXPR_VAR || body->u.load.idx[d]->u.var != b->op->axis[d]) return 0;
+  int64_t v = lp->extent, bytes = v * (int64_t)stof_dtype_size(b->op->dtype);
+  if (bytes != 4 && bytes != 8 && bytes != 16) return 0;
+  const lir_buf *db = lir_find_buf(g->l, b->out);
+  const stof_op *src = body->u.load.tensor;
+  const lir_buf *sb = lir_find_buf(g->l, src);
+  int64_t sext = sb ? sb->ext[nd - 1] : src->shape[nd - 1];
+  if (db->ext[nd - 1] % v || sext % v) return 0;
+  for (int a = 0; a < nd; a++) {
+    sched_aff x;
+    sched_axis_aff_full(g->bd, (int)(b - (const sched_block *)s->blocks.data), a, &x);
+    if (x.bad) return 0;
+    int64_t kv = 0;
+    for (int i = 0; i < x.n; i++) {
+      if (x.loop[i] == st->loop) kv = x.k[i];
+      else if (a == nd - 1 && x.k[i] % v) return 0;
+    }
+    if (kv != (a == nd - 1 ? 1 : 0)) return 0;
+    if (a == nd - 1 && x.c % v) return 0;
+  }
+  return (int)bytes;
+}
+
+static void emit_async_copy(cgen *g, const lir_stmt *st, int bytes, int depth) {
+  stof_buf *o = g->b;
+  const sched_block *b = sched_block_at(g->s, st->block);
+  sched_indent(o, depth);
+  stof_buf_printf(o, "{ /* %d-byte asynchronous copy: loop ", bytes);
+  sched_cg_comment(o, sched_loop_name(g->s, st->loop));
+  stof_buf_puts(o, " */\n");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "const int64_t ");
+  sched_cg_loop_name(g, st->loop);
+  stof_buf_puts(o, " = 0;\n");
+  emit_flat(g, st->first, depth + 1, 1, "the asynchronous copy");
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "stof_cp_async<%d>(&", bytes);
+  sched_cg_elem(g, st->block);
+  stof_buf_puts(o, ", &");
+  sched_cg_load_elem(g, b->op->body);
+  stof_buf_puts(o, ");\n");
+  sched_indent(o, depth);
+  stof_buf_puts(o, "}\n");
+}
+
+/* Declares, inside a scope, the shared buffers filled at loop as their copy number stage
+ * (an expression), shadowing the whole allocation. */
+static void emit_stage_views(cgen *g, int loop, const char *stage, int depth) {
+  for (int i = 0; i < g->l->bufs.len; i++) {
+    const lir_buf *lb = (const lir_buf *)g->l->bufs.data + i;
+    if (g->place[i] != PLACE_SHARED || g->stages[i] < 2 || lb->writer < 0 ||
+        sched_block_at(g->s, lb->writer)->attach != loop)
+      continue;
+    const char *ty = sched_cg_stype(1, lb->op->dtype);
+    sched_indent(g->b, depth);
+    stof_buf_printf(g->b, "%s *const stof_view_%d = ", ty, i);
+    sched_cg_buf_name(g->b, lb->op);
+    stof_buf_printf(g->b, " + (%s) %% %d * %zu;\n", stage, g->stages[i], g->size[i]);
+    sched_indent(g->b, depth);
+    stof_buf_printf(g->b, "%s *const ", ty);
+    sched_cg_buf_name(g->b, lb->op);
+    stof_buf_printf(g->b, " = stof_view_%d;\n", i);
+  }
+}
+
+/* A loop with the pragma pipeline_stages = S whose body starts with the blocks filling its
+ * shared buffers: the copies for iterations i + 1 .. i + S - 1 are in flight while
+ * iteration i computes (S copies of each buffer). */
+static void emit_pipeline(cgen *g, const lir_stmt *st, int nstage, int depth) {
+  const stof_sched *s = g->s;
+  stof_buf *o = g->b;
+  int first_rest = st->first;
+  while (first_rest >= 0 && lir_stmt_at(g->l, first_rest)->kind == LIR_BLOCK &&
+         sched_cg_shared_writer(g, lir_stmt_at(g->l, first_rest)->block) &&
+         sched_block_at(s, lir_stmt_at(g->l, first_rest)->block)->attach == st->loop)
+    first_rest = lir_stmt_at(g->l, first_rest)->next;
+  if (first_rest == st->first) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: loop %s is pipelined but no block filling shared memory is "
+                              "computed at it",
+                              sched_loop_name(s, st->loop)));
+    return;
+  }
+  if (g->diverge) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: pipelined loop %s lies under a guard: not every thread would reach "
+                              "its barriers",
+                              sched_loop_name(s, st->loop)));
+    return;
+  }
+  int64_t ext = sched_loop_at(s, st->loop)->extent;
+  char stage[64];
+  /* the copies, as loop iteration `it` (an expression), into its stage */
+  #define EMIT_COPIES(IT)                                                                      \
+    do {                                                                                       \
+      sched_indent(o, depth + 2);                                                              \
+      stof_buf_printf(o, "const int64_t stof_it = %s;\n", IT);                                \
+      sched_indent(o, depth + 2);                                                              \
+      stof_buf_printf(o, "if (stof_it < INT64_C(%lld)) {\n", (long long)ext);                  \
+      sched_indent(o, depth + 3);                                                              \
+      stof_buf_puts(o, "const int64_t ");                                                      \
+      sched_cg_loop_name(g, st->loop);                                                         \
+      stof_buf_puts(o, " = stof_it;\n");                                                       \
+      emit_stage_views(g, st->loop, "stof_it", depth + 3);                                     \
+      g->in_pipeline = 1;                                                                      \
+      for (int c = st->first; c != first_rest; c = lir_stmt_at(g->l, c)->next)                 \
+        sched_cg_stmt(g, c, depth + 3);                                                        \
+      g->in_pipeline = 0;                                                                      \
+      sched_indent(o, depth + 2);                                                              \
+      stof_buf_puts(o, "}\n");                                                                 \
+      sched_indent(o, depth + 2);                                                              \
+      stof_buf_puts(o, "stof_cp_async_commit();\n");                                           \
+    } while (0)
+  sched_indent(o, depth);
+  stof_buf_printf(o, "{ /* loop %s, pipelined: %d stages */\n", sched_loop_name(s, st->loop), nstage);
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "for (int64_t stof_p = 0; stof_p < %d; ++stof_p) {\n", nstage - 1);
+  EMIT_COPIES("stof_p");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "}\n");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "for (int64_t stof_i = 0; stof_i < INT64_C(");
+  stof_buf_printf(o, "%lld); ++stof_i) {\n", (long long)ext);
+  sched_indent(o, depth + 2);
+  stof_buf_printf(o, "stof_cp_async_wait<%d>();\n", nstage - 2);
+  sched_indent(o, depth + 2);
+  stof_buf_puts(o, "__syncthreads(); /* stage stof_i is in; every thread is done with stage stof_i - 1 */\n");
+  sched_indent(o, depth + 2);
+  stof_buf_puts(o, "{\n");
+  snprintf(stage, sizeof stage, "stof_i + %d", nstage - 1);
+  depth++;
+  EMIT_COPIES(stage);
+  depth--;
+  sched_indent(o, depth + 2);
+  stof_buf_puts(o, "}\n");
+  #undef EMIT_COPIES
+  sched_indent(o, depth + 2);
+  stof_buf_puts(o, "const int64_t ");
+  sched_cg_loop_name(g, st->loop);
+  stof_buf_puts(o, " = stof_i;\n");
+  emit_stage_views(g, st->loop, "stof_i", depth + 2);
+  int outer = g->cur_loop;
+  g->cur_loop = st->loop;
+  for (int c = first_rest; c >= 0; c = lir_stmt_at(g->l, c)->next) sched_cg_stmt(g, c, depth + 2);
+  g->cur_loop = outer;
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "}\n");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "stof_cp_async_wait_all();\n");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "__syncthreads();\n");
+  sched_indent(o, depth);
+  stof_buf_puts(o, "}\n");
+}
+
+int sched_cuda_stmt(cgen *g, int stmt, int depth) {
+  const lir_stmt *st = lir_stmt_at(g->l, stmt);
+  if (st->kind == LIR_BLOCK && st->block >= 0) {
+    const stof_op *w = warp_input(g, st->block);
+    if (!w) return 0;
+    emit_warp_reader(g, st, w, depth);
+    return 1;
+  }
+  if (st->kind != LIR_FOR) return 0;
+  const sched_loop *lp = sched_loop_at(g->s, st->loop);
+  if (emit_warp_init(g, st, depth)) return 1; /* the init nest shares the tensorized loop */
+  if (lp->ann == STOF_ANN_TENSORIZE) {
+    emit_mma(g, st, depth);
+    return 1;
+  }
+  if (lp->ann == STOF_ANN_VECTORIZE) {
+    int bytes = async_copy_bytes(g, st);
+    if (!bytes) return 0;
+    emit_async_copy(g, st, bytes, depth);
+    return 1;
+  }
+  int ns = pipeline_stages(g->s, st->loop);
+  if (ns >= 2) {
+    emit_pipeline(g, st, ns, depth);
+    return 1;
+  }
+  return 0;
 }

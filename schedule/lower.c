@@ -31,6 +31,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "schedule_int.h"
@@ -573,6 +574,18 @@ static stof_status compact(lower_ctx *lc, lir_buf *buf) {
   return st;
 }
 
+/* The pragma "pad" = n of block (0 when none): its buffer's rows get n more elements, so
+ * that rows read together fall in different shared-memory banks. */
+static int block_pad(const stof_sched *s, int block) {
+  for (int i = 0; block >= 0 && i < s->annots.len; i++) {
+    const sched_annot *a = sched_annot_at(s, i);
+    if (!a->is_block || a->id != block || strcmp(sched_str(s, a->key), "pad") != 0) continue;
+    int n = atoi(sched_str(s, a->value));
+    return n > 0 && n <= 64 ? n : 0;
+  }
+  return 0;
+}
+
 static int is_arg(const stof_op *op, int nargs, const stof_op *const *args) {
   for (int i = 0; i < nargs; i++)
     if (args[i] == op) return 1;
@@ -597,6 +610,8 @@ static stof_status add_buf(lower_ctx *lc, const stof_op *op, int writer, int nar
   if (!b.external) {
     stof_status st = compact(lc, &b);
     if (st) return st;
+    int pad = block_pad(l->s, writer);
+    if (pad > 0 && op->ndim > 0) b.ext[op->ndim - 1] += pad;
   }
   return sched_vec_push(l->ctx, &l->bufs, &b, 1) < 0 ? STOF_ERR_NOMEM : STOF_OK;
 }

@@ -295,43 +295,70 @@ static const char *shape_text(char *buf, size_t cap, int ndim, const int64_t *sh
   return buf;
 }
 
-stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensors) {
+/* Checks tensors[0..ntensor) against f's arguments (what names the caller in messages:
+ * "call", "time") and gives their data pointers. */
+static stof_status check_tensors(stof_func *f, const char *what, int ntensor,
+                                 stof_tensor *const *tensors, void **ptrs, uint64_t *dptrs) {
   stof_ctx *ctx = f->ctx;
   if (ntensor != f->nargs || (!tensors && ntensor))
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "call: %d tensors given for %d arguments", ntensor, f->nargs);
-  void *ptrs[MAX_ARGS], *values[MAX_ARGS];
-  uint64_t dptrs[MAX_ARGS];
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: %d tensors given for %d arguments", what, ntensor, f->nargs);
   stof_device want = f->cuda ? STOF_DEVICE_CUDA : STOF_DEVICE_CPU;
   char a[160], b[160];
   for (int i = 0; i < f->nargs; i++) {
     const func_arg *fa = &f->arg[i];
     const char *name = f->names + fa->name;
     const stof_tensor *t = tensors[i];
-    if (!t) return stof_ctx_error(ctx, STOF_ERR_ARG, "call: argument %d (%s) is missing", i + 1, name);
+    if (!t) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: argument %d (%s) is missing", what, i + 1, name);
     if (t->device != want)
-      return stof_ctx_error(ctx, STOF_ERR_ARG, "call: argument %d (%s) is on %s; the %s backend takes %s tensors",
-                            i + 1, name, t->device == STOF_DEVICE_CUDA ? "cuda" : "the CPU",
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: argument %d (%s) is on %s; the %s backend takes %s tensors",
+                            what, i + 1, name, t->device == STOF_DEVICE_CUDA ? "cuda" : "the CPU",
                             f->cuda ? "CUDA" : "C", f->cuda ? "CUDA" : "CPU");
     if (t->dtype != fa->dtype)
-      return stof_ctx_error(ctx, STOF_ERR_TYPE, "call: argument %d (%s): dtype %s given, %s expected", i + 1,
+      return stof_ctx_error(ctx, STOF_ERR_TYPE, "%s: argument %d (%s): dtype %s given, %s expected", what, i + 1,
                             name, stof_dtype_name(t->dtype), stof_dtype_name(fa->dtype));
     if (t->ndim != fa->ndim || memcmp(t->shape, fa->shape, sizeof(int64_t) * (size_t)fa->ndim))
-      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "call: argument %d (%s): shape %s given, %s expected", i + 1,
+      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: argument %d (%s): shape %s given, %s expected", what, i + 1,
                             name, shape_text(a, sizeof a, t->ndim, t->shape),
                             shape_text(b, sizeof b, fa->ndim, fa->shape));
     if (!stof_tensor_is_contiguous(t))
-      return stof_ctx_error(ctx, STOF_ERR_ARG, "call: argument %d (%s) is not contiguous (copy it first)",
-                            i + 1, name);
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: argument %d (%s) is not contiguous (copy it first)",
+                            what, i + 1, name);
     ptrs[i] = t->data;
     dptrs[i] = (uint64_t)(uintptr_t)t->data;
-    values[i] = &ptrs[i];
   }
+  return STOF_OK;
+}
+
+stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensors) {
+  void *ptrs[MAX_ARGS], *values[MAX_ARGS];
+  uint64_t dptrs[MAX_ARGS];
+  stof_status st = check_tensors(f, "call", ntensor, tensors, ptrs, dptrs);
+  if (st) return st;
   if (f->cuda) return sched_cuda_call(f->cuda, dptrs);
+  for (int i = 0; i < f->nargs; i++) values[i] = &ptrs[i];
   ffi_arg rc = 0;
   ffi_call(&f->cif, FFI_FN(f->fn), &rc, values);
   if ((int)rc != 0)
-    return stof_ctx_error(ctx, STOF_ERR_NOMEM, "call: the generated code could not allocate its temporaries");
+    return stof_ctx_error(f->ctx, STOF_ERR_NOMEM, "call: the generated code could not allocate its temporaries");
   return STOF_OK;
+}
+
+stof_status stof_func_time(stof_func *f, int ntensor, stof_tensor *const *tensors, int reps,
+                           int warmup, double *ms) {
+  stof_ctx *ctx = f->ctx;
+  *ms = 0;
+  if (reps < 1 || warmup < 0)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "time: reps = %d and warmup = %d (reps >= 1, warmup >= 0)", reps,
+                          warmup);
+  if (!f->cuda)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "time: the function was built for target \"c\"; only \"cuda\" builds are timed "
+                          "(with CUDA events, on a GPU)");
+  void *ptrs[MAX_ARGS];
+  uint64_t dptrs[MAX_ARGS];
+  stof_status st = check_tensors(f, "time", ntensor, tensors, ptrs, dptrs);
+  if (st) return st;
+  return sched_cuda_time(f->cuda, dptrs, reps, warmup, ms);
 }
 
 int stof_func_nargs(const stof_func *f) { return f->nargs; }

@@ -2,7 +2,9 @@
  * The CUDA backend's run time: stof_build(..., "cuda") generates CUDA C (codegen_cuda.c),
  * compiles it with NVRTC through the cubin cache for the current GPU's architecture and
  * loads it; a call launches the kernels in order on the default stream, with the
- * intermediates in global memory allocated for the call, then waits and frees them.
+ * intermediates in global memory allocated for the call, then waits and frees them. A
+ * timing (stof_func_time) allocates them once and launches the kernels reps times back to
+ * back between two CUDA events.
  * Without a GPU the source is still compiled (for sm_80), and the build then fails with
  * STOF_ERR_NO_DEVICE: a build that reports a missing GPU has proved its source compiles.
  *
@@ -89,23 +91,64 @@ fail:
   return st;
 }
 
+/* The intermediates of one call (or one timing) in global memory, after the n arguments
+ * in dptr; *made gets how many were allocated (free them with free_temps even on error). */
+static stof_status alloc_temps(sched_cuda_func *f, uint64_t *dptr, int *made) {
+  stof_status st = STOF_OK;
+  for (*made = 0; *made < f->info.ntemp; (*made)++)
+    if ((st = stof_cuda_malloc(f->ctx, f->info.temp_bytes[*made], &dptr[f->nargs + *made]))) break;
+  return st;
+}
+
+static void free_temps(sched_cuda_func *f, const uint64_t *dptr, int made) {
+  for (int i = 0; i < made; i++) stof_cuda_mem_free(f->ctx, dptr[f->nargs + i]);
+}
+
+/* Launches every kernel once, in order, on the default stream (no synchronisation), each
+ * with the dynamic shared memory its plan asks for. */
+static stof_status launch_all(sched_cuda_func *f, void **params) {
+  stof_status st = STOF_OK;
+  for (int k = 0; k < f->info.nkernel && !st; k++) {
+    const sched_cuda_kernel *kk = &f->info.kernel[k];
+    st = stof_cuda_launch(f->ctx, f->fn[k], kk->grid, kk->block, (unsigned)kk->smem, params);
+  }
+  return st;
+}
+
 stof_status sched_cuda_call(sched_cuda_func *f, const uint64_t *ptrs) {
+  uint64_t dptr[MAX_PARAMS];
+  void *params[MAX_PARAMS];
+  int n = f->nargs, made = 0;
+  for (int i = 0; i < n; i++) dptr[i] = ptrs[i];
+  stof_status st = alloc_temps(f, dptr, &made);
+  for (int i = 0; i < n + made; i++) params[i] = &dptr[i];
+  if (!st) st = launch_all(f, params);
+  if (!st) st = stof_cuda_synchronize(f->ctx);
+  free_temps(f, dptr, made);
+  return st;
+}
+
+stof_status sched_cuda_time(sched_cuda_func *f, const uint64_t *ptrs, int reps, int warmup,
+                            double *ms) {
   stof_ctx *ctx = f->ctx;
   uint64_t dptr[MAX_PARAMS];
   void *params[MAX_PARAMS];
-  int n = f->nargs, ntemp = f->info.ntemp;
+  int n = f->nargs, made = 0;
+  stof_cuda_timer *timer = NULL;
+  float total = 0;
+  *ms = 0;
   for (int i = 0; i < n; i++) dptr[i] = ptrs[i];
-  stof_status st = STOF_OK;
-  int made = 0;
-  for (; made < ntemp && !st; made++) {
-    st = stof_cuda_malloc(ctx, f->info.temp_bytes[made], &dptr[n + made]);
-    if (st) break;
-  }
-  for (int i = 0; i < n + ntemp; i++) params[i] = &dptr[i];
-  for (int k = 0; k < f->info.nkernel && !st; k++)
-    st = stof_cuda_launch(ctx, f->fn[k], f->info.kernel[k].grid, f->info.kernel[k].block, 0, params);
+  stof_status st = alloc_temps(f, dptr, &made);
+  for (int i = 0; i < n + made; i++) params[i] = &dptr[i];
+  for (int w = 0; w < warmup && !st; w++) st = launch_all(f, params);
   if (!st) st = stof_cuda_synchronize(ctx);
-  for (int i = 0; i < made; i++) stof_cuda_mem_free(ctx, dptr[n + i]);
+  if (!st) st = stof_cuda_timer_new(ctx, &timer);
+  if (!st) st = stof_cuda_timer_start(timer);
+  for (int r = 0; r < reps && !st; r++) st = launch_all(f, params);
+  if (!st) st = stof_cuda_timer_stop(timer, &total);
+  stof_cuda_timer_free(timer);
+  free_temps(f, dptr, made);
+  if (!st) *ms = (double)total / reps;
   return st;
 }
 

@@ -70,7 +70,7 @@ typedef struct sched_loop {
 /* Block states. */
 enum { SCHED_B_LIVE, SCHED_B_INLINED, SCHED_B_REV_INLINED };
 /* Storage scopes of the buffer a block writes (the C backend: all are plain memory). */
-#define SCHED_SCOPE_LIST(X) X(GLOBAL, "global") X(SHARED, "shared") X(LOCAL, "local")
+#define SCHED_SCOPE_LIST(X) X(GLOBAL, "global") X(SHARED, "shared") X(LOCAL, "local") X(WARP, "warp")
 enum {
 #define STOF_X(name, text) SCHED_SCOPE_##name,
   SCHED_SCOPE_LIST(STOF_X)
@@ -262,6 +262,18 @@ int sched_first_attached(const stof_sched *s, int b);
  * with what) and, when it is sound, moves it into s. Either way the clone is freed. */
 stof_status sched_try(stof_sched *s, stof_sched **c);
 stof_status sched_commit(stof_sched *s, stof_sched *c, const char *what);
+
+/* A tensorized mma nest (annotate.c): operands, the tile it covers (m x n, k = 16) and its
+ * three loops (rows, columns, reduction). */
+typedef struct sched_mma {
+  const stof_op *a, *b;
+  const stof_expr *la, *lb;   /* their loads */
+  int64_t m, n;
+  int loops[3];
+} sched_mma;
+/* Checks that loop can be tensorized with intrin (STOF_ERR_SCHEDULE naming why not); m (may
+ * be NULL) gets the match. */
+stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *intrin, sched_mma *m);
 
 /* ---------------------------------------------------------------- rewriting (rewrite.c) */
 
@@ -519,7 +531,7 @@ void sched_cuda_func_free(sched_cuda_func *f);
 /* ---------------------------------------------------------------- codegen_common.c */
 
 /* Where a buffer of a CUDA kernel lives (cgen.place, per lowered buffer). */
-enum { PLACE_GLOBAL, PLACE_LOCAL, PLACE_SHARED };
+enum { PLACE_GLOBAL, PLACE_LOCAL, PLACE_SHARED, PLACE_WARP };
 
 /* The state of emitting one lowered schedule as C or CUDA C. */
 typedef struct cgen {
@@ -531,6 +543,11 @@ typedef struct cgen {
   int64_t dim[STOF_THREAD_COUNT]; /* CUDA: the current kernel's launch extent per tag */
   const unsigned char *place;     /* CUDA: per lowered buffer, where it lives (codegen_cuda.c) */
   int diverge;                    /* CUDA: depth of guards around the statement being emitted */
+  const int *stages;              /* CUDA: per lowered buffer, copies kept (pipelining; 1: one) */
+  const size_t *size;             /* CUDA: per lowered buffer, elements in one copy */
+  const struct sched_bounds *bd;  /* CUDA: the schedule's bounds (asynchronous copies) */
+  int in_pipeline;                /* CUDA: emitting the copies of a pipelined loop */
+  int cur_loop;                   /* the innermost loop around the statement emitted (-1) */
 } cgen;
 
 /* The storage type of a dtype in emitted code. */
@@ -541,5 +558,21 @@ void sched_cg_buf_name(stof_buf *b, const stof_op *op);
 void sched_cg_comment(stof_buf *b, const char *s);
 /* The statements of the IR list starting at first, indented by depth. */
 void sched_cg_stmts(cgen *g, int first, int depth);
+/* Statement i alone. */
+void sched_cg_stmt(cgen *g, int i, int depth);
+/* CUDA: does block write a buffer in shared memory? */
+int sched_cg_shared_writer(const cgen *g, int block);
+/* CUDA: a barrier of the CUDA block (an error when a guard encloses it). */
+void sched_cg_sync(cgen *g, int block, int depth, const char *why);
+/* Pieces of the emitter for codegen_cuda.c: an index expression, a loop's variable, block's
+ * buffer element at its store indices ("name[flat]"), a load's element ("name[flat]"). */
+void sched_cg_iexpr(cgen *g, const sched_block *b, int e);
+void sched_cg_loop_name(cgen *g, int loop);
+void sched_cg_elem(cgen *g, int block);
+void sched_cg_load_elem(cgen *g, const stof_expr *load);
+/* codegen_cuda.c: emits statement stmt when CUDA needs it done differently (a tensorized
+ * nest, a warp accumulator's init or write-back, an asynchronous copy, a pipelined loop);
+ * returns 0 when the common emitter should. */
+int sched_cuda_stmt(cgen *g, int stmt, int depth);
 
 #endif

@@ -264,6 +264,7 @@ stof_status stof_trace_to_lua(const stof_trace *t, char **out) {
       stof_buf_puts(&b, ")\n");
       break;
     case STOF_INST_BIND:
+    case STOF_INST_TENSORIZE:
     case STOF_INST_ANNOTATE:
       stof_buf_printf(&b, "s:%s(", m);
       lua_inputs(&b, t, I, table);
@@ -381,6 +382,10 @@ stof_status stof_trace_to_json(const stof_trace *t, char **out) {
     case STOF_INST_BIND:
       json_object_set_new(o, "loop", json_integer(in[0]));
       json_object_set_new(o, "tag", json_string(inst_str(t, I, 0)));
+      break;
+    case STOF_INST_TENSORIZE:
+      json_object_set_new(o, "loop", json_integer(in[0]));
+      json_object_set_new(o, "intrinsic", json_string(inst_str(t, I, 0)));
       break;
     case STOF_INST_VECTORIZE:
     case STOF_INST_UNROLL:
@@ -563,6 +568,10 @@ static stof_status read_inst(json_reader *r, json_t *o) {
     st = read_value(r, json_object_get(o, "loop"), "loop", SCHED_V_LOOP, &in[nin++]);
     if (!st) st = read_string(r, o, "tag", &str[nstr++]);
     break;
+  case STOF_INST_TENSORIZE:
+    st = read_value(r, json_object_get(o, "loop"), "loop", SCHED_V_LOOP, &in[nin++]);
+    if (!st) st = read_string(r, o, "intrinsic", &str[nstr++]);
+    break;
   case STOF_INST_VECTORIZE:
   case STOF_INST_UNROLL:
   case STOF_INST_PARALLEL:
@@ -732,6 +741,7 @@ static stof_status replay_inst(const stof_trace *t, const sched_inst *I, stof_sc
     break;
   case STOF_INST_REORDER: st = stof_sched_reorder(c, I->nin, ids); break;
   case STOF_INST_BIND: st = stof_sched_bind(c, ids[0], inst_str(t, I, 0)); break;
+  case STOF_INST_TENSORIZE: st = stof_sched_tensorize(c, ids[0], inst_str(t, I, 0)); break;
   case STOF_INST_VECTORIZE: st = stof_sched_vectorize(c, ids[0]); break;
   case STOF_INST_UNROLL: st = stof_sched_unroll(c, ids[0]); break;
   case STOF_INST_PARALLEL: st = stof_sched_parallel(c, ids[0]); break;

@@ -68,7 +68,7 @@ typedef enum stof_derive_kind {
 /* A loop's annotation (at most one; pragmas from annotate are separate). */
 #define STOF_ANN_LIST(X)                                                                  \
   X(NONE, "none") X(THREAD, "thread") X(VECTORIZE, "vectorized") X(UNROLL, "unrolled")    \
-  X(PARALLEL, "parallel")
+  X(PARALLEL, "parallel") X(TENSORIZE, "tensorized")
 typedef enum stof_ann_kind {
 #define STOF_X(name, text) STOF_ANN_##name,
   STOF_ANN_LIST(STOF_X)
@@ -109,7 +109,8 @@ typedef enum stof_thread_tag {
   X(KNOB, "Knob", "knob")                                                                 \
   X(SAMPLE_CATEGORICAL, "SampleCategorical", "sample_categorical")                        \
   X(GROUP, "Group", "group")                                                              \
-  X(UNGROUP, "Ungroup", "ungroup")
+  X(UNGROUP, "Ungroup", "ungroup")                                                        \
+  X(TENSORIZE, "Tensorize", "tensorize")
 typedef enum stof_inst_kind {
 #define STOF_X(name, text, method) STOF_INST_##name,
   STOF_INST_LIST(STOF_X)
@@ -341,6 +342,17 @@ stof_status stof_sched_rfactor(stof_sched *s, int loop, int factor_axis, int *rf
  * The C backend runs bound loops serially.
  */
 stof_status stof_sched_bind(stof_sched *s, int loop, const char *tag);
+
+/**
+ * tensorize: the three innermost loops of a block, starting at loop, become one tensor-core
+ * intrinsic. Known: "mma_m16n8k16" (mma.sync m16n8k16, f16 or bf16 inputs, f32 accumulation)
+ * for a block C[.., i, j] = sum(float32(A[i, k]) * float32(B[k, j])), whose loops are the
+ * innermost stride-1 parts of i, j and k with extents 16m, 8n and 16. On CUDA the block must
+ * write a buffer of scope "warp" (cache_write(C, "warp")), A and B must be read from shared
+ * memory, the kernel's threadIdx.x is the warp's lane (32) and no loop of the block is bound
+ * to it. The C backend runs the loops as they are.
+ */
+stof_status stof_sched_tensorize(stof_sched *s, int loop, const char *intrin);
 /** vectorize: a data-parallel loop, not otherwise annotated (C: #pragma GCC ivdep). */
 stof_status stof_sched_vectorize(stof_sched *s, int loop);
 /** unroll: any loop not otherwise annotated (C: #pragma GCC unroll). */
@@ -472,6 +484,18 @@ stof_status stof_sched_cuda_check(const stof_sched *s, int nargs, const stof_op 
  * STOF_ERR_ARG / _TYPE / _SHAPE name the argument otherwise).
  */
 stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensors);
+/**
+ * Times f, a "cuda" build, on tensors[0..ntensor) (CUDA tensors, checked as stof_func_call
+ * checks them): warmup untimed launches of its kernels and a wait, then reps launches back
+ * to back on the default stream between two CUDA events (no host synchronisation between
+ * them); *ms gets the mean milliseconds of one launch of all its kernels. The intermediates
+ * are allocated once, outside the timed region; the outputs hold a call's result after.
+ * STOF_ERR_ARG when reps < 1 or warmup < 0, or when f was built for target "c" (it cannot
+ * be timed: without a GPU no "cuda" build exists, stof_build reports STOF_ERR_NO_DEVICE);
+ * STOF_ERR_CUDA when a launch fails.
+ */
+stof_status stof_func_time(stof_func *f, int ntensor, stof_tensor *const *tensors, int reps,
+                           int warmup, double *ms);
 int stof_func_nargs(const stof_func *f);
 /** The generated source. Borrowed from f. */
 const char *stof_func_source(const stof_func *f);
