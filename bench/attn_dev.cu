@@ -42,6 +42,7 @@ namespace ATTN_NS {
 #undef STOF_SM90_PV_SPLIT
 #undef STOF_SM90_OVERLAP
 #undef STOF_SM90_PINGPONG
+#undef STOF_SM90_TMA
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -68,6 +69,7 @@ namespace ATTN_NS {
 #undef stof_attn_row_fwd
 #else /* the harness */
 
+#include <cuda.h> /* cuTensorMapEncodeTiled (the _tma configurations); link -lcuda */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -245,8 +247,8 @@ namespace ATTN_NS {
 
 /* sm_90a (wgmma) block-wise configurations, kernels/attention_block_sm90.cu: name
  * g<D>_t<T>_s<stages>[_m<min CTAs/SM>][_k: Q read from shared memory by each wgmma, not
- * held in registers][_p: STOF_SM90_PV_SPLIT=1][_o: STOF_SM90_OVERLAP=1][_pp: STOF_SM90_PINGPONG=1][_bf]; T/64
- * warpgroups; no row-wise kernel. */
+ * held in registers][_p: STOF_SM90_PV_SPLIT=1][_o: STOF_SM90_OVERLAP=1][_pp: STOF_SM90_PINGPONG=1]
+ * [_tma: STOF_SM90_TMA=1][_bf]; T/64 consumer warpgroups (+ the TMA producer); no row-wise kernel. */
 #define ATTN_DEV_INSTANTIATE_SM90
 
 #define ATTN_NS g64_t128_s3_pp
@@ -482,6 +484,74 @@ namespace ATTN_NS {
 #define STOF_SM90_PINGPONG 0
 #define stof_attn_block_fwd_sm90 g128_t128_s2_bf_block
 #include "attn_dev.cu"
+
+/* _tma: STOF_SM90_TMA=1 (K/V by the TMA producer warp; the launch adds the two tensor maps) */
+#define ATTN_NS g64_t128_s3_pp_tma
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t128_s3_pp_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s3_pp_tma
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_tma
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2_tma
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s3_o_tma
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_SM90_OVERLAP 1
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t128_s3_o_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_tma
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s3_pp_tma_bf
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 1
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t128_s3_pp_tma_bf_block
+#include "attn_dev.cu"
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -490,17 +560,19 @@ struct Cfg {
   const void *blk, *row;
   int sm90; /* 1: kernels/attention_block_sm90.cu (stof_attn_block_fwd_sm90), no row kernel */
   int qreg, pvsplit, overlap, pingpong; /* sm90 only: STOF_SM90_QREG, _PV_SPLIT, _OVERLAP, _PINGPONG */
+  int tma, threads; /* sm90 only: STOF_SM90_TMA; threads per CTA (kBlockThreads: the producer too) */
 };
 
 #define CFG(ns, D, T, BF, W, S, SP, UN, MB, RW, RK)                                         \
   {                                                                                        \
     #ns, D, T, BF, W, S, SP, UN, MB, RW, RK, ns::stof_attn::blk::kSmemBytes,               \
-        (const void *)&ns::ns##_block, (const void *)&ns::ns##_row, 0, 0, 0, 0, 0          \
+        (const void *)&ns::ns##_block, (const void *)&ns::ns##_row, 0, 0, 0, 0, 0, 0, W * 32 \
   }
 #define CFG90(ns, D, T, BF, S, MB, QR, PS, OV, PP)                                          \
   {                                                                                        \
     #ns, D, T, BF, T / 16, S, 0, -1, MB, 0, 0, ns::stof_attn::sm90::kSmemBytes,            \
-        (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP                          \
+        (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP,                         \
+        ns::stof_attn::sm90::kTma, ns::stof_attn::sm90::kBlockThreads                      \
   }
 
 static const Cfg g_cfgs[] = {
@@ -533,6 +605,13 @@ static const Cfg g_cfgs[] = {
     CFG90(g128_t128_s3_pp_bf, 128, 128, 1, 3, 1, 1, 0, 0, 1),
     CFG90(g64_t64_s2_bf, 64, 64, 1, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t128_s2_bf, 128, 128, 1, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t128_s3_pp_tma, 64, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g128_t128_s3_pp_tma, 128, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g64_t64_s2_tma, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t64_s2_tma, 128, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t128_s3_o_tma, 64, 128, 0, 3, 1, 1, 0, 1, 0),
+    CFG90(g64_t128_s2_k_tma, 64, 128, 0, 2, 1, 0, 0, 0, 0),
+    CFG90(g64_t128_s3_pp_tma_bf, 64, 128, 1, 3, 1, 1, 0, 0, 1),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 
@@ -937,6 +1016,25 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
   }
   CK(cudaGetLastError());
   CK(cudaMalloc(&dO, nq * 2));
+  /* TMA configurations: K and V of each input set as [B*H][Sk][D], box {64, T, 1}, 128-byte
+   * swizzle (the kernel header's contract; kernels/attention.c encodes the same) */
+  CUtensorMap tmaps[3][2];
+  memset(tmaps, 0, sizeof tmaps);
+  if (cf.tma)
+    for (int s = 0; s < nset; ++s)
+      for (int t = 0; t < 2; ++t) {
+        cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)Sk, (cuuint64_t)B * H};
+        cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)Sk * D * 2};
+        cuuint32_t box[3] = {64, (cuuint32_t)cf.T, 1}, estr[3] = {1, 1, 1};
+        const CUresult r = cuTensorMapEncodeTiled(
+            &tmaps[s][t], bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+            t ? dV[s] : dK[s], dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+          fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for %s\n", (int)r, cf.name);
+          exit(1);
+        }
+      }
   std::vector<uint16_t> hQ, hK, hV, hO(nq);
   if (do_check) {
     hQ.resize(nq);
@@ -983,7 +1081,7 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
       size_t smem = 0;
       if (isblk) {
         grid = dim3(B * H, (Sq + cf.T - 1) / cf.T);
-        block = dim3(cf.warps * 32);
+        block = dim3(cf.threads);
         smem = cf.smem;
       } else {
         grid = dim3(B * H, (Sq + cf.row_warps - 1) / cf.row_warps);
@@ -991,7 +1089,7 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
       }
       auto launch = [&](int s) {
         void *args[] = {&dQ[s], &dK[s], &dV[s], &dO, &drp, &dci, &dbo, &dbm, &Bv, &Hv,
-                        &Hkv, &Sqv, &Skv, &mb, &mh, &sc};
+                        &Hkv, &Sqv, &Skv, &mb, &mh, &sc, &tmaps[s][0], &tmaps[s][1]};
         CK(cudaLaunchKernel(fn, grid, block, args, smem, 0));
       };
       Row row;
@@ -1109,7 +1207,8 @@ static int nvrtc_check(const std::string &dir)
                          "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_TILE_N=" + std::to_string(c.T),
                          "-DSTOF_STAGES=" + std::to_string(c.stages), "-DSTOF_MIN_BLOCKS=" + std::to_string(c.minb),
                          "-DSTOF_SM90_QREG=" + std::to_string(c.qreg), "-DSTOF_SM90_PV_SPLIT=" + std::to_string(c.pvsplit),
-                         "-DSTOF_SM90_OVERLAP=" + std::to_string(c.overlap), "-DSTOF_SM90_PINGPONG=" + std::to_string(c.pingpong)},
+                         "-DSTOF_SM90_OVERLAP=" + std::to_string(c.overlap), "-DSTOF_SM90_PINGPONG=" + std::to_string(c.pingpong),
+                         "-DSTOF_SM90_TMA=" + std::to_string(c.tma)},
                         false, "sm_90a");
       continue;
     }
@@ -1285,7 +1384,7 @@ int main(int argc, char **argv)
     fr.localSizeBytes = 0;
     if (c.row) CK(cudaFuncGetAttributes(&fr, c.row));
     int occ = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, c.blk, c.warps * 32, c.smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, c.blk, c.threads, c.smem));
     printf("cfg %-22s block: %3d regs, %4zu B local, smem %6d, %d CTA/SM | row: %3d regs, %zu B local\n",
            c.name, fa.numRegs, fa.localSizeBytes, c.smem, occ, fr.numRegs, fr.localSizeBytes);
   }

@@ -19,7 +19,7 @@ BIN=build-attn/attn_dev
 
 if [ "${ATTN_DEV_NOBUILD:-0}" != 1 ] || [ ! -x "$BIN" ]; then
   t0=$(date +%s)
-  "$NVCC" -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v -o "$BIN" bench/attn_dev.cu -lnvrtc \
+  "$NVCC" -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v -o "$BIN" bench/attn_dev.cu -lnvrtc -lcuda \
     >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "attn_dev: build failed"; exit 1; }
   echo "attn_dev: built in $(( $(date +%s) - t0 )) s"
   grep -E "Compiling entry|registers|spill" "$OUT/build.log" | grep -v fill_kernel |

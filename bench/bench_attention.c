@@ -5,9 +5,16 @@
  * first: sampled rows against a float64 CPU reference, and no NaN left anywhere. One JSON object per case on
  * stdout and in --out (jansson); a table on stderr.
  *
- *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64]
- *                   [--masks dense,causal,...] [--kernels auto,block,row,portable] [--tiles 0,64,128]
- *                   [--reps 30] [--peer-masks DIR] [--out FILE]
+ *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
+ *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync]
+ *                   [--tiles 0,64,128] [--reps 30] [--check-rows 6] [--peer-masks DIR] [--out FILE]
+ *
+ * --kernels: auto (the selector), block, row (forced), portable (auto without the Hopper
+ * kernel), tma / cpasync (block-wise on the Hopper kernel with its K/V loads by the TMA
+ * producer / by cp.async: stof_attn_opts.tma = 1 / -1). --reps 0: check only, no timing.
+ * --check-rows N: rows checked per sampled (b, h) (at least the 6 default ones, all rows
+ * when N >= S). --masks also takes "holes": causal, but rows [S/3, S/3 + 150) and the last
+ * 5 see no key (fully masked rows, and at small S whole empty tile-rows).
  *
  * --peer-masks DIR: for a mask NAME at sequence length S, if DIR/NAME_S.u8 exists (S*S
  * bytes, written by bench/dump_peer_masks.py from the peers' own generators), stof uses
@@ -28,6 +35,14 @@ static int split_list(char *s, char **out, int max) {
   int n = 0;
   for (char *t = strtok(s, ","); t && n < max; t = strtok(NULL, ",")) out[n++] = t;
   return n;
+}
+
+/* The "holes" mask: causal, with rows [S/3, S/3 + 150) and the last 5 rows fully masked. */
+static int holes_pred(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  int64_t S = *(const int64_t *)ud;
+  (void)b, (void)h;
+  if ((i >= S / 3 && i < S / 3 + 150) || i >= S - 5) return 0;
+  return j <= i;
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -106,7 +121,7 @@ static double check_rows(stof_ctx *ctx, const stof_mask *mask, const stof_tensor
 int main(int argc, char **argv) {
   char shapes_s[512] = "8x1024,16x4096", masks_s[512] = "dense,causal,sliding,causal_sliding,longformer,bigbird,document",
        kernels_s[128] = "auto", tiles_s[128] = "0";
-  int heads = 12, dim = 64, reps = 30;
+  int heads = 12, dim = 64, reps = 30, nrows_asked = 6;
   const char *out_path = NULL, *peer_dir = NULL, *dtype_s = "float16";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -121,6 +136,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--heads")) heads = atoi(v);
     else if (!strcmp(a, "--dim")) dim = atoi(v);
     else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--check-rows")) nrows_asked = atoi(v);
     else if (!strcmp(a, "--dtype")) dtype_s = v;
     else if (!strcmp(a, "--out")) out_path = v;
     else if (!strcmp(a, "--peer-masks")) peer_dir = v;
@@ -130,7 +146,7 @@ int main(int argc, char **argv) {
     }
     i++;
   }
-  if (reps < 3) reps = 3;
+  if (reps != 0 && reps < 3) reps = 3; /* 0: check only */
   stof_ctx *ctx = stof_ctx_new(NULL, NULL);
   stof_dtype dtype;
   if (stof_dtype_parse(ctx, dtype_s, &dtype)) die(ctx, "--dtype");
@@ -148,7 +164,7 @@ int main(int argc, char **argv) {
   if (stof_cuda_timer_new(ctx, &timer)) die(ctx, "timer");
   fprintf(stderr, "%-15s %5s %3s %4s %6s %5s %4s %9s %8s %7s %7s %9s\n", "mask", "B", "H", "S", "kernel",
           "tile", "D", "ms", "TFLOP/s", "roof%", "density", "rel_err");
-  float *ts = malloc(sizeof *ts * (size_t)reps);
+  float *ts = malloc(sizeof *ts * (size_t)(reps ? reps : 1));
   for (int si = 0; si < nshape; si++) {
     long long Bl, Sl;
     if (sscanf(shapes[si], "%lldx%lld", &Bl, &Sl) != 2) {
@@ -170,13 +186,20 @@ int main(int argc, char **argv) {
       stof_mask *mask = NULL;
       stof_tensor *pm = peer_mask(ctx, peer_dir, masks[mi], S);
       int from_peer = pm != NULL;
-      if (pm ? stof_mask_from_tensor(ctx, pm, &mask) : stof_mask_suite(ctx, masks[mi], S, &mask)) die(ctx, masks[mi]);
+      if (!pm && !strcmp(masks[mi], "holes")) {
+        if (stof_mask_fn(ctx, holes_pred, &S, "holes", 0, 0, &mask)) die(ctx, masks[mi]);
+      } else if (pm ? stof_mask_from_tensor(ctx, pm, &mask) : stof_mask_suite(ctx, masks[mi], S, &mask))
+        die(ctx, masks[mi]);
       stof_tensor_free(pm);
       for (int ki = 0; ki < nkern; ki++)
         for (int ti = 0; ti < ntile; ti++) {
           stof_attn_opts o = {0};
-          o.kernel = !strcmp(kernels[ki], "block") ? STOF_ATTN_BLOCK : !strcmp(kernels[ki], "row") ? STOF_ATTN_ROW : STOF_ATTN_AUTO;
+          int tma = !strcmp(kernels[ki], "tma"), cpasync = !strcmp(kernels[ki], "cpasync");
+          o.kernel = !strcmp(kernels[ki], "block") || tma || cpasync ? STOF_ATTN_BLOCK
+                     : !strcmp(kernels[ki], "row")                   ? STOF_ATTN_ROW
+                                                                     : STOF_ATTN_AUTO;
           o.portable = !strcmp(kernels[ki], "portable"); /* auto, without the Hopper kernel */
+          o.tma = tma ? 1 : cpasync ? -1 : 0;
           o.tile = atoi(tiles[ti]);
           stof_attn_plan *plan;
           if (stof_attn_plan_new(eng, mask, B, H, H, S, S, D, dtype, &o, &plan)) {
@@ -185,18 +208,34 @@ int main(int argc, char **argv) {
             continue;
           }
           const stof_attn_choice *c = stof_attn_plan_choice(plan);
+          if (cpasync && !c->hopper) { /* cpasync means the Hopper kernel */
+            fprintf(stderr, "%-15s skipped: cpasync: the Hopper kernel is not chosen (%s)\n", masks[mi], c->why);
+            stof_attn_plan_free(plan);
+            continue;
+          }
           /* correctness first: poison, run, check sampled rows */
-          if (stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)dout->data, 0x7e00, (size_t)(B * H * S * D)) ||
+          /* 0x7fff: NaN in float16 and in bfloat16 */
+          if (stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)dout->data, 0x7fff, (size_t)(B * H * S * D)) ||
               stof_attn_plan_run(plan, dq[0], dk[0], dv[0], dout) || stof_cuda_synchronize(ctx) ||
               stof_tensor_to(dout, STOF_DEVICE_CPU, &hout))
             die(ctx, "run");
-          int64_t rows[6] = {0, 1, S / 3, S / 2 + 7, S - 2, S - 1};
+          int nrows = nrows_asked < 6 ? 6 : nrows_asked >= S ? (int)S : nrows_asked;
+          int64_t *rows = malloc(sizeof *rows * (size_t)nrows);
+          if (nrows == S) {
+            for (int r = 0; r < nrows; r++) rows[r] = r;
+          } else {
+            int64_t fixed[6] = {0, 1, S / 3, S / 2 + 7, S - 2, S - 1};
+            for (int r = 0; r < nrows; r++) rows[r] = r < 6 ? fixed[r] : (int64_t)fmin((double)(S - 1), (double)((r - 6) * S / (nrows - 6) + 3));
+          }
           int nan_seen = 0;
-          double err = check_rows(ctx, mask, hq[0], hk[0], hv[0], hout, 6, rows, &nan_seen);
+          double err = check_rows(ctx, mask, hq[0], hk[0], hv[0], hout, nrows, rows, &nan_seen);
+          free(rows);
           /* every element written: the poison (NaN) must be gone everywhere */
           for (int64_t x = 0, n = stof_tensor_numel(hout); x < n && !nan_seen; x++)
             if (isnan(stof_tensor_load(hout, x))) nan_seen = 1;
           stof_tensor_free(hout);
+          double ms = 0;
+          if (reps == 0) goto report;
           /* warm-up: at least 100 ms of launches, so the clocks are up after the CPU check */
           float wms = 0;
           if (stof_cuda_timer_start(timer)) die(ctx, "warm-up");
@@ -210,20 +249,22 @@ int main(int argc, char **argv) {
               die(ctx, "timing");
           }
           qsort(ts, (size_t)reps, sizeof *ts, cmp_float);
-          double ms = ts[reps / 2];
+          ms = ts[reps / 2];
+        report:;
           int64_t nvalid = stof_attn_plan_nvalid(plan);
           double flops = 4.0 * (double)D * (double)nvalid, bytes = 4.0 * (double)(B * H * S * D) * 2.0;
-          double tflops = flops / (ms * 1e-3) / 1e12;
+          double tflops = ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0;
           double floor_ms = fmax(flops / (peak_tflops * 1e12), bytes / (peak_tbs * 1e12)) * 1e3;
           double density = (double)nvalid / ((double)B * H * S * S);
           fprintf(stderr, "%-15s %5lld %3lld %4lld %6s %5d %4lld %9.4f %8.1f %6.1f%% %7.4f %9.2e%s\n", masks[mi],
-                  (long long)B, (long long)H, (long long)S, c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel), c->tile, (long long)D, ms,
-                  tflops, 100 * floor_ms / ms, density, err, nan_seen ? " NaN!" : "");
-          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
+                  (long long)B, (long long)H, (long long)S,
+                  c->tma ? "tma" : c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel), c->tile, (long long)D, ms,
+                  tflops, ms > 0 ? 100 * floor_ms / ms : 0, density, err, nan_seen ? " NaN!" : "");
+          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
                                 "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
                                 "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
                                 stof_attn_kernel_name(c->kernel), "tile", c->tile, "warps", c->warps, "stages", c->stages,
-                                "hopper", c->hopper, "ms", ms, "tflops", tflops, "roofline", floor_ms / ms, "density", density, "rel_err", err,
+                                "hopper", c->hopper, "tma", c->tma, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
                                 "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
                                 props.name, "peer_mask", from_peer);
           char *line = json_dumps(j, JSON_COMPACT);

@@ -11,6 +11,8 @@
  *    first (cuCtxSetCurrent is cheap). The primary context is never released.
  *  - Driver functions are called only through the pointers in `drv`, typed from the
  *    declarations in <cuda.h>; the _v2 names are resolved where cuda.h maps to them.
+ *    Optional entry points (OPTIONAL_DRIVER_SYMBOLS, newer than the oldest driver we run
+ *    on) may be NULL; their wrappers then fail with STOF_ERR_UNSUPPORTED.
  *  - A module remembers its ctx and owns its kernels (a list, each looked up once);
  *    stof_cuda_module_free releases them and unloads the module. Like the ctx, a module
  *    is used by one thread at a time.
@@ -63,6 +65,13 @@
   X(event_elapsed, cuEventElapsedTime)              \
   X(event_destroy, cuEventDestroy_v2)
 
+/* Entry points a driver may lack: NULL then (CUDA 12 drivers have them). */
+#if CUDA_VERSION >= 12000
+#define OPTIONAL_DRIVER_SYMBOLS(X) X(tensor_map_encode_tiled, cuTensorMapEncodeTiled)
+#else
+#define OPTIONAL_DRIVER_SYMBOLS(X)
+#endif
+
 static struct {
   void *lib;
   stof_status status; /* of opening and initialising, reported by every entry point */
@@ -71,6 +80,7 @@ static struct {
   CUcontext primary;
 #define DRV_FIELD(field, sym) __typeof__(sym) *field;
   DRIVER_SYMBOLS(DRV_FIELD)
+  OPTIONAL_DRIVER_SYMBOLS(DRV_FIELD)
 #undef DRV_FIELD
 } drv;
 
@@ -131,6 +141,9 @@ static void drv_open(void) {
   }
   DRIVER_SYMBOLS(DRV_LOAD)
 #undef DRV_LOAD
+#define DRV_LOAD_OPTIONAL(field, sym) drv.field = (__typeof__(sym) *)dlsym(drv.lib, #sym);
+  OPTIONAL_DRIVER_SYMBOLS(DRV_LOAD_OPTIONAL)
+#undef DRV_LOAD_OPTIONAL
 
   CUresult r = drv.init(0);
   if (r != CUDA_SUCCESS) {
@@ -626,6 +639,62 @@ stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned 
                     "for kernel %s (grid %u x %u x %u, block %u x %u x %u, %u bytes shared)",
                     k->name, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
   return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- TMA descriptors */
+
+stof_status stof_cuda_tmap_encode_3d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
+                                     const uint64_t dims[3], const uint64_t strides[2],
+                                     const uint32_t box[3], int swizzle) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if (!out || !dims || !strides || !box)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda tensor map: null %s",
+                          !out ? "out" : !dims ? "dims" : !strides ? "strides" : "box");
+#if CUDA_VERSION >= 12000
+  _Static_assert(sizeof(CUtensorMap) == sizeof(stof_cuda_tmap), "stof_cuda_tmap must be a CUtensorMap");
+  if (!drv.tensor_map_encode_tiled)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "cuda tensor map: libcuda.so.1 has no cuTensorMapEncodeTiled (TMA needs a CUDA 12 driver)");
+  CUtensorMapDataType type;
+  switch (dtype) {
+  case STOF_DTYPE_F16: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; break;
+  case STOF_DTYPE_BF16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
+  case STOF_DTYPE_F32: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; break;
+  default:
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda tensor map: dtype %s (float16, bfloat16 or float32)",
+                          stof_dtype_name(dtype));
+  }
+  CUtensorMapSwizzle swz;
+  switch (swizzle) {
+  case 0: swz = CU_TENSOR_MAP_SWIZZLE_NONE; break;
+  case 32: swz = CU_TENSOR_MAP_SWIZZLE_32B; break;
+  case 64: swz = CU_TENSOR_MAP_SWIZZLE_64B; break;
+  case 128: swz = CU_TENSOR_MAP_SWIZZLE_128B; break;
+  default:
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda tensor map: swizzle %d (0, 32, 64 or 128 bytes)", swizzle);
+  }
+  cuuint64_t gdim[3] = {dims[0], dims[1], dims[2]}, gstride[2] = {strides[0], strides[1]};
+  cuuint32_t bdim[3] = {box[0], box[1], box[2]}, estride[3] = {1, 1, 1};
+  CUtensorMap map;
+  CUresult r = drv.tensor_map_encode_tiled(&map, type, 3, (void *)(uintptr_t)base, gdim, gstride, bdim,
+                                           estride, CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
+                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return cu_error(ctx, r, "cuTensorMapEncodeTiled",
+                    "(%s at 0x%llx, dims %llu x %llu x %llu, strides %llu %llu bytes, box %u x %u x %u, swizzle %d)",
+                    stof_dtype_name(dtype), (unsigned long long)base, (unsigned long long)dims[0],
+                    (unsigned long long)dims[1], (unsigned long long)dims[2],
+                    (unsigned long long)strides[0], (unsigned long long)strides[1], box[0], box[1],
+                    box[2], swizzle);
+  memcpy(out, &map, sizeof map);
+  return STOF_OK;
+#else
+  (void)base, (void)dtype, (void)swizzle;
+  return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                        "cuda tensor map: stof was built against a CUDA toolkit before 12.0 (no cuTensorMapEncodeTiled)");
+#endif
 }
 
 /* ---------------------------------------------------------------- cubin cache */

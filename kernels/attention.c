@@ -151,8 +151,13 @@ done:
 static unsigned smem_portable(int T, int64_t D, int stages) {
   return (unsigned)(T * D * 2 + stages * (2 * T * D * 2 + (T / 8) * (T / 8) * 8));
 }
-static unsigned smem_hopper(int T, int64_t D, int stages) { /* Q in registers */
-  return (unsigned)(1024 + T * D * 2 * (2 * stages) + stages * (T / 8) * (T / 8) * 8);
+static unsigned smem_hopper(int T, int64_t D, int stages, int tma) { /* Q in registers */
+  return (unsigned)(1024 + T * D * 2 * (2 * stages) + stages * (T / 8) * (T / 8) * 8 + (tma ? 128 : 0));
+}
+/* Threads of the Hopper kernel: a warpgroup per 64 query rows, plus the TMA producer (a
+ * warpgroup at T = 128, a warp at T = 64; kBlockThreads in attention_block_sm90.cu). */
+static unsigned threads_hopper(int T, int tma) {
+  return (unsigned)(2 * T + (!tma ? 0 : T == 128 ? 128 : 32));
 }
 
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int64_t B,
@@ -167,6 +172,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tile %d (64 or 128)", o.tile);
   if (o.stages != 0 && (o.stages < 2 || o.stages > 4))
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d stages (2, 3 or 4)", o.stages);
+  if (o.tma < -1 || o.tma > 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tma %d (1 TMA, -1 cp.async, 0 the default)", o.tma);
   if (o.warps < 0 || o.warps > 32)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps", o.warps);
   if (!(o.scale >= 0) || isinf(o.scale))
@@ -208,12 +215,20 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable &&
       (!o.warps || o.warps == out->tile / 16)) {
     int stages = o.stages ? o.stages : out->tile == 128 ? 3 : 2;
-    if (smem_hopper(out->tile, D, stages) <= dev->smem_per_block_optin) {
+    int tma = o.tma == 1; /* the default stays cp.async until TMA is measured to pay */
+    if (smem_hopper(out->tile, D, stages, tma) <= dev->smem_per_block_optin) {
       out->hopper = 1;
+      out->tma = tma;
       out->warps = out->tile / 16;
       out->stages = stages;
     }
   }
+  if (o.tma == 1 && !out->tma)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "attention: TMA asked for, but the Hopper kernel is not chosen (%s-wise, tile %d%s%s)",
+                          stof_attn_kernel_name(out->kernel), out->tile,
+                          !dev || dev->cc_major != 9 || dev->cc_minor != 0 ? ", not compute capability 9.0" : "",
+                          o.portable ? ", portable asked for" : "");
   if (out->kernel == STOF_ATTN_BLOCK && out->tile / out->warps != 16 && out->tile / out->warps != 32)
     return stof_ctx_error(ctx, STOF_ERR_ARG,
                           "attention: %d warps for tile %d (block-wise needs 16 or 32 query rows per warp)",
@@ -223,7 +238,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (n > 0 && (size_t)n < sizeof out->why)
     snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps, %d stages%s (B*H = %lld, D = %lld%s)",
              out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
-             out->hopper ? ", wgmma (sm_90a)" : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync" : "",
+             out->tma      ? ", wgmma (sm_90a), TMA"
+             : out->hopper ? ", wgmma (sm_90a)"
+             : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync"
+                                                : "",
              (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
 }
@@ -256,6 +274,9 @@ struct stof_attn_plan {
   int mask_b, mask_h;
   float scale;
   uint64_t row_ptr, col_idx, bmp_off, bitmap; /* device copies of the format */
+  uint64_t tmap_k, tmap_v;                     /* TMA: the K and V the maps were encoded for, */
+  uint64_t tmap[2][16];                        /* and the maps (stof_cuda_tmap's bytes; the
+                                                  plan is not 64-byte aligned) */
   size_t nrow_ptr, nentry, nword;
   stof_cuda_kernel *fn;
   unsigned grid[3], block[3], smem;
@@ -300,7 +321,7 @@ void stof_attn_engine_free(stof_attn_engine *e) {
 static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
                                stof_dtype dtype, stof_cuda_kernel **fn) {
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
-  char o[6][48];
+  char o[8][48];
   int nopt = 0;
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_HEAD_DIM=%lld", (long long)D);
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
@@ -308,7 +329,8 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   if (!hopper) snprintf(o[nopt++], sizeof o[0], block ? "-DSTOF_WARPS=%d" : "-DSTOF_ROW_WARPS=%d", c->warps);
   if (block) snprintf(o[nopt++], sizeof o[0], "-DSTOF_STAGES=%d", c->stages);
   if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_PINGPONG=%d", c->tile == 128 && c->stages >= 3);
-  const char *opts[6];
+  if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_TMA=%d", c->tma);
+  const char *opts[8];
   char key[320];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {
@@ -412,6 +434,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
                           f->desc, (long long)Sq, (long long)Sk);
   stof_attn_plan *p = stof_ctx_alloc(ctx, sizeof *p);
   if (!p) return STOF_ERR_NOMEM;
+  memset(p, 0, sizeof *p); /* a failure below frees whatever is set */
   p->e = e;
   if ((st = stof_attention_select(ctx, f, B, H, D, &e->props, &o, &p->choice))) goto fail;
   if (p->choice.tile != f->T && (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f)))
@@ -432,8 +455,10 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.kernel == STOF_ATTN_BLOCK) {
     p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + T - 1) / T), p->grid[2] = 1;
-    p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;
-    p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages) : smem_portable(T, D, p->choice.stages);
+    p->block[0] = p->choice.hopper ? threads_hopper(T, p->choice.tma) : 32u * (unsigned)W;
+    p->block[1] = p->block[2] = 1;
+    p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages, p->choice.tma)
+                               : smem_portable(T, D, p->choice.stages);
   } else {
     p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + W - 1) / W), p->grid[2] = 1;
     p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;
@@ -479,8 +504,28 @@ stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const st
   int iB = (int)p->B, iH = (int)p->H, iHkv = (int)p->Hkv, iSq = (int)p->Sq, iSk = (int)p->Sk,
       mb = p->mask_b, mh = p->mask_h;
   float scale = p->scale;
+  if (p->choice.tma && (pk != p->tmap_k || pv != p->tmap_v)) {
+    /* K and V as [B*Hkv][Sk][D], boxes of T rows x 64 columns in the kernel's 128-byte
+     * swizzle; re-encoded only when the tensors move */
+    uint64_t dims[3] = {(uint64_t)p->D, (uint64_t)p->Sk, (uint64_t)(p->B * p->Hkv)};
+    uint64_t strides[2] = {(uint64_t)p->D * 2, (uint64_t)(p->Sk * p->D) * 2};
+    uint32_t box[3] = {64, (uint32_t)p->choice.tile, 1};
+    if ((pk | pv) & 15)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention (TMA): k and v must be 16-byte aligned");
+    stof_cuda_tmap mk, mv;
+    p->tmap_k = p->tmap_v = 0;
+    if ((st = stof_cuda_tmap_encode_3d(ctx, &mk, pk, p->dtype, dims, strides, box, 128)) ||
+        (st = stof_cuda_tmap_encode_3d(ctx, &mv, pv, p->dtype, dims, strides, box, 128)))
+      return st;
+    memcpy(p->tmap[0], &mk, sizeof mk);
+    memcpy(p->tmap[1], &mv, sizeof mv);
+    p->tmap_k = pk, p->tmap_v = pv;
+  }
+  stof_cuda_tmap tm[2]; /* by value: the kernel's last two parameters (TMA only) */
+  memcpy(&tm[0], p->tmap[0], sizeof tm[0]);
+  memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
   void *args[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
-                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale};
+                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &tm[0], &tm[1]};
   return stof_cuda_launch(ctx, p->fn, p->grid, p->block, p->smem, args);
 }
 

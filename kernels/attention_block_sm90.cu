@@ -12,9 +12,18 @@
  *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
  *   grid  = (B * H, ceil(Sq / T)); blockIdx.y = y owns tile-row ceil(Sq/T) - 1 - y
  *   block = 128 * (T / 64) threads: one warpgroup (4 warps) per 64 query rows
+ *           (STOF_SM90_TMA=1: plus the producer, 128 threads at T = 128, 32 at T = 64;
+ *           stof_attn::sm90::kBlockThreads)
  *   dynamic shared memory = stof_attn::sm90::kSmemBytes
  *           = 1024 + T*D*2 * ((QREG ? 0 : 1) + 2*STOF_STAGES) + STOF_STAGES * (T/8)^2 * 8 bytes
+ *             (+ 128 bytes of mbarriers with STOF_SM90_TMA=1)
  *           (the launcher must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+ * With STOF_SM90_TMA=1 the entry point takes two more arguments, the TMA descriptors
+ * (CUtensorMap, 128 bytes, by value) of K and V:
+ *       ..., float scale, const __grid_constant__ tmap_t tmK, const __grid_constant__ tmap_t tmV)
+ *   each a 3-D tiled map of the [B*Hkv][Sk][D] tensor (dims innermost first {D, Sk, B*Hkv},
+ *   byte strides {2D, 2D*Sk}), box {64, T, 1}, CU_TENSOR_MAP_SWIZZLE_128B, out-of-bounds
+ *   elements zero (OOB_FILL_NONE), f16 or bf16 as STOF_BF16.
  * Must be compiled for sm_90a (wgmma): NVRTC --gpu-architecture=sm_90a.
  *
  * Structure (FA2-like pipeline, FA3-like math): all threads load Q and the row's non-empty
@@ -30,9 +39,29 @@
  * variants: plain (S, wait, softmax, P V, wait), STOF_SM90_OVERLAP (P V of the previous tile
  * under the softmax), STOF_SM90_PINGPONG (the two warpgroups half a tile apart).
  *
+ * STOF_SM90_TMA=1 (FA3-style producer/consumer): the Q copy, the math and the three schedules
+ * stay; the K/V ring is filled by a producer instead: one extra warp (T = 64) or warpgroup
+ * (T = 128: setmaxnreg gives its registers to the consumers, 24 / 240) whose first warp walks
+ * the same non-empty tiles of the row and, per tile, lane 0 issues cp.async.bulk.tensor (TMA)
+ * copies of K and V (D/64 boxes each) on the stage's `full` mbarrier (expect_tx = 2 tiles of
+ * bytes) while the lanes copy a partial tile's bitmap with cp.async and arrive on the same
+ * barrier when it has landed (cp.async.mbarrier.arrive.noinc; 32 arrivals per phase). The
+ * consumers wait on `full` (try_wait.parity; parity = use count of the stage & 1) instead of
+ * cp.async groups and a CTA barrier, and each consumer warp arrives on the stage's `empty`
+ * barrier once every wgmma reading the stage has been waited for; the producer waits on
+ * `empty` before it refills a stage, so the ring is STOF_STAGES deep whatever the schedule
+ * (the overlapped and ping-pong schedules hold a stage one tile longer). With Q in registers
+ * the Q tile sits in the last stage's K slot: the producer's first copy into that stage waits
+ * on a third barrier (`qfree`) that every consumer warp arrives on once it holds Q. Ping-pong
+ * keeps its per-tile barrier, among the consumers only (named barrier 1), so that the
+ * schedule is the cp.async path's. Rows past Sk are zero-filled by TMA (out-of-bounds box
+ * rows; their keys are masked by the bitmap as before).
+ *
  * Shared-memory tiles: [D/64][T rows][128 bytes]; 16-byte chunk c (0..7) of row r inside a
  * 64-column block sits at chunk c ^ (r & 7): the 128-byte swizzle atom of wgmma (8 rows x
- * 128 B, 1024-byte aligned). Bases are 1024-byte aligned.
+ * 128 B, 1024-byte aligned). Bases are 1024-byte aligned. This is also the layout that TMA's
+ * CU_TENSOR_MAP_SWIZZLE_128B writes for a box of 64 16-bit columns (128-byte rows) into a
+ * 1024-byte aligned destination (address bits [4:6] ^= bits [7:9]).
  *
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128),
  *   STOF_STAGES (default 3 with ping-pong, else 2; 2..4 within 227 KB), STOF_MIN_BLOCKS
@@ -46,7 +75,9 @@
  *   tile i-1 must stay resident while tile i+1 loads; default 0),
  *   STOF_SM90_PINGPONG (1: T = 128 only, STOF_STAGES >= 3: warpgroup 1 runs half a tile
  *   behind warpgroup 0 around the same per-tile barrier, so that one's softmax overlaps the
- *   other's MMAs; default 1 for T = 128, 0 for T = 64).
+ *   other's MMAs; default 1 for T = 128, 0 for T = 64),
+ *   STOF_SM90_TMA (1: K/V (and bitmaps) loaded by a producer warp with TMA and mbarriers, as
+ *   above; 0: every thread copies them with cp.async, one CTA barrier per tile; default 0).
  */
 #include "attention_common.cuh"
 
@@ -79,6 +110,9 @@
 #ifndef STOF_SM90_PV_SPLIT
 #define STOF_SM90_PV_SPLIT 0
 #endif
+#ifndef STOF_SM90_TMA
+#define STOF_SM90_TMA 0
+#endif
 #if STOF_STAGES < 2 || STOF_STAGES > 4
 #error "stof attention: STOF_STAGES must be 2, 3 or 4"
 #endif
@@ -107,7 +141,16 @@ constexpr bool kPingpong = STOF_SM90_PINGPONG != 0;
 constexpr int kDist = (kPingpong || kOverlap) ? kStages - 2 : kStages - 1;
 static_assert(!kPingpong || (kWG == 2 && !kOverlap), "stof attention (sm90): ping-pong needs T = 128 (two warpgroups), no STOF_SM90_OVERLAP");
 constexpr int kQBytes = STOF_SM90_QREG ? 0 : kTileBytes; /* a Q tile of its own (Q not in registers) */
-constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes;
+/* TMA: the producer (a warpgroup at T = 128, so that setmaxnreg can move registers; one warp
+ * at T = 64) and the mbarriers (full[stages], empty[stages], qfree). */
+constexpr bool kTma = STOF_SM90_TMA != 0;
+constexpr int kProdThreads = !kTma ? 0 : kWG == 2 ? 128 : 32;
+constexpr int kBlockThreads = kThreads + kProdThreads;
+constexpr int kProdRegs = kProdThreads == 128 ? 24 : 0;   /* setmaxnreg.dec of the producer */
+constexpr int kConsRegs = kProdThreads == 128 ? 240 : 0;  /* setmaxnreg.inc of the consumers */
+static_assert(kProdRegs * 128 + kConsRegs * kThreads <= 65536, "stof attention (sm90): register split over 64K");
+constexpr int kBarBytes = kTma ? 128 : 0;
+constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
 static_assert(kDist >= 1, "stof attention (sm90): STOF_SM90_OVERLAP needs STOF_STAGES >= 3, STOF_SM90_PINGPONG >= 3");
 static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory over 227 KB; use fewer stages");
 
@@ -138,6 +181,57 @@ template <int N> __device__ __forceinline__ void reg_fence(float (&d)[N])
 }
 /* Generic-proxy writes (cp.async, st.shared) made visible to the async proxy (wgmma). */
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+#if STOF_SM90_TMA
+/* A CUtensorMap (NVRTC cannot include cuda.h): 128 opaque bytes, 64-byte aligned. */
+struct alignas(64) tmap_t {
+  unsigned long long opaque[16];
+};
+
+/* mbarrier and TMA wrappers (PTX ISA 8.0, sm_90). Waits spin on try_wait (acquire); arrivals
+ * release; a phase completes after `count` arrivals and the expected transaction bytes. */
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+  asm volatile("{\n.reg .pred p;\nSTOF_MBAR_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra STOF_MBAR_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar)
+{
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
+{
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* This thread's arrival on bar, made when its earlier cp.async copies have landed. */
+__device__ __forceinline__ void cp_async_mbar_arrive(unsigned bar)
+{
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const tmap_t *map)
+{
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+/* One box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) to dst; completes
+ * (box bytes, zero-filled out of bounds included) on bar. */
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const tmap_t *map, int c0, int c1, int c2, unsigned bar)
+{
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+               : "memory");
+}
+/* Barrier of the consumer warpgroups only (named barrier 1; the producer never joins it). */
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+#endif
 
 /* Generated wrappers: S (+)= A B^T with A, B from shared memory (both K-major); O += P V with
  * P (A) from registers and V (B) MN-major. `acc` = 0 overwrites the accumulators. */
@@ -244,12 +338,17 @@ __device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16]
 } /* namespace sm90 */
 } /* namespace stof_attn */
 
-extern "C" __global__ void __launch_bounds__(stof_attn::sm90::kThreads, STOF_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(stof_attn::sm90::kBlockThreads, STOF_MIN_BLOCKS)
 stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
                          const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
                          const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                          const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
-                         int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+                         int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale
+#if STOF_SM90_TMA
+                         , const __grid_constant__ stof_attn::sm90::tmap_t tmK,
+                         const __grid_constant__ stof_attn::sm90::tmap_t tmV
+#endif
+                         )
 {
   using namespace stof_attn;
   using namespace stof_attn::sm90;
@@ -272,8 +371,10 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int qrows = min(kT, Sq - q0);
   const elem_t *Qg = Q + ((unsigned long long)bh * Sq + q0) * kD;
   elem_t *Og = O + ((unsigned long long)bh * Sq + q0) * kD;
+#if !STOF_SM90_TMA
   const elem_t *Kg = K + (unsigned long long)(b * Hkv + hk) * Sk * kD;
   const elem_t *Vg = V + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+#endif
   const float sl2 = scale * 1.4426950408889634f;
   const unsigned kvbase = sbase + kQBytes;                        /* stage s: K at + 2s tiles, V after */
   const unsigned bmbase = kvbase + 2 * kStages * kTileBytes;      /* stage s bitmap */
@@ -281,6 +382,71 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * before the loop's first prefetch, issued after every thread read Q. Also the epilogue's
    * staging buffer. */
   const unsigned qbase = kQBytes ? sbase : kvbase + (kStages - 1) * 2 * kTileBytes;
+
+#if STOF_SM90_TMA
+  const unsigned bar_full = bmbase + kStages * kBmpBytes; /* stage s: + 8 s */
+  const unsigned bar_empty = bar_full + 8 * kStages;      /* stage s: + 8 s */
+  const unsigned bar_qfree = bar_empty + 8 * kStages;
+  if (tid == 0) {
+#pragma unroll
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(bar_full + 8 * st, 32);     /* every producer lane, once per fill */
+      mbar_init(bar_empty + 8 * st, kWG * 4); /* every consumer warp, once per tile */
+    }
+    mbar_init(bar_qfree, kWG * 4);
+    mbar_init_fence();
+  }
+  __syncthreads(); /* the last CTA-wide barrier: the producer and the consumers part here */
+
+  if (warp >= kWG * 4) {
+    /* Producer. Tile j goes to stage j % kStages, the stage's (j / kStages)-th fill; before
+     * it, the consumers' release of tile j - kStages (empty phase j / kStages - 1). */
+    if (kProdRegs) setmaxnreg_dec<kProdRegs>();
+    if (warp != kWG * 4) return;
+    if (lane == 0) {
+      tma_prefetch_map(&tmK);
+      tma_prefetch_map(&tmV);
+    }
+    const int kvrow = b * Hkv + hk;
+    int col = 0, off = -1;
+    if (n > 0) {
+      col = __ldg(col_idx + e0);
+      off = __ldg(bmp_off + e0);
+    }
+    for (int j = 0; j < n; ++j) {
+      const int st = j % kStages;
+      const unsigned full = bar_full + 8 * st;
+      if (j >= kStages) mbar_wait(bar_empty + 8 * st, (unsigned)(j / kStages - 1) & 1u);
+      if (kQBytes == 0 && j == kStages - 1) mbar_wait(bar_qfree, 0); /* Q sits in this K slot */
+      if (lane == 0) {
+        const unsigned ks = kvbase + st * 2 * kTileBytes;
+        mbar_expect_tx(full, 2 * kTileBytes);
+#pragma unroll
+        for (int c = 0; c < kD / 64; ++c) {
+          tma_load_3d(ks + c * kBlkBytes, &tmK, c * 64, col * kT, kvrow, full);
+          tma_load_3d(ks + kTileBytes + c * kBlkBytes, &tmV, c * 64, col * kT, kvrow, full);
+        }
+      }
+      if (off >= 0) { /* 8-byte copies: the format does not promise 16-byte aligned bitmaps */
+        const unsigned bs = bmbase + st * kBmpBytes;
+#pragma unroll
+        for (int it = 0; it < (kBmpWords + 31) / 32; ++it) {
+          const int w = lane + it * 32;
+          if (kBmpWords % 32 == 0 || w < kBmpWords) cp_async8(bs + w * 8, bitmap + (unsigned)off + w);
+        }
+      }
+      cp_async_mbar_arrive(full);
+      if (j + 1 < n) {
+        col = __ldg(col_idx + e0 + j + 1);
+        off = __ldg(bmp_off + e0 + j + 1);
+      }
+    }
+    cp_async_commit(); /* wait_group waits for committed groups only */
+    cp_async_wait<0>();
+    return;
+  }
+  if (kConsRegs) setmaxnreg_inc<kConsRegs>();
+#endif
 
   /* Q tile (rows past Sq zero-filled): its own group, first. */
 #pragma unroll
@@ -292,6 +458,21 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   }
   cp_async_commit();
 
+#if STOF_SM90_TMA
+  /* Whether tile i is partial: read one tile ahead (tma_ready). */
+  int nx_off = n > 0 ? __ldg(bmp_off + e0) : -1;
+  auto tma_ready = [&](int i) -> bool {
+    mbar_wait(bar_full + 8 * (i % kStages), (unsigned)(i / kStages) & 1u);
+    const bool partial = nx_off >= 0;
+    if (i + 1 < n) nx_off = __ldg(bmp_off + e0 + i + 1);
+    return partial;
+  };
+  /* This warp is done with tile i's stage (every wgmma reading it waited for). */
+  auto tma_release = [&](int i) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar_empty + 8 * (i % kStages));
+  };
+#else
   auto issue = [&](int st, int col, int off) {
     const unsigned ks = kvbase + st * 2 * kTileBytes;
     load_tile(ks, Kg, Sk, col, tid);
@@ -322,6 +503,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     nx_col = __ldg(col_idx + e0 + kDist);
     nx_off = __ldg(bmp_off + e0 + kDist);
   }
+#endif
 
   float o[kNO];
 #pragma unroll
@@ -334,15 +516,29 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if STOF_SM90_QREG
   /* Q fragments of this warp's 16 rows (m16n8k16 A layout per k-step of 16 along D). */
   unsigned qf[kD / 16][4];
+#if STOF_SM90_TMA
+  cp_async_wait<0>();
+  consumer_sync();
+#else
   cp_async_wait<kDist>(); /* the Q group, committed first */
   __syncthreads();
+#endif
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const int q = lane >> 3, rr = wrow + (q & 1) * 8 + (lane & 7);
     ldsm_x4(qbase + toff(rr, 2 * kk + (q >> 1)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
   }
+#if STOF_SM90_TMA
+  __syncwarp();
+  if (lane == 0) mbar_arrive(bar_qfree); /* the producer may now fill the last stage's K slot */
+#endif
 #else
   const unsigned qslice = qbase + (warp >> 2) * 64 * 128; /* this warpgroup's 64 rows of Q */
+#if STOF_SM90_TMA
+  cp_async_wait<0>();
+  fence_async_smem(); /* Q is read by wgmma (async proxy) */
+  consumer_sync();
+#endif
 #endif
 
   unsigned qkeep = 0u;     /* see the end of the loop */
@@ -359,6 +555,13 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * warpgroup's softmax (MUFU, FP32) runs while the other's MMAs run. Both read V_{i-1}
    * after barrier i: prefetch distance STAGES - 2, as with STOF_SM90_OVERLAP. */
   const int wgi = warp >> 2;
+#if STOF_SM90_TMA
+  auto barrier_prefetch = [&](int i) -> bool {
+    const bool partial = tma_ready(i);
+    consumer_sync(); /* keeps the two warpgroups half a tile apart, as with cp.async */
+    return partial;
+  };
+#else
   auto barrier_prefetch = [&](int i) -> bool {
     cp_async_wait<kDist - 1>();
     fence_async_smem();
@@ -377,6 +580,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     pend >>= 1;
     return partial;
   };
+#endif
   auto issue_s = [&](float (&s)[kNS], int st) {
     const unsigned ks_base = kvbase + st * 2 * kTileBytes;
 #pragma unroll
@@ -471,6 +675,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       softmax_part(s, partial, st);
       wg_wait<0>();
       reg_fence(o);
+#if STOF_SM90_TMA
+      if (i > 0) tma_release(i - 1); /* S_i and P V_{i-1} done; V_i is read next time */
+#endif
       rescale_pack(s);
       vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
       keep();
@@ -482,6 +689,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_commit();
       wg_wait<0>();
       reg_fence(o);
+#if STOF_SM90_TMA
+      tma_release(n - 1);
+#endif
     }
   } else if (n > 0) {
     bool part_prev = barrier_prefetch(0);
@@ -503,6 +713,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_wait<0>();
       reg_fence(s);
       reg_fence(o);
+#if STOF_SM90_TMA
+      tma_release(i - 1); /* its bitmap, K (S_{i-1}) and V (P V_{i-1}) all read */
+#endif
       part_prev = partial;
       keep();
     }
@@ -515,10 +728,16 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     wg_commit();
     wg_wait<0>();
     reg_fence(o);
+#if STOF_SM90_TMA
+    tma_release(n - 1);
+#endif
   }
 #else
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
+#if STOF_SM90_TMA
+    const bool partial = tma_ready(i);
+#else
     /* Tile i (and Q) landed for all threads; every warpgroup's wgmma reading the stage that
      * the prefetch below overwrites (tile i - kStages + kDist) has been waited for. */
     cp_async_wait<kDist - 1>();
@@ -537,6 +756,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     cp_async_commit();
     const bool partial = pend & 1u;
     pend >>= 1;
+#endif
 
     const unsigned ks_base = kvbase + st * 2 * kTileBytes;
     const unsigned vs_base = ks_base + kTileBytes;
@@ -609,6 +829,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     if (kOverlap) {
       wg_wait<0>(); /* P V of the previous tile: O and P are free again */
       reg_fence(o);
+#if STOF_SM90_TMA
+      if (i > 0) tma_release(i - 1);
+#endif
     }
 #pragma unroll
     for (int db = 0; db < kD / 8; ++db) {
@@ -636,6 +859,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_commit();
       wg_wait<0>();
       reg_fence(o);
+#if STOF_SM90_TMA
+      tma_release(i);
+#endif
     }
 #if STOF_SM90_QREG
     /* Keep Q's fragments live across P V with real reads. ptxas 13.0 does not carry the
@@ -659,14 +885,21 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     wg_commit();
     wg_wait<0>();
     reg_fence(o);
+#if STOF_SM90_TMA
+    tma_release(n - 1);
+#endif
   }
 
 #endif
 
   /* Epilogue: O / l (0 for a row with no valid key), staged through the Q buffer (after every
    * warpgroup's last wgmma and every copy) for 16-byte stores. */
+#if STOF_SM90_TMA
+  consumer_sync(); /* every copy landed: the consumers waited for all of them */
+#else
   cp_async_wait<0>();
   __syncthreads();
+#endif
   unsigned char *stg = smem + (qbase - sbase);
   if (n < 0 && qkeep == 0x9e3779b9u) lrow[0] = 0.f; /* never: only keeps qkeep (and Q) alive */
 #pragma unroll

@@ -523,6 +523,25 @@ void stof_cuda_module_free(stof_cuda_module *m);
 /** Looks up a __global__ function (extern "C" name). Borrowed from the module. */
 stof_status stof_cuda_module_kernel(stof_cuda_module *m, const char *name,
                                     stof_cuda_kernel **out);
+/** A TMA descriptor (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned), passed by
+ *  value to a kernel parameter declared `const __grid_constant__` of the same size and
+ *  alignment. */
+typedef struct stof_cuda_tmap {
+  uint64_t opaque[16];
+} __attribute__((aligned(64))) stof_cuda_tmap;
+/**
+ * Encodes a tiled TMA descriptor (cuTensorMapEncodeTiled) of a 3-D tensor at device address
+ * base: dims[0] elements per row (contiguous), then dims[1] and dims[2], byte strides
+ * strides[0] (of dim 1) and strides[1] (of dim 2); box[0..2] elements per copy (box[0] *
+ * element size at most swizzle bytes when swizzled); swizzle 0, 32, 64 or 128 bytes; elements
+ * out of bounds read as zeros. dtype float16, bfloat16 or float32. STOF_ERR_UNSUPPORTED when
+ * the driver has no cuTensorMapEncodeTiled (drivers before CUDA 12), STOF_ERR_ARG for a
+ * dtype or swizzle it cannot take, STOF_ERR_CUDA (with the arguments) when the driver refuses
+ * them (base not 16-byte aligned, strides not multiples of 16, a box too large, ...).
+ */
+stof_status stof_cuda_tmap_encode_3d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
+                                     const uint64_t dims[3], const uint64_t strides[2],
+                                     const uint32_t box[3], int swizzle);
 /** Launches: args[i] points to the i-th parameter's value, as cuLaunchKernel takes them. */
 stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned grid[3],
                              const unsigned block[3], unsigned smem, void **args);

@@ -255,6 +255,9 @@ typedef struct stof_attn_opts {
   int warps;               /* 0: the kernel's default */
   int stages;              /* block-wise pipeline depth, 0: default */
   int portable;            /* 1: never the Hopper (wgmma) block-wise kernel */
+  int tma;                 /* Hopper kernel's K/V loads: 0: the default (cp.async until TMA
+                              is measured to pay), 1: TMA + mbarrier producer warp (an error
+                              where the Hopper kernel is not chosen), -1: cp.async */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -269,6 +272,7 @@ typedef struct stof_attn_choice {
   stof_attn_kernel kernel;
   int tile, warps, stages;
   int hopper;        /* block-wise on the sm_90a kernel (wgmma; attention_block_sm90.cu) */
+  int tma;           /* hopper with STOF_SM90_TMA=1 (K/V by a TMA producer warp) */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
   char why[512];

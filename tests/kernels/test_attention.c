@@ -580,6 +580,79 @@ static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* opts.tma: 1 takes the Hopper kernel's TMA variant (and says so), -1 and 0 its cp.async
+ * one; 1 where the Hopper kernel is not chosen is an error, as is a value out of range. */
+static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_causal(ctx, &m));
+  stof_mask_format *f = format_of(ctx, m, 1024, 1024);
+  stof_cuda_props h200 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
+  stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
+  stof_attn_choice c;
+  for (int tile = 64; tile <= 128; tile += 64)
+    for (int D = 64; D <= 128; D += 64) {
+      TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, D, &h200,
+                                       &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = tile, .tma = 1}, &c));
+      assert_true(c.hopper && c.tma);
+      assert_int_equal(c.warps, tile / 16); /* consumer warps; the producer is the kernel's */
+      expect_in_why(&c, "TMA");
+      for (int t = -1; t <= 0; t++) {
+        TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, D, &h200,
+                                         &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = tile, .tma = t}, &c));
+        assert_true(c.hopper && !c.tma);
+        assert_null(strstr(c.why, "TMA"));
+      }
+    }
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &a100, &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tma = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "compute capability 9.0");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, NULL, &(stof_attn_opts){.tma = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "TMA");
+  TU_ERR(ctx,
+         stof_attention_select(ctx, f, 1, 8, 64, &h200,
+                               &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .portable = 1, .tma = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "portable");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h200, &(stof_attn_opts){.tma = 2}, &c),
+         STOF_ERR_ARG, "tma 2");
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* The Hopper kernel compiles with NVRTC for sm_90a (no GPU needed) with its K/V loads by
+ * cp.async and by TMA, at both head dims, both tiles and both element types. */
+static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  const char *src = stof_kernels_source("attention_block_sm90.cu");
+  const char *hname[1] = {"attention_common.cuh"};
+  const char *hsrc[1] = {stof_kernels_source("attention_common.cuh")};
+  assert_non_null(src);
+  assert_non_null(hsrc[0]);
+  assert_non_null(strstr(src, "stof_attn_block_fwd_sm90"));
+  static const char *const cases[][4] = {
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    void *cubin = NULL;
+    size_t size = 0;
+    stof_status st = stof_cuda_compile_ex(ctx, src, "attention_block_sm90.cu", "sm_90a", 4, cases[k], 1,
+                                          hname, hsrc, &cubin, &size);
+    if (st) fail_msg("%s %s %s %s: %s", cases[k][0], cases[k][1], cases[k][2], cases[k][3], stof_ctx_message(ctx));
+    assert_true(size > 4);
+    assert_memory_equal(cubin, "\177ELF", 4);
+    stof_ctx_dealloc(ctx, cubin, size);
+  }
+  tu_ctx_free(ctx, &heap);
+}
+
 static void select_rejects_bad_tiles_and_kernels(void **state) {
   (void)state;
   tu_heap heap;
@@ -786,6 +859,8 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_follows_the_papers_rule),
       cmocka_unit_test(select_respects_forced_kernel_tile_and_pipeline),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
+      cmocka_unit_test(select_takes_tma_only_on_the_hopper_kernel),
+      cmocka_unit_test(hopper_kernel_compiles_for_sm90a_with_and_without_tma),
       cmocka_unit_test(cpu_attention_rejects_bad_arguments),
       cmocka_unit_test(cpu_attention_out_of_memory_is_clean),
       cmocka_unit_test(engine_needs_a_gpu),
