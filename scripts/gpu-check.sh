@@ -20,6 +20,10 @@ run core $b/tests/test_core
 [ -x $b/tests/test_kernels ] && run kernels $b/tests/test_kernels
 [ -x $b/tests/test_kernels_gpu ] && run kernels_gpu $b/tests/test_kernels_gpu
 [ -x $b/tests/test_schedule ] && STOF_CACHE_DIR=/tmp/stof-cache run schedule $b/tests/test_schedule
+if [ -x $b/tests/test_schedule_gpu ]; then
+  STOF_CACHE_DIR=/tmp/stof-cache run schedule_gpu $b/tests/test_schedule_gpu
+  grep -E "^\[  (PASSED|SKIPPED|FAILED)  \]" "$out/schedule_gpu.log" | head -6
+fi
 for f in tests/gpu/*.lua; do run "gpu_$(basename "$f" .lua)" $b/stof run "$f"; done
 for f in tests/lua/test_*.lua examples/*.lua; do
   run "lua_$(basename "$f" .lua)" $b/stof run "$f" "$out/ex"

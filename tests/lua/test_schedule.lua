@@ -403,6 +403,11 @@ do
   u.raises(function() f(a, b, stof.zeros({4, 4}, "float64")) end, "TypeError: call: argument 3 (C): dtype float64 given, float32 expected")
   f(a, b, c)
   assert(stof.allclose(c, stof.eval(g.C, {[g.A] = a, [g.B] = b}), 1e-5, 1e-6))
+  -- f:time times "cuda" builds only (with CUDA events): a "c" build is refused, GPU or not
+  u.raises(function() f:time(a, b, c) end, 'ValueError: time: the function was built for target "c"; only "cuda" builds are timed')
+  u.raises(function() f:time(a, b, c, {reps = 0}) end, "ValueError: time: reps = 0 and warmup = 5 (reps >= 1, warmup >= 0)")
+  u.raises(function() f:time(a, b, c, {warmup = 1.5}) end, "TypeError: Func:time: bad argument #4 (warmup must be an integer, got number)")
+  u.raises(function() f:time(a, b, {reps = 3}) end, "ValueError: Func:time: 2 tensors given, 3 expected")
   u.raises(function() s:replay("{") end, "ParseError: trace: JSON error")
 end
 

@@ -268,6 +268,42 @@ void sh_gemm_bias_gelu(sh_graph *G, int64_t M, int64_t N, int64_t K) {
   G->out[G->nout++] = compute(G, "E", 2, cx, bin(G, STOF_EXPR_MUL, bin(G, STOF_EXPR_MUL, d, flt(G, 0.5, STOF_DTYPE_F32)), cdf));
 }
 
+static const stof_expr *cast(sh_graph *G, stof_dtype d, const stof_expr *a) {
+  const stof_expr *e;
+  SH_OK(G->ctx, stof_te_cast(G->g, d, a, &e));
+  return e;
+}
+
+/* C = sum_k f32(A[i, k]) * f32(B[k, j]) with A, B of dtype in; returns C. */
+static const stof_op *matmul_half(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) {
+  int64_t sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+  const stof_op *A = placeholder(G, 2, sa, in, "A");
+  const stof_op *B = placeholder(G, 2, sb, in, "B");
+  const stof_expr *ax[2];
+  axes(G, 2, sc, ax);
+  const stof_expr *k = raxis(G, K, "k");
+  const stof_expr *prod = bin(G, STOF_EXPR_MUL, cast(G, STOF_DTYPE_F32, load(G, A, 2, ax[0], k, NULL)),
+                              cast(G, STOF_DTYPE_F32, load(G, B, 2, k, ax[1], NULL)));
+  return compute(G, "C", 2, ax, reduce(G, STOF_REDUCE_SUM, prod, 1, k, NULL));
+}
+
+void sh_matmul_f16(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) {
+  init(G);
+  G->out[G->nout++] = matmul_half(G, M, N, K, in);
+}
+
+void sh_matmul_f16_bias(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) {
+  init(G);
+  const stof_op *C = matmul_half(G, M, N, K, in);
+  const stof_op *bias = placeholder(G, 1, &N, in, "bias");
+  int64_t sc[2] = {M, N};
+  const stof_expr *ax[2];
+  axes(G, 2, sc, ax);
+  const stof_expr *sum = bin(G, STOF_EXPR_ADD, load(G, C, 2, ax[0], ax[1], NULL),
+                             cast(G, STOF_DTYPE_F32, load(G, bias, 1, ax[1], NULL, NULL)));
+  G->out[G->nout++] = compute(G, "D", 2, ax, cast(G, in, sum));
+}
+
 void sh_done(sh_graph *G) {
   stof_graph_free(G->g);
   sh_ctx_done(G->ctx);
@@ -278,6 +314,14 @@ const stof_op *sh_op(sh_graph *G, const char *name) {
     if (strcmp(stof_graph_op(G->g, i)->name, name) == 0) return stof_graph_op(G->g, i);
   fail_msg("no op named %s", name);
   return NULL;
+}
+
+int sh_args(const sh_graph *G, const stof_op **args) {
+  int n = 0;
+  assert_true(G->nin + G->nout <= 16);
+  for (int i = 0; i < G->nin; i++) args[n++] = G->in[i];
+  for (int i = 0; i < G->nout; i++) args[n++] = G->out[i];
+  return n;
 }
 
 /* ---------------------------------------------------------------- schedules */
@@ -319,7 +363,7 @@ void sh_expect_nest(stof_sched *s, const char *golden) {
   free(t);
 }
 
-static double tolerance(stof_dtype d) {
+double sh_tolerance(stof_dtype d) {
   switch (d) {
   case STOF_DTYPE_F32: return 1e-5;
   case STOF_DTYPE_F64: return 1e-12;
@@ -361,9 +405,9 @@ void sh_check_numeric(sh_graph *G, stof_sched *s) {
   for (int i = 0; i < G->nout; i++) {
     double err = 0;
     SH_OK(ctx, stof_tensor_rel_l2(got[i], want[i], &err));
-    if (!(err <= tolerance(G->out[i]->dtype)))
+    if (!(err <= sh_tolerance(G->out[i]->dtype)))
       fail_msg("output %s: relative L2 error %g (tolerance %g)", G->out[i]->name, err,
-               tolerance(G->out[i]->dtype));
+               sh_tolerance(G->out[i]->dtype));
     stof_tensor_free(got[i]);
     stof_tensor_free(want[i]);
   }

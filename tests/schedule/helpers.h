@@ -64,10 +64,19 @@ void sh_rowsum(sh_graph *G, int64_t M, int64_t K, int max);
 void sh_layernorm(sh_graph *G, int64_t M, int64_t N);
 /* C = A @ W ([M, K] x [K, N]); D[i, j] = C[i, j] + bias[j]; E = GELU(D) (erf form). */
 void sh_gemm_bias_gelu(sh_graph *G, int64_t M, int64_t N, int64_t K);
+/* C[i, j] = sum_k float32(A[i, k]) * float32(B[k, j]); A [M, K], B [K, N] of dtype in
+ * (float16 or bfloat16), C float32: what tensorize "mma_m16n8k16" matches. */
+void sh_matmul_f16(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in);
+/* sh_matmul_f16, then D[i, j] = in(C[i, j] + float32(bias[j])) with bias [N] of dtype in;
+ * inputs A, B, bias. */
+void sh_matmul_f16_bias(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in);
 /* Frees the graph, then checks for leaks and frees the context. */
 void sh_done(sh_graph *G);
 /* The op named name among the graph's ops. */
 const stof_op *sh_op(sh_graph *G, const char *name);
+/* The build arguments of G: its inputs, then its outputs, into args (16 at most); returns
+ * their number. */
+int sh_args(const sh_graph *G, const stof_op **args);
 
 /* ---------------------------------------------------------------- schedules */
 
@@ -82,8 +91,10 @@ void sh_expect_nest(stof_sched *s, const char *golden);
 /* Builds s for the C backend with the graph's inputs then outputs as arguments, runs it on
  * random inputs (seed) with NaN-poisoned outputs; out[i] gets output i (owned). */
 void sh_run(sh_graph *G, stof_sched *s, uint64_t seed, stof_tensor **out);
-/* sh_run against the reference interpreter: relative L2 below 1e-5 (f32), 1e-12 (f64),
- * 1e-2 (f16/bf16), exact for integers; no NaN. */
+/* The relative L2 error allowed against the interpreter for an output of dtype d: 1e-5
+ * (f32), 1e-12 (f64), 1e-2 (f16/bf16), 1e-12 (integers: exact). */
+double sh_tolerance(stof_dtype d);
+/* sh_run against the reference interpreter: relative L2 below sh_tolerance; no NaN. */
 void sh_check_numeric(sh_graph *G, stof_sched *s);
 /* Trace round trip: the Lua text looks right, and the JSON trace replayed into a fresh
  * schedule of the same outputs gives the same loop nest and the same numbers. */

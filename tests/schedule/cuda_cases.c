@@ -1,0 +1,330 @@
+/* The CUDA test schedules (see cuda_cases.h): builders, then the table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_cases.h"
+
+void sh_bind_rows(stof_sched *s) {
+  stof_ctx *ctx = stof_sched_ctx(s);
+  for (int b0 = 0; b0 < stof_sched_nblock(s); b0++) {
+    if (!stof_sched_block_alive(s, b0)) continue;
+    int b = sh_block(s, stof_sched_block_name(s, b0));
+    int l[STOF_SCHED_MAX_LOOPS], n = sh_loops(s, b, l);
+    stof_loop_info info;
+    SH_OK(ctx, stof_sched_loop_info(s, l[0], &info));
+    if (info.iter != STOF_ITER_DATA_PAR) continue;
+    SH_OK(ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+    if (n < 2) continue;
+    SH_OK(ctx, stof_sched_loop_info(s, l[1], &info));
+    if (info.iter == STOF_ITER_DATA_PAR) SH_OK(ctx, stof_sched_bind(s, l[1], "threadIdx.x"));
+  }
+}
+
+/* ---------------------------------------------------------------- unscheduled graphs
+ * (every loop serial in one thread of one block) */
+
+static stof_sched *unscheduled_matmul(sh_graph *G) { sh_matmul(G, 16, 24, 8); return sh_sched(G); }
+static stof_sched *unscheduled_vec_f32(sh_graph *G) { sh_vec(G, 37, STOF_DTYPE_F32); return sh_sched(G); }
+static stof_sched *unscheduled_vec_f16(sh_graph *G) { sh_vec(G, 37, STOF_DTYPE_F16); return sh_sched(G); }
+static stof_sched *unscheduled_vec_bf16(sh_graph *G) { sh_vec(G, 37, STOF_DTYPE_BF16); return sh_sched(G); }
+static stof_sched *unscheduled_elem2(sh_graph *G) { sh_elem2(G, 8, 12); return sh_sched(G); }
+static stof_sched *unscheduled_matmul_bias_relu(sh_graph *G) { sh_matmul_bias_relu(G, 8, 16, 4); return sh_sched(G); }
+static stof_sched *unscheduled_softmax(sh_graph *G) { sh_softmax(G, 4, 32); return sh_sched(G); }
+static stof_sched *unscheduled_sum2(sh_graph *G) { sh_sum2(G, 4, 3, 5); return sh_sched(G); }
+static stof_sched *unscheduled_chain(sh_graph *G) { sh_chain(G, 50); return sh_sched(G); }
+static stof_sched *unscheduled_stencil(sh_graph *G) { sh_stencil(G, 30); return sh_sched(G); }
+static stof_sched *unscheduled_layernorm(sh_graph *G) { sh_layernorm(G, 4, 32); return sh_sched(G); }
+static stof_sched *unscheduled_gemm_bias_gelu(sh_graph *G) { sh_gemm_bias_gelu(G, 8, 16, 4); return sh_sched(G); }
+
+/* ---------------------------------------------------------------- scheduled */
+
+static stof_sched *matmul_rows_bound(sh_graph *G) {
+  sh_matmul(G, 32, 64, 16);
+  stof_sched *s = sh_sched(G);
+  sh_bind_rows(s);
+  return s;
+}
+
+/* 16 x 16 tiles: blocks (y, x), threads (y, x); k split by 8 and unrolled. */
+static stof_sched *tiled_matmul_bound(sh_graph *G) {
+  sh_matmul(G, 64, 64, 32);
+  stof_sched *s = sh_sched(G);
+  int bc = sh_block(s, "C"), l[3], t[4], k[2];
+  sh_loops(s, bc, l);
+  SH_OK(G->ctx, stof_sched_tile(s, l[0], l[1], stof_factor_const(16), stof_factor_const(16), t));
+  sh_split(s, l[2], 8, k);
+  SH_OK(G->ctx, stof_sched_bind(s, t[0], "blockIdx.y"));
+  SH_OK(G->ctx, stof_sched_bind(s, t[1], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_bind(s, t[2], "threadIdx.y"));
+  SH_OK(G->ctx, stof_sched_bind(s, t[3], "threadIdx.x"));
+  SH_OK(G->ctx, stof_sched_unroll(s, k[1]));
+  return s;
+}
+
+/* 37 elements split by 8: 5 blocks of 8 threads, the last three guarded off. */
+static stof_sched *non_divisible_split_bound(sh_graph *G) {
+  sh_vec(G, 37, STOF_DTYPE_F32);
+  stof_sched *s = sh_sched(G);
+  int l[1], p[2];
+  sh_loops(s, sh_block(s, "B"), l);
+  sh_split(s, l[0], 8, p);
+  SH_OK(G->ctx, stof_sched_bind(s, p[0], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_bind(s, p[1], "threadIdx.x"));
+  return s;
+}
+
+static stof_sched *softmax_rows_bound(sh_graph *G) {
+  sh_softmax(G, 8, 128);
+  stof_sched *s = sh_sched(G);
+  sh_bind_rows(s);
+  return s;
+}
+
+static stof_sched *layernorm_rows_bound(sh_graph *G) {
+  sh_layernorm(G, 8, 256);
+  stof_sched *s = sh_sched(G);
+  sh_bind_rows(s);
+  return s;
+}
+
+/* B computed per thread (compute_at the threadIdx loop): a private array. */
+static stof_sched *chain_per_thread(sh_graph *G) {
+  sh_chain(G, 100);
+  stof_sched *s = sh_sched(G);
+  int bb = sh_block(s, "B"), bc = sh_block(s, "C"), l[1], p[2];
+  sh_loops(s, bc, l);
+  sh_split(s, l[0], 32, p);
+  SH_OK(G->ctx, stof_sched_bind(s, p[0], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_bind(s, p[1], "threadIdx.x"));
+  SH_OK(G->ctx, stof_sched_compute_at(s, bb, p[1]));
+  return s;
+}
+
+static stof_sched *chain_inlined_rows_bound(sh_graph *G) {
+  sh_chain(G, 100);
+  stof_sched *s = sh_sched(G);
+  SH_OK(G->ctx, stof_sched_compute_inline(s, sh_block(s, "B")));
+  sh_bind_rows(s);
+  return s;
+}
+
+static stof_sched *vec_f16_bound(sh_graph *G) {
+  sh_vec(G, 1000, STOF_DTYPE_F16);
+  stof_sched *s = sh_sched(G);
+  int l[1], p[2];
+  sh_loops(s, sh_block(s, "B"), l);
+  sh_split(s, l[0], 128, p);
+  SH_OK(G->ctx, stof_sched_bind(s, p[0], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_bind(s, p[1], "threadIdx.x"));
+  return s;
+}
+
+/* A reduction across threads through rfactor: S.rf per (row, lane), then S per row. */
+static stof_sched *rfactor_bound_to_threads(sh_graph *G) {
+  sh_rowsum(G, 16, 256, 0);
+  stof_sched *s = sh_sched(G);
+  int bs = sh_block(s, "S"), l[2], k[2], rf;
+  sh_loops(s, bs, l);
+  sh_split(s, l[1], 32, k);
+  SH_OK(G->ctx, stof_sched_rfactor(s, k[1], 1, &rf));
+  int rl[STOF_SCHED_MAX_LOOPS], n = sh_loops(s, rf, rl);
+  assert_true(n >= 3);
+  SH_OK(G->ctx, stof_sched_bind(s, rl[0], "blockIdx.x"));
+  for (int i = 1; i < n; i++) {
+    stof_loop_info info;
+    SH_OK(G->ctx, stof_sched_loop_info(s, rl[i], &info));
+    if (info.iter == STOF_ITER_DATA_PAR) SH_OK(G->ctx, stof_sched_bind(s, rl[i], "threadIdx.x"));
+  }
+  int sl[STOF_SCHED_MAX_LOOPS];
+  sh_loops(s, bs, sl);
+  SH_OK(G->ctx, stof_sched_bind(s, sl[0], "blockIdx.x"));
+  return s;
+}
+
+/* The C backend's tests' schedule with shared/local caches, where each thread owns its
+ * tiles (no threads bound inside them). */
+static stof_sched *matmul_caches_unbound(sh_graph *G) {
+  sh_matmul(G, 20, 24, 16);
+  stof_sched *s = sh_sched(G);
+  int bc = sh_block(s, "C"), l[4], t[4], k[2], as, bs, cw;
+  sh_loops(s, bc, l);
+  SH_OK(G->ctx, stof_sched_tile(s, l[0], l[1], stof_factor_const(8), stof_factor_const(8), t));
+  sh_split(s, l[2], 4, k);
+  int order[6] = {t[0], t[1], k[0], t[2], k[1], t[3]};
+  SH_OK(G->ctx, stof_sched_reorder(s, 6, order));
+  SH_OK(G->ctx, stof_sched_cache_read(s, bc, 0, "shared", &as));
+  SH_OK(G->ctx, stof_sched_cache_read(s, bc, 1, "shared", &bs));
+  SH_OK(G->ctx, stof_sched_compute_at(s, as, k[0]));
+  SH_OK(G->ctx, stof_sched_compute_at(s, bs, k[0]));
+  SH_OK(G->ctx, stof_sched_cache_write(s, bc, "local", &cw));
+  SH_OK(G->ctx, stof_sched_reverse_compute_at(s, cw, t[1]));
+  SH_OK(G->ctx, stof_sched_bind(s, t[0], "blockIdx.y"));
+  SH_OK(G->ctx, stof_sched_bind(s, t[1], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_vectorize(s, t[3]));
+  return s;
+}
+
+/* ---------------------------------------------------------------- tensor cores and shared
+ * staging (examples/schedule_gemm_tensorcore.lua at small sizes) */
+
+/* Splits loop into the given number of parts, the first inferred; parts[] gets them. */
+static void split_n(stof_sched *s, int loop, int n, const int64_t *inner, int *parts) {
+  stof_factor f[4] = {stof_factor_const(STOF_INFER)};
+  for (int i = 1; i < n; i++) f[i] = stof_factor_const(inner[i - 1]);
+  SH_OK(stof_sched_ctx(s), stof_sched_split(s, loop, n, f, parts));
+}
+
+/* The shared tile of input `input` of block cb, computed at loop at and fetched by all
+ * threads (warps_m x warps_n warps of 32 lanes) together, 8 elements (16 bytes) per
+ * vectorized copy, rows padded by pad elements (none when pad is 0); returns its block. */
+static int stage_in_shared(stof_sched *s, int cb, int input, int at, int warps_m, int warps_n, int pad) {
+  stof_ctx *ctx = stof_sched_ctx(s);
+  int sh, l[2], c[2], f, p[4];
+  SH_OK(ctx, stof_sched_cache_read(s, cb, input, "shared", &sh));
+  SH_OK(ctx, stof_sched_compute_at(s, sh, at));
+  assert_int_equal(sh_loops(s, sh, l), 2);
+  int64_t eight = 8, lanes[3] = {warps_m, warps_n, 32};
+  split_n(s, l[1], 2, &eight, c);
+  int fl[2] = {l[0], c[0]};
+  SH_OK(ctx, stof_sched_fuse(s, 2, fl, &f));
+  split_n(s, f, 4, lanes, p);
+  SH_OK(ctx, stof_sched_bind(s, p[1], "threadIdx.z"));
+  SH_OK(ctx, stof_sched_bind(s, p[2], "threadIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, p[3], "threadIdx.x"));
+  SH_OK(ctx, stof_sched_vectorize(s, c[1]));
+  if (pad) {
+    char text[16];
+    snprintf(text, sizeof text, "%d", pad);
+    SH_OK(ctx, stof_sched_annotate_block(s, sh, "pad", text));
+  }
+  return sh;
+}
+
+stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t) {
+  enum { BM = 128, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4 };
+  if (t->epilogue) sh_matmul_f16_bias(G, t->M, t->N, t->K, t->dtype);
+  else sh_matmul_f16(G, t->M, t->N, t->K, t->dtype);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int cb = sh_block(s, "C"), copy, l[3], i[3], j[3], k[3];
+  /* accumulate in the warps' registers; the write-back (or epilogue) reads them */
+  SH_OK(ctx, stof_sched_cache_write(s, cb, "warp", &copy));
+  int reader = copy;
+  if (t->epilogue) {
+    SH_OK(ctx, stof_sched_compute_inline(s, copy));
+    reader = sh_block(s, "D");
+  }
+  sh_loops(s, cb, l);
+  int64_t fi[2] = {WARPS_M, BM / WARPS_M}, fj[2] = {WARPS_N, BN / WARPS_N}, fk[2] = {BK / 16, 16};
+  split_n(s, l[0], 3, fi, i);
+  split_n(s, l[1], 3, fj, j);
+  split_n(s, l[2], 3, fk, k);
+  int order[9] = {i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2], k[2]};
+  SH_OK(ctx, stof_sched_reorder(s, 9, order));
+  SH_OK(ctx, stof_sched_bind(s, i[0], "blockIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, j[0], "blockIdx.x"));
+  SH_OK(ctx, stof_sched_bind(s, i[1], "threadIdx.z"));
+  SH_OK(ctx, stof_sched_bind(s, j[1], "threadIdx.y"));
+  SH_OK(ctx, stof_sched_unroll(s, k[1]));
+  SH_OK(ctx, stof_sched_tensorize(s, i[2], "mma_m16n8k16"));
+  for (int input = 0; input < 2; input++) stage_in_shared(s, cb, input, k[0], WARPS_M, WARPS_N, t->pad);
+  if (t->stages > 1) {
+    char text[16];
+    snprintf(text, sizeof text, "%d", t->stages);
+    SH_OK(ctx, stof_sched_annotate_loop(s, k[0], "pipeline_stages", text));
+  }
+  SH_OK(ctx, stof_sched_reverse_compute_at(s, reader, j[1]));
+  return s;
+}
+
+/* f16 GEMM + bias on tensor cores, operands staged through a 3-stage cp.async pipeline. */
+static stof_sched *gemm_tensorcore_f16(sh_graph *G) {
+  sh_tensorcore t = {256, 256, 64, STOF_DTYPE_F16, 1, 3, 8};
+  return sh_tensorcore_schedule(G, &t);
+}
+
+/* bf16 GEMM on tensor cores, no pipelining: barriers around each stage's copies. */
+static stof_sched *gemm_tensorcore_bf16(sh_graph *G) {
+  sh_tensorcore t = {128, 256, 64, STOF_DTYPE_BF16, 0, 1, 8};
+  return sh_tensorcore_schedule(G, &t);
+}
+
+/* A float32 matmul, 16 x 16 tiles (one thread per element), whose A and B tiles of 32 along
+ * k are staged in shared memory at k.outer and fetched by all 256 threads together (two
+ * elements each): shared memory and __syncthreads alone. */
+static stof_sched *shared_staging_no_tensorize(sh_graph *G) {
+  sh_matmul(G, 64, 48, 64);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int bc = sh_block(s, "C"), l[3], t[4], k[2];
+  sh_loops(s, bc, l);
+  SH_OK(ctx, stof_sched_tile(s, l[0], l[1], stof_factor_const(16), stof_factor_const(16), t));
+  sh_split(s, l[2], 32, k);
+  int order[5] = {t[0], t[1], k[0], t[2], t[3]};
+  SH_OK(ctx, stof_sched_reorder(s, 5, order));
+  SH_OK(ctx, stof_sched_bind(s, t[0], "blockIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, t[1], "blockIdx.x"));
+  SH_OK(ctx, stof_sched_bind(s, t[2], "threadIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, t[3], "threadIdx.x"));
+  for (int input = 0; input < 2; input++) {
+    int sh, sl[2], f, p[3];
+    SH_OK(ctx, stof_sched_cache_read(s, bc, input, "shared", &sh));
+    SH_OK(ctx, stof_sched_compute_at(s, sh, k[0]));
+    sh_loops(s, sh, sl);
+    SH_OK(ctx, stof_sched_fuse(s, 2, sl, &f));
+    int64_t f2[2] = {16, 16};
+    split_n(s, f, 3, f2, p);
+    SH_OK(ctx, stof_sched_bind(s, p[1], "threadIdx.y"));
+    SH_OK(ctx, stof_sched_bind(s, p[2], "threadIdx.x"));
+  }
+  return s;
+}
+
+/* ---------------------------------------------------------------- the table */
+
+#define CASE(fn) {#fn, fn}
+const sh_cuda_case sh_cuda_cases[] = {
+    CASE(unscheduled_matmul),
+    CASE(unscheduled_vec_f32),
+    CASE(unscheduled_vec_f16),
+    CASE(unscheduled_vec_bf16),
+    CASE(unscheduled_elem2),
+    CASE(unscheduled_matmul_bias_relu),
+    CASE(unscheduled_softmax),
+    CASE(unscheduled_sum2),
+    CASE(unscheduled_chain),
+    CASE(unscheduled_stencil),
+    CASE(unscheduled_layernorm),
+    CASE(unscheduled_gemm_bias_gelu),
+    CASE(matmul_rows_bound),
+    CASE(tiled_matmul_bound),
+    CASE(non_divisible_split_bound),
+    CASE(softmax_rows_bound),
+    CASE(layernorm_rows_bound),
+    CASE(chain_per_thread),
+    CASE(chain_inlined_rows_bound),
+    CASE(vec_f16_bound),
+    CASE(rfactor_bound_to_threads),
+    CASE(matmul_caches_unbound),
+    CASE(gemm_tensorcore_f16),
+    CASE(gemm_tensorcore_bf16),
+    CASE(shared_staging_no_tensorize),
+};
+#undef CASE
+const int sh_cuda_ncase = (int)(sizeof sh_cuda_cases / sizeof sh_cuda_cases[0]);
+
+const sh_cuda_case *sh_cuda_case_find(const char *name) {
+  for (int i = 0; i < sh_cuda_ncase; i++)
+    if (strcmp(sh_cuda_cases[i].name, name) == 0) return &sh_cuda_cases[i];
+  fail_msg("no CUDA test case named %s", name);
+  return NULL;
+}
+
+void sh_cuda_case_tests(struct CMUnitTest *tests, char (*names)[96], const char *prefix,
+                        CMUnitTestFunction fn) {
+  for (int i = 0; i < sh_cuda_ncase; i++) {
+    snprintf(names[i], sizeof names[i], "%s/%s", prefix, sh_cuda_cases[i].name);
+    struct CMUnitTest t = {names[i], fn, NULL, NULL, (void *)&sh_cuda_cases[i]};
+    tests[i] = t;
+  }
+}
