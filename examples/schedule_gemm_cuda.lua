@@ -51,14 +51,15 @@ assert(src:find('extern "C" __global__', 1, true) and src:find("threadIdx.x", 1,
 print(src)
 assert(stof.build_source(s, args, {target = "c"}):find("int stof_kernel(", 1, true))
 
--- What CUDA refuses, at build time: a reduce loop bound to a thread (rfactor it first), and
+-- What CUDA refuses: a reduce loop bound to a CUDA block (blocks cannot combine partial
+-- results; a reduce loop bound to threadIdx is a cross-thread reduction), and
 -- more than 1024 threads per block. Shown on a graph of fixed size (64 x 64 threads, each
 -- dimension legal, 4096 in all), whatever M, N, K are.
 do
   local bA, bW, bbias, bD = gemm_bias_gelu(64, 64, 16)
   local bad = stof.schedule({bD})
   local bl = bad:get_loops(bad:get_block("C"))
-  local ok_bind, why = pcall(bad.bind, bad, bl[3], "threadIdx.z")
+  local ok_bind, why = pcall(bad.bind, bad, bl[3], "blockIdx.z")
   assert(not ok_bind and tostring(why):find("ScheduleError", 1, true), why)
   print("refused: " .. tostring(why))
   bad:bind(bl[1], "threadIdx.y")

@@ -37,10 +37,12 @@ stof_status stof_sched_bind(stof_sched *s, int loop, const char *tag) {
   const sched_loop *l = sched_loop_at(s, loop);
   if (l->ann != STOF_ANN_NONE)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "bind: loop %s is already %s", name, ann_text(l));
-  if (l->iter == STOF_ITER_REDUCE)
+  if (l->iter == STOF_ITER_REDUCE && t < STOF_THREAD_THREAD_X)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                          "bind: loop %s is a reduce loop (cross-thread reduction is not supported yet)",
-                          name);
+                          "bind: loop %s is a reduce loop: it cannot be bound to %s (CUDA blocks do not "
+                          "combine partial results; bind it to threadIdx.x/y/z for a reduction across "
+                          "the threads of a block, or rfactor it first)",
+                          name, tag);
   const sched_block *b = sched_block_at(s, l->block);
   for (int i = 0; i < b->nloop; i++) {
     const sched_loop *o = sched_loop_at(s, b->loop[i]);

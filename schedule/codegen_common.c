@@ -383,7 +383,11 @@ static void load_elem(cgen *g, int block) {
   stof_buf_puts(g->b, ")");
 }
 
+void sched_cg_expr_as(cgen *g, const stof_expr *a, stof_dtype dt) { emit_as(g, a, dt); }
+void sched_cg_store_open(cgen *g, int block) { store_open(g, block); }
+
 static void emit_store(cgen *g, int block, const lir_stmt *st, int depth) {
+  if (g->cuda && sched_cuda_xr_store(g, block, st, depth)) return;
   const sched_block *b = sched_block_at(g->s, block);
   const stof_op *op = b->op;
   const stof_expr *red = sched_block_reduce(b);
@@ -590,5 +594,6 @@ void sched_cg_stmt(cgen *g, int i, int depth) {
       break;
     default: break;
     }
+    if (g->cuda && st->kind == LIR_FOR) sched_cuda_xr_after(g, i, depth);
   }
 }

@@ -10,7 +10,9 @@
  * a tag is the extent of the loop bound to it (1 when none is). Every other loop runs
  * serially in each thread. A kernel is therefore each thread running the C backend's nest
  * with its bound loops fixed, which is right when (checked here, STOF_ERR_SCHEDULE):
- *  - no two loops of one kernel are bound to the same tag, and no reduce loop is bound;
+ *  - no two loops of one kernel are bound to the same tag, and no reduce loop is bound to
+ *    blockIdx (a reduce loop bound to threadIdx is a reduction across the threads of the
+ *    CUDA block: codegen_cuda_reduce.c; its result is in every thread);
  *  - threadIdx extents multiply to at most 1024 (x, y <= 1024, z <= 64), gridDim.y and z
  *    are at most 65535;
  *  - every store into memory that other threads see (an argument or a global intermediate)
@@ -198,9 +200,10 @@ static void scan_bindings(kscan *k, int first, unsigned mask, const kouter *oute
       const sched_loop *lp = sched_loop_at(s, st->loop);
       if (lp->ann == STOF_ANN_THREAD) {
         const char *tag = stof_thread_tag_name(lp->thread);
-        if (lp->iter == STOF_ITER_REDUCE) {
+        if (lp->iter == STOF_ITER_REDUCE && lp->thread < STOF_THREAD_THREAD_X) {
           k->st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                                 "cuda: reduce loop %s of block %s is bound to %s (rfactor it first)",
+                                 "cuda: reduce loop %s of block %s is bound to %s: CUDA blocks cannot "
+                                 "combine their partial results (bind it to threadIdx.x/y/z, or rfactor it)",
                                  sched_loop_name(s, st->loop), sched_block_name(s, lp->block), tag);
           return;
         }
@@ -263,6 +266,8 @@ static void scan_stores(kscan *k, int first, unsigned mask, unsigned need, const
     unsigned m = mask;
     if (st->kind == LIR_FOR && sched_loop_at(s, st->loop)->ann == STOF_ANN_THREAD)
       m |= 1u << sched_loop_at(s, st->loop)->thread;
+    /* a cross-thread reduction: the threads of its tag all store the same value */
+    if (st->kind == LIR_STORE && sched_cuda_xr_tag(s, st->block) >= 0) m |= 1u << sched_cuda_xr_tag(s, st->block);
     if (st->kind == LIR_STORE && reads_warp(k->s, k->l, st->block, place))
       m |= 1u << STOF_THREAD_THREAD_X; /* a write-back of warp fragments: each lane its own */
     if (st->kind == LIR_STORE && (need & ~m)) {
@@ -387,6 +392,11 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
       continue;
     }
     if (lb->at < 0) continue;
+    /* every thread computes the whole of it (a cross-thread reduction's result is replicated) */
+    if ((need & ~inside[lb->at]) && sched_cuda_xr_replicated(s, lb->writer)) {
+      place[i] = PLACE_LOCAL;
+      continue;
+    }
     if (need & ~inside[lb->at])
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                             "cuda: buffer %s is allocated per iteration of loop %s, outside the loop "
@@ -498,6 +508,7 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   }
   stof_buf_puts(&b, " */\n");
   stof_buf_puts(&b, prelude);
+  sched_cuda_xr_prelude(s, &b);
   k = 0;
   for (int i = l.first; i >= 0; i = lir_stmt_at(&l, i)->next, k++) {
     const lir_stmt *root = lir_stmt_at(&l, i);

@@ -558,6 +558,27 @@ void sched_cg_buf_name(stof_buf *b, const stof_op *op);
 void sched_cg_comment(stof_buf *b, const char *s);
 /* The statements of the IR list starting at first, indented by depth. */
 void sched_cg_stmts(cgen *g, int first, int depth);
+/* a as an expression of the compute type of dt; "elem = conv(" for a store of block (close
+ * with ");"). */
+void sched_cg_expr_as(cgen *g, const stof_expr *a, stof_dtype dt);
+void sched_cg_store_open(cgen *g, int block);
+
+/* ---------------------------------------------------------------- codegen_cuda_reduce.c */
+
+/* The thread tag (threadIdx.x/y/z) a reduce loop of block is bound to: on CUDA the block
+ * reduces across the threads of that tag (an all-reduce); -1 when it does not. */
+int sched_cuda_xr_tag(const stof_sched *s, int block);
+/* Does block reduce across threads with no data-parallel loop bound to a thread (so every
+ * thread ends with the whole result: its buffer may be a private copy per thread)? */
+int sched_cuda_xr_replicated(const stof_sched *s, int block);
+/* The device helpers of the all-reduce, when s has a cross-thread reduction. */
+void sched_cuda_xr_prelude(const stof_sched *s, stof_buf *b);
+/* CUDA: emits an init or update store of a cross-thread reduction (into the thread's
+ * accumulator) and returns 1; 0 for any other store. */
+int sched_cuda_xr_store(cgen *g, int block, const lir_stmt *st, int depth);
+/* CUDA: after statement stmt; when it is the update nest of a cross-thread reduction, emits
+ * the all-reduce and the store of the result. Errors go to g->st. */
+void sched_cuda_xr_after(cgen *g, int stmt, int depth);
 /* Statement i alone. */
 void sched_cg_stmt(cgen *g, int i, int depth);
 /* CUDA: does block write a buffer in shared memory? */

@@ -208,7 +208,7 @@ stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t) {
   stof_ctx *ctx = G->ctx;
   int cb = sh_block(s, "C"), copy, l[3], i[3], j[3], k[3];
   /* accumulate in the warps' registers; the write-back (or epilogue) reads them */
-  SH_OK(ctx, stof_sched_cache_write(s, cb, "warp", &copy));
+  SH_OK(ctx, stof_sched_cache_write(s, cb, t->acc_scope ? t->acc_scope : "warp", &copy));
   int reader = copy;
   if (t->epilogue) {
     SH_OK(ctx, stof_sched_compute_inline(s, copy));
@@ -224,10 +224,11 @@ stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t) {
   SH_OK(ctx, stof_sched_bind(s, i[0], "blockIdx.y"));
   SH_OK(ctx, stof_sched_bind(s, j[0], "blockIdx.x"));
   SH_OK(ctx, stof_sched_bind(s, i[1], "threadIdx.z"));
-  SH_OK(ctx, stof_sched_bind(s, j[1], "threadIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, j[1], t->warp_n_tag ? t->warp_n_tag : "threadIdx.y"));
   SH_OK(ctx, stof_sched_unroll(s, k[1]));
   SH_OK(ctx, stof_sched_tensorize(s, i[2], "mma_m16n8k16"));
-  for (int input = 0; input < 2; input++) stage_in_shared(s, cb, input, k[0], WARPS_M, WARPS_N, t->pad);
+  for (int input = 0; input < 2; input++) /* B stays input 1 after A's cache_read */
+    if (!(t->unstaged >> input & 1)) stage_in_shared(s, cb, input, k[0], WARPS_M, WARPS_N, t->pad);
   if (t->stages > 1) {
     char text[16];
     snprintf(text, sizeof text, "%d", t->stages);
@@ -280,6 +281,72 @@ static stof_sched *shared_staging_no_tensorize(sh_graph *G) {
   return s;
 }
 
+/* ---------------------------------------------------------------- cross-thread reductions
+ * (reduce loops bound to threadIdx: codegen_cuda_reduce.c) */
+
+/* Splits the innermost loop of block b by threads, binds the inner part to threadIdx.x and
+ * unrolls the outer part. */
+static void bind_inner_threads(stof_sched *s, int b, int64_t threads) {
+  int l[STOF_SCHED_MAX_LOOPS], n = sh_loops(s, b, l), p[2];
+  sh_split(s, l[n - 1], threads, p);
+  SH_OK(stof_sched_ctx(s), stof_sched_bind(s, p[1], "threadIdx.x"));
+  SH_OK(stof_sched_ctx(s), stof_sched_unroll(s, p[0]));
+}
+
+/* Row sums with 64 threads per row (two warps: shuffles, then shared memory). */
+static stof_sched *rowsum_allreduce(sh_graph *G) {
+  sh_rowsum(G, 16, 256, 0);
+  stof_sched *s = sh_sched(G);
+  int l[2];
+  sh_loops(s, sh_block(s, "S"), l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  bind_inner_threads(s, sh_block(s, "S"), 64);
+  return s;
+}
+
+/* Row maxima with 16 threads per row (half a warp) and a split that does not divide. */
+static stof_sched *rowmax_allreduce_half_warp(sh_graph *G) {
+  sh_rowsum(G, 8, 100, 1);
+  stof_sched *s = sh_sched(G);
+  int l[2];
+  sh_loops(s, sh_block(s, "S"), l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  bind_inner_threads(s, sh_block(s, "S"), 16);
+  return s;
+}
+
+/* Softmax, one CUDA block of 128 threads per row: e inlined, mx and sm all-reduced at the
+ * row loop (a register in every thread), P bound to the same threads. */
+static stof_sched *softmax_allreduce(sh_graph *G) {
+  sh_softmax(G, 8, 512);
+  stof_sched *s = sh_sched(G);
+  SH_OK(G->ctx, stof_sched_compute_inline(s, sh_block(s, "e")));
+  int bp = sh_block(s, "P"), l[2];
+  sh_loops(s, bp, l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  bind_inner_threads(s, bp, 128);
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "sm"), l[0]));
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "mx"), l[0]));
+  bind_inner_threads(s, sh_block(s, "mx"), 128);
+  bind_inner_threads(s, sh_block(s, "sm"), 128);
+  return s;
+}
+
+/* Layer norm, one CUDA block of 256 threads per row, mean and var all-reduced. */
+static stof_sched *layernorm_allreduce(sh_graph *G) {
+  sh_layernorm(G, 6, 1024);
+  stof_sched *s = sh_sched(G);
+  int by = sh_block(s, "Y"), l[2];
+  sh_loops(s, by, l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  bind_inner_threads(s, by, 256);
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "var"), l[0]));
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "mean"), l[0]));
+  bind_inner_threads(s, sh_block(s, "mean"), 256);
+  bind_inner_threads(s, sh_block(s, "var"), 256);
+  return s;
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define CASE(fn) {#fn, fn}
@@ -306,6 +373,10 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(vec_f16_bound),
     CASE(rfactor_bound_to_threads),
     CASE(matmul_caches_unbound),
+    CASE(rowsum_allreduce),
+    CASE(rowmax_allreduce_half_warp),
+    CASE(softmax_allreduce),
+    CASE(layernorm_allreduce),
     CASE(gemm_tensorcore_f16),
     CASE(gemm_tensorcore_bf16),
     CASE(shared_staging_no_tensorize),

@@ -42,6 +42,10 @@ typedef struct sh_tensorcore {
   int epilogue;      /* 1: sh_matmul_f16_bias, D computed at the warps' loop; 0: sh_matmul_f16 */
   int stages;        /* the pragma pipeline_stages of k.0 (none when below 2) */
   int pad;           /* the pragma pad of the shared tiles (none when 0) */
+  /* variations for the tests of what CUDA refuses (all 0 / NULL: as above) */
+  unsigned unstaged;      /* bit i: input i is read from global memory (no shared tile) */
+  const char *acc_scope;  /* the cache_write scope of C (NULL: "warp") */
+  const char *warp_n_tag; /* the tag of the warps' column loop (NULL: "threadIdx.y") */
 } sh_tensorcore;
 /* Builds t's graph into G (a new context) and returns its schedule (owned). */
 stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t);

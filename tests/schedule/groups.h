@@ -15,4 +15,6 @@
   X(rfactor)                \
   X(examples)               \
   X(codegen_cuda)           \
+  X(cross_thread)           \
+  X(tensorize)              \
   X(nomem)

@@ -157,8 +157,8 @@ static void cache_read_with_a_bad_input_index(void **state) {
                   "cache_read: input index -1 is out of range");
   sh_expect_error(G.ctx, stof_sched_cache_read(s, bc, 0, "texture", &cb), STOF_ERR_SCHEDULE,
                   "cache_read: unknown scope 'texture' (expected global, shared, local or warp)");
-  sh_expect_error(G.ctx, stof_sched_cache_write(s, bc, "warp", &cb), STOF_ERR_SCHEDULE,
-                  "cache_write: unknown scope 'warp'");
+  sh_expect_error(G.ctx, stof_sched_cache_write(s, bc, "texture", &cb), STOF_ERR_SCHEDULE,
+                  "cache_write: unknown scope 'texture'");
   assert_int_equal(cb, -1);
   sh_expect_same(s, &sn);
   stof_sched_free(s);

@@ -144,7 +144,7 @@ static void reduce_loop_bound_to_a_thread(void **state) {
   stof_sched *s = sh_sched(&G);
   int l[3];
   sh_loops(s, sh_block(s, "C"), l);
-  sh_expect_error(G.ctx, stof_sched_bind(s, l[2], "threadIdx.x"), STOF_ERR_SCHEDULE, "reduce");
+  sh_expect_error(G.ctx, stof_sched_bind(s, l[2], "blockIdx.x"), STOF_ERR_SCHEDULE, "reduce");
   stof_sched_free(s);
   sh_done(&G);
 }

@@ -198,8 +198,8 @@ static void annotations_that_do_not_fit(void **state) {
   stof_sched *s = matmul(&G, l);
   SH_OK(G.ctx, stof_sched_parallel(s, l[0]));
   snapshot sn = take(s);
-  sh_expect_error(G.ctx, stof_sched_bind(s, l[2], "threadIdx.x"), STOF_ERR_SCHEDULE,
-                  "bind: loop k is a reduce loop (cross-thread reduction is not supported yet)");
+  sh_expect_error(G.ctx, stof_sched_bind(s, l[2], "blockIdx.x"), STOF_ERR_SCHEDULE,
+                  "bind: loop k is a reduce loop: it cannot be bound to blockIdx.x");
   sh_expect_error(G.ctx, stof_sched_bind(s, l[1], "warp.x"), STOF_ERR_SCHEDULE,
                   "bind: unknown thread tag 'warp.x' for loop j");
   sh_expect_error(G.ctx, stof_sched_vectorize(s, l[2]), STOF_ERR_SCHEDULE, "vectorize: loop k is a reduce loop");

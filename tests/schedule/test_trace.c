@@ -162,6 +162,21 @@ static const char golden_block_nest[] =
     "  for v1 in 0..10:\n"
     "    E[v0, v1] = ((C.local[v0, v1] + bias[v1]) * 0.5) * (1.0 + erf(((C.local[v0, v1] + bias[v1]) * 0.707106781)))\n";
 
+/* A float16 matmul with its inner 16 x 8 x 16 nest tensorized: the Tensorize kind. */
+static stof_sched *tensorized(sh_graph *G) {
+  sh_matmul_f16(G, 32, 16, 32, STOF_DTYPE_F16);
+  stof_sched *s = sh_sched(G);
+  int l[3], i[2], j[2], k[2];
+  sh_loops(s, sh_block(s, "C"), l);
+  sh_split(s, l[0], 16, i);
+  sh_split(s, l[1], 8, j);
+  sh_split(s, l[2], 16, k);
+  int order[6] = {i[0], j[0], k[0], i[1], j[1], k[1]};
+  SH_OK(G->ctx, stof_sched_reorder(s, 6, order));
+  SH_OK(G->ctx, stof_sched_tensorize(s, i[1], "mma_m16n8k16"));
+  return s;
+}
+
 static void trace_texts_of_block_kinds(void **state) {
   sh_graph G;
   stof_sched *s = block_kinds(&G);
@@ -192,17 +207,20 @@ static void trace_texts_of_every_kind(void **state) {
   SH_OK(G.ctx, stof_trace_to_json(t, &json));
   assert_string_equal(json, golden_json);
   stof_ctx_dealloc(G.ctx, json, strlen(json) + 1);
-  /* every kind appears here or in block_kinds */
+  /* every kind appears here, in block_kinds or in tensorized */
   int seen[STOF_INST_COUNT] = {0};
   for (int i = 0; i < stof_trace_ninst(t); i++) seen[stof_trace_inst_kind(t, i)]++;
-  sh_graph G2;
-  stof_sched *s2 = block_kinds(&G2);
-  stof_trace *t2;
-  SH_OK(G2.ctx, stof_sched_trace(s2, &t2));
-  for (int i = 0; i < stof_trace_ninst(t2); i++) seen[stof_trace_inst_kind(t2, i)]++;
-  stof_trace_free(t2);
-  stof_sched_free(s2);
-  sh_done(&G2);
+  stof_sched *(*const others[])(sh_graph *) = {block_kinds, tensorized};
+  for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
+    sh_graph G2;
+    stof_sched *s2 = others[o](&G2);
+    stof_trace *t2;
+    SH_OK(G2.ctx, stof_sched_trace(s2, &t2));
+    for (int i = 0; i < stof_trace_ninst(t2); i++) seen[stof_trace_inst_kind(t2, i)]++;
+    stof_trace_free(t2);
+    stof_sched_free(s2);
+    sh_done(&G2);
+  }
   for (int k = 0; k < STOF_INST_COUNT; k++)
     if (!seen[k]) fail_msg("no %s instruction", stof_inst_kind_name((stof_inst_kind)k));
   assert_int_equal(stof_trace_inst_kind(t, -1), STOF_INST_COUNT);

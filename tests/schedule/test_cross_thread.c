@@ -1,0 +1,222 @@
+/* Cross-thread reductions on CUDA (a reduce loop bound to threadIdx; codegen_cuda_reduce.c):
+ * golden snippets of the generated all-reduce, NVRTC compiles, the same schedules on the C
+ * backend against the interpreter (a bound loop is a serial loop there), and what is
+ * refused: a reduce loop bound to blockIdx, an all-reduce under a guard, a data-parallel
+ * loop inside the reduce loops. The schedules are the shared CUDA cases (cuda_cases.c),
+ * which the GPU suite runs against the interpreter. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_cases.h"
+
+/* The CUDA source of s (malloc'd); NVRTC compiles it for sm_80 and sm_90. */
+static char *compiled_source(sh_graph *G, stof_sched *s) {
+  const stof_op *args[16];
+  int n = sh_args(G, args);
+  static const char *const arch[] = {"sm_80", "sm_90"};
+  for (int i = 0; i < 2; i++) {
+    size_t size = 0;
+    SH_OK(G->ctx, stof_sched_cuda_check(s, n, args, arch[i], &size));
+    assert_true(size > 0);
+  }
+  char *src;
+  SH_OK(G->ctx, stof_build_source(s, n, args, "cuda", &src));
+  char *copy = strdup(src);
+  stof_ctx_dealloc(G->ctx, src, strlen(src) + 1);
+  return copy;
+}
+
+static void expect_snippets(const char *src, const char *const *golden, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!strstr(src, golden[i])) fail_msg("missing\n%s\nin\n%s", golden[i], src);
+}
+
+static void rowsum_over_two_warps(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("rowsum_allreduce")->make(&G);
+  sh_expect_nest(s,
+                 "for i in 0..16 [blockIdx.x]:\n"
+                 "  S[i] = 0.0\n"
+                 "  for k.outer in 0..4 [unrolled]:\n"
+                 "    for k.inner in 0..64 [threadIdx.x]:\n"
+                 "      let k = k.outer * 64 + k.inner\n"
+                 "      S[i] = S[i] + X[i, k]\n");
+  char *src = compiled_source(&G, s);
+  static const char *const golden[] = {
+      " *   stof_k0_S (16, 1, 1; 64, 1, 1)\n",
+      "STOF_D T stof_xr_max_##S(T a, T b) { return (b > a || b != b) ? b : a; } \\\n",
+      "    float stof_acc0 = (float)0; /* this thread's share of S */\n",
+      "        stof_acc0 = stof_xr_sum_f32(stof_acc0, ",
+      "    { /* all-reduce (sum) of S over threadIdx.x: 64 threads, 2 warps */\n"
+      "      const int stof_lin = (int)(threadIdx.x + 64u * (threadIdx.y + 1u * threadIdx.z));\n"
+      "      float stof_v = stof_acc0;\n"
+      "      stof_v = stof_warp_sum_f32(stof_v, 0xffffffffu, 32);\n"
+      "      __shared__ float stof_part[2];\n"
+      "      if ((stof_lin & 31) == 0) stof_part[stof_lin >> 5] = stof_v;\n"
+      "      __syncthreads(); /* every warp's partial is written */\n"
+      "      stof_v = (stof_lin & 31) < 2 ? stof_part[stof_lin / 64 * 2 + (stof_lin & 31)] : (float)0;\n"
+      "      stof_v = stof_warp_sum_f32(stof_v, 0xffffffffu, 32);\n"
+      "      __syncthreads(); /* every warp has read the partials */\n"
+      "      stof_acc0 = stof_v;\n"
+      "    }\n",
+      "_S[(v",
+      "(float)(stof_acc0);\n",
+  };
+  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  free(src);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* 16 threads: one butterfly over 16 lanes of a partial warp, no shared memory. */
+static void rowmax_within_half_a_warp(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("rowmax_allreduce_half_warp")->make(&G);
+  char *src = compiled_source(&G, s);
+  static const char *const golden[] = {
+      "    float stof_acc0 = (float)-INFINITY; /* this thread's share of S */\n",
+      "stof_acc0 = stof_xr_max_f32(stof_acc0, ",
+      "      stof_v = stof_warp_max_f32(stof_v, stof_warp_mask(stof_lin, 16), 16);\n"
+      "      stof_acc0 = stof_v;\n",
+  };
+  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  assert_null(strstr(src, "__syncthreads"));
+  free(src);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* mx and sm, computed at the row loop bound to blockIdx.x, are all-reduced: each thread
+ * keeps its own copy (a private array), which "threads would share it" refused before. */
+static void softmax_statistics_in_every_thread(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("softmax_allreduce")->make(&G);
+  char *src = compiled_source(&G, s);
+  static const char *const golden[] = {
+      " *   stof_k0_P (8, 1, 1; 128, 1, 1)\n",
+      "  float b1_mx[1]; /* global, private to the thread */\n",
+      "{ /* all-reduce (max) of mx over threadIdx.x: 128 threads, 4 warps */\n",
+      "{ /* all-reduce (sum) of sm over threadIdx.x: 128 threads, 4 warps */\n",
+      "_mx[(v",
+      ") * INT64_C(1)] = (float)(stof_acc0);\n",
+  };
+  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  free(src);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+static void layernorm_statistics_in_every_thread(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("layernorm_allreduce")->make(&G);
+  char *src = compiled_source(&G, s);
+  assert_non_null(strstr(src, "all-reduce (sum) of mean over threadIdx.x: 256 threads, 8 warps"));
+  assert_non_null(strstr(src, "all-reduce (sum) of var over threadIdx.x: 256 threads, 8 warps"));
+  free(src);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* ---------------------------------------------------------------- refused */
+
+static void expect_illegal(sh_graph *G, stof_sched *s, const char *substr) {
+  const stof_op *args[16];
+  int n = sh_args(G, args);
+  sh_expect_error(G->ctx, stof_sched_cuda_check(s, n, args, "sm_80", NULL), STOF_ERR_SCHEDULE, substr);
+  char *src = NULL;
+  sh_expect_error(G->ctx, stof_build_source(s, n, args, "cuda", &src), STOF_ERR_SCHEDULE, substr);
+  assert_null(src);
+}
+
+static void reduce_loop_bound_to_blockidx(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_rowsum(&G, 8, 64, 0);
+  stof_sched *s = sh_sched(&G);
+  int l[2];
+  sh_loops(s, sh_block(s, "S"), l);
+  sh_expect_error(G.ctx, stof_sched_bind(s, l[1], "blockIdx.y"), STOF_ERR_SCHEDULE,
+                  "bind: loop k is a reduce loop: it cannot be bound to blockIdx.y (CUDA blocks do not "
+                  "combine partial results; bind it to threadIdx.x/y/z");
+  SH_OK(G.ctx, stof_sched_bind(s, l[1], "threadIdx.y")); /* threads: allowed */
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* Rows split by 3 (16 rows: the last tile is guarded): the all-reduce would sit under
+ * "if (i < 16)", which some threads of a CUDA block could skip. */
+static void allreduce_under_a_guard(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_rowsum(&G, 16, 64, 0);
+  stof_sched *s = sh_sched(&G);
+  int bs = sh_block(s, "S"), l[2], p[2], k[2];
+  sh_loops(s, bs, l);
+  sh_split(s, l[0], 3, p);
+  sh_split(s, l[1], 32, k);
+  SH_OK(G.ctx, stof_sched_bind(s, p[0], "blockIdx.x"));
+  SH_OK(G.ctx, stof_sched_bind(s, k[1], "threadIdx.x"));
+  expect_illegal(&G, s,
+                 "cuda: block S reduces across threads: it lies under a guard (a thread index beyond a "
+                 "loop's extent, or a split that does not divide), so not every thread would reach its "
+                 "all-reduce over threadIdx.x");
+  sh_check_numeric(&G, s); /* the C backend runs it */
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+static void data_parallel_loop_inside_the_reduce_loops(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_matmul(&G, 8, 8, 64);
+  stof_sched *s = sh_sched(&G);
+  int l[3], k[2];
+  sh_loops(s, sh_block(s, "C"), l);
+  sh_split(s, l[2], 32, k);
+  int order[4] = {l[0], k[1], l[1], k[0]};
+  SH_OK(G.ctx, stof_sched_reorder(s, 4, order));
+  SH_OK(G.ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  SH_OK(G.ctx, stof_sched_bind(s, k[1], "threadIdx.x"));
+  expect_illegal(&G, s, "cuda: block C reduces across threads: data-parallel loop j lies inside its reduce loops");
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* threadIdx.x = 48 threads: not a power of two up to 32 nor a multiple of 32. */
+static void allreduce_over_48_threads(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_rowsum(&G, 4, 96, 0);
+  stof_sched *s = sh_sched(&G);
+  int l[2], k[2];
+  sh_loops(s, sh_block(s, "S"), l);
+  sh_split(s, l[1], 48, k);
+  SH_OK(G.ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  SH_OK(G.ctx, stof_sched_bind(s, k[1], "threadIdx.x"));
+  expect_illegal(&G, s, "the kernel launches threadIdx.x = 48: it must be a power of two up to 32 or a multiple of 32");
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+int run_cross_thread_tests(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rowsum_over_two_warps),
+      cmocka_unit_test(rowmax_within_half_a_warp),
+      cmocka_unit_test(softmax_statistics_in_every_thread),
+      cmocka_unit_test(layernorm_statistics_in_every_thread),
+      cmocka_unit_test(reduce_loop_bound_to_blockidx),
+      cmocka_unit_test(allreduce_under_a_guard),
+      cmocka_unit_test(data_parallel_loop_inside_the_reduce_loops),
+      cmocka_unit_test(allreduce_over_48_threads),
+  };
+  return cmocka_run_group_tests_name("cross_thread", tests, NULL, NULL);
+}
