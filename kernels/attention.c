@@ -215,7 +215,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable &&
       (!o.warps || o.warps == out->tile / 16)) {
     int stages = o.stages ? o.stages : out->tile == 128 ? 3 : 2;
-    int tma = o.tma == 1; /* the default stays cp.async until TMA is measured to pay */
+    /* K/V by TMA where it measured faster on the H200 (bench/NOTES-attention.md, TMA):
+     * D = 128 at tile 128 (0.93-0.95x the time) and D = 64 at tile 64 (0.95x); slower at
+     * D = 128, tile 64 (1.10x), even at D = 64, tile 128 */
+    int tma = o.tma == 1 || (o.tma == 0 && ((D == 128 && out->tile == 128) || (D == 64 && out->tile == 64)));
     if (smem_hopper(out->tile, D, stages, tma) <= dev->smem_per_block_optin) {
       out->hopper = 1;
       out->tma = tma;

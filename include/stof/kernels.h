@@ -255,9 +255,10 @@ typedef struct stof_attn_opts {
   int warps;               /* 0: the kernel's default */
   int stages;              /* block-wise pipeline depth, 0: default */
   int portable;            /* 1: never the Hopper (wgmma) block-wise kernel */
-  int tma;                 /* Hopper kernel's K/V loads: 0: the default (cp.async until TMA
-                              is measured to pay), 1: TMA + mbarrier producer warp (an error
-                              where the Hopper kernel is not chosen), -1: cp.async */
+  int tma;                 /* Hopper kernel's K/V loads: 0: the default (TMA where it measured
+                              faster: D 128 at tile 128, D 64 at tile 64; else cp.async),
+                              1: TMA + mbarrier producer warp (an error where the Hopper
+                              kernel is not chosen), -1: cp.async */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
