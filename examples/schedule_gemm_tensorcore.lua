@@ -19,6 +19,15 @@ local show = arg[4] == "--print" or arg[1] == "--print"
 local BM, BN, BK = 128, 128, 32     -- CUDA block tile
 local WARPS_M, WARPS_N = 2, 4       -- warps per block: 8 (256 threads)
 local STAGES = 3
+-- another tiling: STOF_GEMM_CFG="BM,BN,BK,WARPS_M,WARPS_N,STAGES"
+local cfg = os.getenv("STOF_GEMM_CFG")
+if cfg then
+  BM, BN, BK, WARPS_M, WARPS_N, STAGES = cfg:match("^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+)$")
+  assert(BM, "STOF_GEMM_CFG: expected BM,BN,BK,WARPS_M,WARPS_N,STAGES, got " .. cfg)
+  BM, BN, BK, WARPS_M, WARPS_N, STAGES = tonumber(BM), tonumber(BN), tonumber(BK), tonumber(WARPS_M),
+    tonumber(WARPS_N), tonumber(STAGES)
+end
+local check = os.getenv("STOF_GEMM_NOCHECK") ~= "1"
 
 -- D = GELU(A @ W + bias), fp16 in and out, accumulated in fp32.
 local function gemm_bias_gelu(m, n, kk)
@@ -76,7 +85,8 @@ end
 
 local s = schedule()
 local args = {A, W, bias, D}
-print(("fp16 GEMM [%d x %d] @ [%d x %d] + bias, GELU, on tensor cores"):format(M, K, K, N))
+print(("fp16 GEMM [%d x %d] @ [%d x %d] + bias, GELU, on tensor cores; block %dx%dx%d, %dx%d warps, %d stages"):format(
+  M, K, K, N, BM, BN, BK, WARPS_M, WARPS_N, STAGES))
 if show then
   print(s:print_loop_nest())
   print(stof.build_source(s, args, {target = "cuda"}))
@@ -100,11 +110,14 @@ local function pick(t)
   for i, r in ipairs(rows) do out[i] = all[r] end
   return stof.tensor(out, "float16")
 end
-local rA, rW, rbias, rD = gemm_bias_gelu(R, N, K)
-local want = stof.eval(rD, {[rA] = pick(a), [rW] = w, [rbias] = b})
+local want
+if check then
+  local rA, rW, rbias, rD = gemm_bias_gelu(R, N, K)
+  want = stof.eval(rD, {[rA] = pick(a), [rW] = w, [rbias] = b})
+end
 
 -- the C backend runs the same loops
-if R == M then
+if check and R == M then
   local f = stof.build(s, args, {target = "c"})
   local d = stof.zeros({M, N}, "float16"):fill(0 / 0)
   f(a, w, b, d)
@@ -128,9 +141,11 @@ end
 local da, dw, db = a:to("cuda"), w:to("cuda"), b:to("cuda")
 local d = stof.zeros({M, N}, "float16"):fill(0 / 0):to("cuda")
 f(da, dw, db, d)
-local err = stof.rel_l2(pick(d:to("cpu")), want)
-print(("GPU: relative L2 error against stof.eval (%d of %d rows) %.3g"):format(R, M, err))
-if not (err < 1e-2) then error(("schedule_gemm_tensorcore: GPU mismatch (relative L2 error %g)"):format(err)) end
+if check then
+  local err = stof.rel_l2(pick(d:to("cpu")), want)
+  print(("GPU: relative L2 error against stof.eval (%d of %d rows) %.3g"):format(R, M, err))
+  if not (err < 1e-2) then error(("schedule_gemm_tensorcore: GPU mismatch (relative L2 error %g)"):format(err)) end
+end
 local ms = f:time(da, dw, db, d, {reps = 30, warmup = 5})
 print(("GPU: %.4f ms per call (mean of 30), %.1f TFLOP/s"):format(ms, 2 * M * N * K / (ms * 1e-3) / 1e12))
 print("ok")
