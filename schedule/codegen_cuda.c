@@ -996,7 +996,13 @@ int sched_cuda_stmt(cgen *g, int stmt, int depth) {
   }
   int ns = pipeline_stages(g->s, st->loop);
   if (ns >= 2) {
-    emit_pipeline(g, st, ns, depth);
+    if (lp->ann != STOF_ANN_NONE && lp->ann != STOF_ANN_UNROLL)
+      cg_fail(g, stof_ctx_error(g->s->ctx, STOF_ERR_SCHEDULE,
+                                "cuda: pipelined loop %s must be a serial loop, but it is %s",
+                                sched_loop_name(g->s, st->loop),
+                                lp->ann == STOF_ANN_THREAD ? stof_thread_tag_name(lp->thread) : stof_ann_kind_name(lp->ann)));
+    else
+      emit_pipeline(g, st, ns, depth);
     return 1;
   }
   return 0;
