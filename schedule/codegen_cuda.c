@@ -34,15 +34,25 @@
 
 #include "schedule_int.h"
 
-static const char prelude[] =
+/* Index and loop variables are int64_t; where every tensor has fewer than 2^31 elements and
+ * no value is int64, they are 32-bit (half the integer instructions: index arithmetic is
+ * much of a generated kernel's work). */
+static const char prelude_idx64[] =
     "#include <cuda_fp16.h>\n"
     "#include <cuda_bf16.h>\n"
     "\n"
     "typedef long long stof_i64_t;\n"
+    "#define INT64_C(x) x##LL\n";
+static const char prelude_idx32[] =
+    "#include <cuda_fp16.h>\n"
+    "#include <cuda_bf16.h>\n"
+    "\n"
+    "typedef int stof_i64_t; /* 32-bit indices: every tensor has fewer than 2^31 elements */\n"
+    "#define INT64_C(x) x\n";
+static const char prelude[] =
     "#define int64_t stof_i64_t\n"
     "#define int32_t int\n"
     "#define uint8_t unsigned char\n"
-    "#define INT64_C(x) x##LL\n"
     "#undef INT64_MIN\n#undef INT64_MAX\n#undef INT32_MIN\n#undef INT32_MAX\n#undef NAN\n#undef INFINITY\n"
     "#define INT64_MAX 9223372036854775807LL\n"
     "#define INT64_MIN (-INT64_MAX - 1LL)\n"
@@ -172,6 +182,39 @@ static int64_t buf_numel(const lir_buf *lb) {
 static int root_of(const stof_sched *s, int b) {
   while (sched_block_at(s, b)->attach >= 0) b = sched_loop_at(s, sched_block_at(s, b)->attach)->block;
   return b;
+}
+
+static int has_i64(const stof_expr *e) {
+  if (!e) return 0;
+  if (e->dtype == STOF_DTYPE_I64) return 1;
+  switch (e->kind) {
+  case STOF_EXPR_INT:
+  case STOF_EXPR_FLOAT:
+  case STOF_EXPR_VAR: return 0;
+  case STOF_EXPR_LOAD:
+    for (int d = 0; d < e->u.load.nidx; d++)
+      if (has_i64(e->u.load.idx[d])) return 1;
+    return 0;
+  case STOF_EXPR_REDUCE: return has_i64(e->u.reduce.src);
+  default: return has_i64(e->u.op.a) || has_i64(e->u.op.b) || has_i64(e->u.op.c);
+  }
+}
+
+/* May the kernels index with 32-bit integers? */
+static int index32(const stof_sched *s, const sched_lir *l) {
+  for (int i = 0; i < l->bufs.len; i++) {
+    const stof_op *op = ((const lir_buf *)l->bufs.data)[i].op;
+    int64_t n = 1;
+    for (int d = 0; d < op->ndim; d++) n *= op->shape[d];
+    if (n >= INT32_MAX / 2 || op->dtype == STOF_DTYPE_I64) return 0;
+  }
+  for (int b = 0; b < s->blocks.len; b++) {
+    const sched_block *x = sched_block_at(s, b);
+    if (x->state == SCHED_B_LIVE && (x->op->dtype == STOF_DTYPE_I64 || has_i64(x->op->body))) return 0;
+  }
+  for (int i = 0; i < s->loops.len; i++)
+    if (sched_loop_at(s, i)->extent >= INT32_MAX / 2) return 0;
+  return 1;
 }
 
 /* One kernel's facts, gathered by walking its statements. */
@@ -507,6 +550,7 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
     stof_buf_puts(&b, "\n");
   }
   stof_buf_puts(&b, " */\n");
+  stof_buf_puts(&b, index32(s, &l) ? prelude_idx32 : prelude_idx64);
   stof_buf_puts(&b, prelude);
   sched_cuda_xr_prelude(s, &b);
   k = 0;
