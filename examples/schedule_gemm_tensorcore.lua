@@ -55,14 +55,13 @@ local function schedule()
   local i, j, kk = table.unpack(s:get_loops(cb))
   local ib, iw, im = s:split(i, {stof.INFER, WARPS_M, BM // WARPS_M})
   local jb, jw, jm = s:split(j, {stof.INFER, WARPS_N, BN // WARPS_N})
-  local ko, ki, kt = s:split(kk, {stof.INFER, BK // 16, 16})
-  s:reorder({ib, jb, iw, jw, ko, ki, im, jm, kt})
+  local ko, kt = s:split(kk, {stof.INFER, BK})
+  s:reorder({ib, jb, iw, jw, ko, im, jm, kt})
   s:bind(ib, "blockIdx.y")
   s:bind(jb, "blockIdx.x")
   s:bind(iw, "threadIdx.z")
   s:bind(jw, "threadIdx.y")
-  s:unroll(ki)
-  s:tensorize(im, "mma_m16n8k16")
+  s:tensorize(im, "mma_m16n8k16")  -- the warp's WM x WN x BK: mma.sync m16n8k16, k-steps pipelined
   -- operand tiles in shared memory, fetched cooperatively 16 bytes per thread
   for input = 0, 1 do
     local sh = s:cache_read(cb, input, "shared")

@@ -204,9 +204,9 @@ stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *int
                           sched_block_name(s, l->block));
   int64_t e0 = sched_loop_at(s, lp[0])->extent, e1 = sched_loop_at(s, lp[1])->extent,
           e2 = sched_loop_at(s, lp[2])->extent;
-  if (e0 % 16 || e1 % 8 || e2 != 16 || e0 > 128 || e1 > 128)
+  if (e0 % 16 || e1 % 8 || e2 % 16 || e0 > 128 || e1 > 128 || e2 > 64)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                          "%s: mma_m16n8k16 needs loop extents 16k (<= 128), 8k (<= 128) and 16; loops "
+                          "%s: mma_m16n8k16 needs loop extents 16a (<= 128), 8b (<= 128) and 16c (<= 64); loops "
                           "%s, %s, %s have %lld, %lld, %lld",
                           what, name, sched_loop_name(s, lp[1]), sched_loop_name(s, lp[2]), (long long)e0,
                           (long long)e1, (long long)e2);
@@ -223,6 +223,7 @@ stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *int
     m->b = eb->u.load.tensor;
     m->m = e0;
     m->n = e1;
+    m->k = e2;
     m->loops[0] = lp[0];
     m->loops[1] = lp[1];
     m->loops[2] = lp[2];

@@ -263,12 +263,12 @@ int sched_first_attached(const stof_sched *s, int b);
 stof_status sched_try(stof_sched *s, stof_sched **c);
 stof_status sched_commit(stof_sched *s, stof_sched *c, const char *what);
 
-/* A tensorized mma nest (annotate.c): operands, the tile it covers (m x n, k = 16) and its
+/* A tensorized mma nest (annotate.c): operands, the tile it covers (m x n x k) and its
  * three loops (rows, columns, reduction). */
 typedef struct sched_mma {
   const stof_op *a, *b;
   const stof_expr *la, *lb;   /* their loads */
-  int64_t m, n;
+  int64_t m, n, k;
   int loops[3];
 } sched_mma;
 /* Checks that loop can be tensorized with intrin (STOF_ERR_SCHEDULE naming why not); m (may

@@ -347,7 +347,8 @@ stof_status stof_sched_bind(stof_sched *s, int loop, const char *tag);
  * tensorize: the three innermost loops of a block, starting at loop, become one tensor-core
  * intrinsic. Known: "mma_m16n8k16" (mma.sync m16n8k16, f16 or bf16 inputs, f32 accumulation)
  * for a block C[.., i, j] = sum(float32(A[i, k]) * float32(B[k, j])), whose loops are the
- * innermost stride-1 parts of i, j and k with extents 16m, 8n and 16. On CUDA the block must
+ * innermost stride-1 parts of i, j and k with extents 16a, 8b and 16c (a, b <= 8, c <= 4; the
+ * warp loads the fragments of one k-step while it multiplies those of the previous one). On CUDA the block must
  * write a buffer of scope "warp" (cache_write(C, "warp")), A and B must be read from shared
  * memory, the kernel's threadIdx.x is the warp's lane (32) and no loop of the block is bound
  * to it. The C backend runs the loops as they are.

@@ -209,7 +209,7 @@ static void f16_pipelined_source(void **state) {
       "__half *const stof_view_2 = b8_A_shared + (stof_i) % 3 * 5120;\n",
       /* one mma call per k.1 covers the warp's 64 x 32 tile: 4 x 4 tiles of 16 x 8 */
       "{ /* tensorized: mma_m16n8k16 over i.2 x j.2 x k.2 */\n",
-      "stof_mma_f16<4, 4>(b5_C_warp + (",
+      "stof_mma_f16<4, 4, 1>(b5_C_warp + (",
       ", 40, &b10_B_shared[",
       "INT64_C(1)], 136);\n",
       "            stof_cp_async_wait_all();\n            __syncthreads();\n          }\n",
@@ -244,7 +244,7 @@ static void bf16_staged_source(void **state) {
       "              __syncthreads(); /* every thread's part is written */\n"
       "            }\n"
       "            { /* block B.shared, pragma pad=8 */\n",
-      "stof_mma_bf16<4, 4>(b3_C_warp + (",
+      "stof_mma_bf16<4, 4, 1>(b3_C_warp + (",
       "{ /* block C.warp: each lane its own elements of the warp's fragments */\n",
       "b2_C[(v3_v0) * INT64_C(256) + (v4_v1) * INT64_C(1)] = (float)(b3_C_warp[stof_frag]);\n",
   };
@@ -338,7 +338,7 @@ static void tensorize_wrong_extents(void **state) {
   stof_sched *s = small(&G, STOF_DTYPE_F16, 8, l);
   sh_snapshot sn = sh_take(s);
   sh_expect_error(G.ctx, stof_sched_tensorize(s, l[3], "mma_m16n8k16"), STOF_ERR_SCHEDULE,
-                  "tensorize: mma_m16n8k16 needs loop extents 16k (<= 128), 8k (<= 128) and 16; loops i.inner, "
+                  "tensorize: mma_m16n8k16 needs loop extents 16a (<= 128), 8b (<= 128) and 16c (<= 64); loops i.inner, "
                   "j.inner, k.inner have 8, 8, 16");
   sh_expect_same(s, &sn);
   stof_sched_free(s);
