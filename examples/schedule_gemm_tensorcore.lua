@@ -28,6 +28,10 @@ if cfg then
     tonumber(WARPS_N), tonumber(STAGES)
 end
 local check = os.getenv("STOF_GEMM_NOCHECK") ~= "1"
+-- STOF_GEMM_INTRIN=wgmma: Hopper warpgroup MMA instead (one warpgroup per 64 x BN rows,
+-- BK = 64, operand tiles in wgmma's swizzled layout; WARPS_N must be 1)
+local wgmma = os.getenv("STOF_GEMM_INTRIN") == "wgmma"
+if wgmma and not cfg then BM, BN, BK, WARPS_M, WARPS_N, STAGES = 128, 128, 64, 2, 1, 3 end
 
 -- D = GELU(A @ W + bias), fp16 in and out, accumulated in fp32.
 local function gemm_bias_gelu(m, n, kk)
@@ -46,7 +50,37 @@ local function gemm_bias_gelu(m, n, kk)
 end
 local A, W, bias, D = gemm_bias_gelu(M, N, K)
 
+local function schedule_wgmma()
+  local s = stof.schedule({D})
+  local cb = s:get_block("C")
+  s:compute_inline(s:cache_write(cb, "warp"))
+  local i, j, kk = table.unpack(s:get_loops(cb))
+  local ib, iw, im = s:split(i, {stof.INFER, WARPS_M, 64})
+  local jb, jm = s:split(j, {stof.INFER, BN})
+  local ko, kt = s:split(kk, {stof.INFER, BK})
+  s:reorder({ib, jb, iw, ko, im, jm, kt})
+  s:bind(ib, "blockIdx.y")
+  s:bind(jb, "blockIdx.x")
+  s:bind(iw, "threadIdx.y")
+  s:tensorize(im, "wgmma_m64nNk16")  -- the warpgroup's 64 x BN x BK: wgmma m64nBNk16
+  for input = 0, 1 do
+    local sh = s:cache_read(cb, input, "shared")
+    s:compute_at(sh, ko)
+    local r, c = table.unpack(s:get_loops(sh))
+    local co, cv = s:split(c, {stof.INFER, 8})
+    local f = s:fuse(r, co)
+    local _, fy, fx = s:split(f, {stof.INFER, WARPS_M, 128})
+    s:bind(fy, "threadIdx.y")
+    s:bind(fx, "threadIdx.x")
+    s:vectorize(cv)
+  end
+  s:annotate(ko, "pipeline_stages", tostring(STAGES))
+  s:reverse_compute_at(s:get_block("D"), iw)
+  return s
+end
+
 local function schedule()
+  if wgmma then return schedule_wgmma() end
   local s = stof.schedule({D})
   local cb = s:get_block("C")
   -- accumulate in the warps' registers; the epilogue reads them directly

@@ -12,7 +12,8 @@ local stof = require("stof")
 local te = stof.te
 
 local M, N = tonumber(arg[1]) or 64, tonumber(arg[2]) or 1024
-local T = tonumber(arg[3]) or math.min(512, N) -- threads per row
+local V = 8 -- elements per vector access (16 bytes of float16)
+local T = tonumber(arg[3]) or math.max(1, math.min(512, N // V)) -- threads per row
 local eps = 1e-5
 
 local X = te.placeholder({M, N}, "float16", "X")
@@ -30,32 +31,37 @@ local Y = te.compute({M, N}, function(i, j)
   return (y * gamma[j]:astype("float32") + beta[j]:astype("float32")):astype("float16")
 end, "Y")
 
--- The schedule: rows on blockIdx.x; every row's columns split into T threads (thread t
--- takes columns t, t + T, ...), the statistics of a row computed at its row loop.
-local function schedule(threads)
+-- The schedule: rows on blockIdx.x; every row's columns split into (serial, T threads, V
+-- vectorized): thread t takes the runs of V contiguous columns at t * V, (T + t) * V, ..., so
+-- each access of X, gamma, beta and Y moves 16 bytes (V = 8 halves). The statistics of a row
+-- are computed at its row loop, their reduce loops split the same way.
+local function schedule(threads, vec)
   local s = stof.schedule({Y})
   local i, j = table.unpack(s:get_loops(s:get_block("Y")))
-  local jo, ji = s:split(j, {stof.INFER, threads})
+  local jo, jt, jv = s:split(j, {stof.INFER, threads, vec})
   s:bind(i, "blockIdx.x")
-  s:bind(ji, "threadIdx.x")
+  s:bind(jt, "threadIdx.x")
   s:unroll(jo)
+  s:vectorize(jv)
   s:compute_at(s:get_block("var"), i)
   s:compute_at(s:get_block("mean"), i)
   for _, name in ipairs({"mean", "var"}) do
     local loops = s:get_loops(s:get_block(name))
-    local ro, ri = s:split(loops[#loops], {stof.INFER, threads})
-    s:bind(ri, "threadIdx.x")
+    local ro, rt, rv = s:split(loops[#loops], {stof.INFER, threads, vec})
+    s:bind(rt, "threadIdx.x")
     s:unroll(ro)
+    s:vectorize(rv)
   end
   return s
 end
 
-local s = schedule(T)
-print(("layer norm of [%d x %d] float16, %d threads per row, for CUDA\n"):format(M, N, T))
+local s = schedule(T, V)
+print(("layer norm of [%d x %d] float16, %d threads per row, %d-element vectors, for CUDA\n"):format(M, N, T, V))
 print(s:print_loop_nest())
 local args = {X, gamma, beta, Y}
 local src = stof.build_source(s, args, {target = "cuda"})
 assert(src:find("__shfl_xor_sync", 1, true) and src:find("all-reduce (sum) of var over threadIdx.x", 1, true))
+if N % (T * V) == 0 then assert(src:find("= *(const uint4 *)&", 1, true) and src:find("*(uint4 *)&", 1, true)) end
 print(src)
 
 -- The C backend runs the same schedule serially (bound loops are loops there).

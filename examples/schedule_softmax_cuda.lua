@@ -13,7 +13,8 @@ local stof = require("stof")
 local te = stof.te
 
 local M, N = tonumber(arg[1]) or 64, tonumber(arg[2]) or 1024
-local T = tonumber(arg[3]) or math.min(512, N) -- threads per row
+local V = 8 -- elements per vector access (16 bytes of float16)
+local T = tonumber(arg[3]) or math.max(1, math.min(512, N // V)) -- threads per row
 
 local X = te.placeholder({M, N}, "float16", "X")
 local r = te.reduce_axis(N, "r")
@@ -23,33 +24,39 @@ local c = te.reduce_axis(N, "c")
 local sm = te.compute({M}, function(i) return te.sum(e[{i, c}], {c}) end, "sm")
 local P = te.compute({M, N}, function(i, j) return (e[{i, j}] / sm[i]):astype("float16") end, "P")
 
--- The schedule: rows on blockIdx.x; every row's columns split into T threads (thread t
--- takes columns t, t + T, ...: a warp reads 64 contiguous bytes per load).
-local function schedule(threads)
+-- The schedule: rows on blockIdx.x; every row's columns split into (serial, T threads, V
+-- vectorized): thread t takes the runs of V contiguous columns at t * V, (T + t) * V, ..., so
+-- each access of X and P moves 16 bytes (V = 8 halves) per thread and a warp 512 contiguous
+-- bytes. The reduce loops of mx and sm are split the same way (the vectorized reduce loop
+-- folds its V elements in order into the thread's accumulator).
+local function schedule(threads, vec)
   local s = stof.schedule({P})
   s:compute_inline(s:get_block("e"))
   local i, j = table.unpack(s:get_loops(s:get_block("P")))
-  local jo, ji = s:split(j, {stof.INFER, threads})
+  local jo, jt, jv = s:split(j, {stof.INFER, threads, vec})
   s:bind(i, "blockIdx.x")
-  s:bind(ji, "threadIdx.x")
+  s:bind(jt, "threadIdx.x")
   s:unroll(jo)
+  s:vectorize(jv)
   s:compute_at(s:get_block("sm"), i)
   s:compute_at(s:get_block("mx"), i)
   for _, name in ipairs({"mx", "sm"}) do
     local loops = s:get_loops(s:get_block(name))
-    local ro, ri = s:split(loops[#loops], {stof.INFER, threads})
-    s:bind(ri, "threadIdx.x")
+    local ro, rt, rv = s:split(loops[#loops], {stof.INFER, threads, vec})
+    s:bind(rt, "threadIdx.x")
     s:unroll(ro)
+    s:vectorize(rv)
   end
   return s
 end
 
-local s = schedule(T)
-print(("row softmax of [%d x %d] float16, %d threads per row, for CUDA\n"):format(M, N, T))
+local s = schedule(T, V)
+print(("row softmax of [%d x %d] float16, %d threads per row, %d-element vectors, for CUDA\n"):format(M, N, T, V))
 print(s:print_loop_nest())
 local args = {X, P}
 local src = stof.build_source(s, args, {target = "cuda"})
 assert(src:find("__shfl_xor_sync", 1, true) and src:find("all-reduce (max) of mx over threadIdx.x", 1, true))
+if N % (T * V) == 0 then assert(src:find("= *(const uint4 *)&", 1, true) and src:find("*(uint4 *)&", 1, true)) end
 print(src)
 
 -- The C backend runs the same schedule serially (bound loops are loops there).

@@ -3,7 +3,8 @@
  * on loops or blocks (annotate).
  *
  * A loop carries at most one of bind / vectorize / unroll / parallel; pragmas are separate
- * and any number. Annotations change no loop structure, so split and fuse refuse annotated
+ * and any number. A reduce loop may be vectorized (its loads become vector loads on CUDA;
+ * the accumulation stays in order) but not parallel. Annotations change no loop structure, so split and fuse refuse annotated
  * loops (annotate last, as in TVM).
  */
 #include <string.h>
@@ -69,7 +70,8 @@ static stof_status mark(stof_sched *s, int loop, stof_ann_kind ann, stof_inst_ki
   const sched_loop *l = sched_loop_at(s, loop);
   if (l->ann != STOF_ANN_NONE)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: loop %s is already %s", what, name, ann_text(l));
-  if (l->iter == STOF_ITER_REDUCE && ann != STOF_ANN_UNROLL)
+  /* a vectorized reduce loop is unrolled around its accumulator, its loads vectorized */
+  if (l->iter == STOF_ITER_REDUCE && ann == STOF_ANN_PARALLEL)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                           "%s: loop %s is a reduce loop (its iterations depend on each other)", what,
                           name);
@@ -167,9 +169,11 @@ static int is_axis(const sched_block *b, const stof_expr *e, int a) {
 stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *intrin, sched_mma *m) {
   const char *what = "tensorize";
   const char *name = sched_loop_name(s, loop);
-  if (strcmp(intrin, "mma_m16n8k16") != 0)
-    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: unknown intrinsic '%s' for loop %s (known: mma_m16n8k16)",
-                          what, intrin, name);
+  int wg = strcmp(intrin, "wgmma_m64nNk16") == 0;
+  if (strcmp(intrin, "mma_m16n8k16") != 0 && !wg)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: unknown intrinsic '%s' for loop %s (known: mma_m16n8k16, wgmma_m64nNk16)", what,
+                          intrin, name);
   const sched_loop *l = sched_loop_at(s, loop);
   const sched_block *b = sched_block_at(s, l->block);
   int p = sched_loop_pos(s, loop);
@@ -204,7 +208,13 @@ stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *int
                           sched_block_name(s, l->block));
   int64_t e0 = sched_loop_at(s, lp[0])->extent, e1 = sched_loop_at(s, lp[1])->extent,
           e2 = sched_loop_at(s, lp[2])->extent;
-  if (e0 % 16 || e1 % 8 || e2 % 16 || e0 > 128 || e1 > 128 || e2 > 64)
+  if (wg && (e0 != 64 || (e1 != 64 && e1 != 128) || e2 % 16 || e2 > 64))
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: wgmma_m64nNk16 needs loop extents 64, 64 or 128, and 16c (<= 64); loops %s, "
+                          "%s, %s have %lld, %lld, %lld",
+                          what, name, sched_loop_name(s, lp[1]), sched_loop_name(s, lp[2]), (long long)e0,
+                          (long long)e1, (long long)e2);
+  if (!wg && (e0 % 16 || e1 % 8 || e2 % 16 || e0 > 128 || e1 > 128 || e2 > 64))
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                           "%s: mma_m16n8k16 needs loop extents 16a (<= 128), 8b (<= 128) and 16c (<= 64); loops "
                           "%s, %s, %s have %lld, %lld, %lld",

@@ -15,6 +15,8 @@
  *    its consumers read of its buffer along d, the loops enclosing the block fixed;
  *  - reverse_compute_at: the block's axis a, which reads its producer's buffer along d,
  *    ranges over what the producer writes along d with the enclosing loops fixed.
+ * For a block or buffer of scope "shared", loops bound to threadIdx.x/y/z are never fixed:
+ * one copy serves all the threads of a CUDA block, so its region covers all of them.
  * The extents were fixed when the block moved (its loops were made then); the bases are
  * worked out again at every lowering, so later splits and fuses of the enclosing loops
  * are followed, and an extent that no longer suffices is an error.

@@ -135,9 +135,30 @@ static void emit_load(cgen *g, const stof_expr *e) {
     stof_buf_puts(g->b, "[stof_frag]");
     return;
   }
+  for (int k = 0; k < g->nvload; k++)
+    if (g->vload[k] == e) { /* its element of the vector loaded before the loop */
+      stof_buf_printf(g->b, "%s(((const %s *)&stof_vl%d)[", conv, sched_cg_stype(g->cuda, t->dtype), k);
+      loop_name(g, g->vloop);
+      stof_buf_puts(g->b, "])");
+      return;
+    }
   stof_buf_printf(g->b, "%s(", conv);
   sched_cg_load_elem(g, e);
   stof_buf_puts(g->b, ")");
+}
+
+/* CUDA: the shared-memory layout of a lowered buffer (SCHED_LAYOUT_*). */
+static int layout_of(const cgen *g, const lir_buf *lb) {
+  return g->cuda && g->layout && lb ? g->layout[lb - (const lir_buf *)g->l->bufs.data] : SCHED_LAYOUT_ROWS;
+}
+
+/* "stof_swz_k(" or "stof_swz_mn(" opening a swizzled element index (wgmma operands). */
+static void swz_open(cgen *g, const lir_buf *lb) {
+  stof_buf_puts(g->b, layout_of(g, lb) == SCHED_LAYOUT_SW128_K ? "[stof_swz_k(" : "[stof_swz_mn(");
+}
+static void swz_close(cgen *g, const lir_buf *lb) {
+  if (layout_of(g, lb) == SCHED_LAYOUT_SW128_MN) stof_buf_printf(g->b, ", %lld", (long long)lb->ext[0]);
+  stof_buf_puts(g->b, ")]");
 }
 
 void sched_cg_load_elem(cgen *g, const stof_expr *e) {
@@ -145,6 +166,18 @@ void sched_cg_load_elem(cgen *g, const stof_expr *e) {
   int64_t ext[STOF_MAX_DIMS];
   const lir_buf *lb = buf_layout(g, t, ext);
   sched_cg_buf_name(g->b, t);
+  if (layout_of(g, lb) != SCHED_LAYOUT_ROWS) {
+    swz_open(g, lb);
+    for (int d = 0; d < 2; d++) {
+      stof_buf_puts(g->b, d ? ", (int)((int64_t)(" : "(int)((int64_t)(");
+      emit(g, e->u.load.idx[d]);
+      stof_buf_puts(g->b, ")");
+      emit_rel(g, lb, d);
+      stof_buf_puts(g->b, ")");
+    }
+    swz_close(g, lb);
+    return;
+  }
   stof_buf_puts(g->b, "[");
   if (t->ndim == 0) stof_buf_puts(g->b, "0");
   for (int d = 0; d < t->ndim; d++) {
@@ -346,9 +379,26 @@ void sched_cg_loop_name(cgen *g, int loop) { loop_name(g, loop); }
 void sched_cg_elem(cgen *g, int block) {
   const sched_block *b = sched_block_at(g->s, block);
   const stof_op *t = b->out;
+  if (g->vstore) { /* its element of the vector stored after the loop */
+    stof_buf_printf(g->b, "((%s *)&stof_vs)[", sched_cg_stype(g->cuda, t->dtype));
+    loop_name(g, g->vloop);
+    stof_buf_puts(g->b, "]");
+    return;
+  }
   int64_t ext[STOF_MAX_DIMS];
   const lir_buf *lb = buf_layout(g, t, ext);
   sched_cg_buf_name(g->b, t);
+  if (layout_of(g, lb) != SCHED_LAYOUT_ROWS) {
+    swz_open(g, lb);
+    for (int d = 0; d < 2; d++) {
+      stof_buf_puts(g->b, d ? ", (int)(" : "(int)(");
+      emit_iexpr(g, b, g->l->blk[block].store[d]);
+      emit_rel(g, lb, d);
+      stof_buf_puts(g->b, ")");
+    }
+    swz_close(g, lb);
+    return;
+  }
   stof_buf_puts(g->b, "[");
   if (t->ndim == 0) stof_buf_puts(g->b, "0");
   for (int d = 0; d < t->ndim; d++) {
@@ -510,10 +560,12 @@ void sched_cg_stmt(cgen *g, int i, int depth) {
         stof_buf_printf(o, "#pragma unroll %lld /* %s */\n", (long long)(lp->extent < 65534 ? lp->extent : 65534),
                         lp->ann == STOF_ANN_VECTORIZE ? "vectorize" : "unroll");
       }
-      if (!g->cuda && lp->ann == STOF_ANN_VECTORIZE) {
+      /* a vectorized reduce loop carries its accumulator: unrolled, never ivdep */
+      int ivdep = lp->ann == STOF_ANN_VECTORIZE && lp->iter != STOF_ITER_REDUCE;
+      if (!g->cuda && ivdep) {
         sched_indent(o, depth);
         stof_buf_puts(o, "#pragma GCC ivdep\n");
-      } else if (!g->cuda && lp->ann == STOF_ANN_UNROLL) {
+      } else if (!g->cuda && (lp->ann == STOF_ANN_UNROLL || lp->ann == STOF_ANN_VECTORIZE)) {
         sched_indent(o, depth);
         stof_buf_printf(o, "#pragma GCC unroll %lld\n", (long long)(lp->extent < 65534 ? lp->extent : 65534));
       }
@@ -586,7 +638,7 @@ void sched_cg_stmt(cgen *g, int i, int depth) {
       sched_cg_stmts(g, st->first, depth + 1);
       if (sync) {
         sched_indent(o, depth + 1);
-        stof_buf_puts(o, "stof_cp_async_wait_all();\n");
+        stof_buf_puts(o, g->wgmma ? "stof_cp_async_wait_all(); stof_fence_async();\n" : "stof_cp_async_wait_all();\n");
         sched_cg_sync(g, st->block, depth + 1, "every thread's part is written");
       }
       sched_indent(o, depth);

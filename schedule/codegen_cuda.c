@@ -25,7 +25,9 @@
  * Types: f16 and bf16 are stored as __half and __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h)
  * and compute in float; the other rules (floor division, saturating casts, NaN-propagating
  * max/min) are the C backend's, with the same helpers written as device functions.
- * vectorize and unroll become `#pragma unroll`.
+ * vectorize and unroll become `#pragma unroll`; in a vectorized loop, the loads and the
+ * store of arguments that move V contiguous, V-aligned elements become one 4-, 8- or
+ * 16-byte access each (emit_vector_loop), the others stay scalar.
  */
 #include <math.h>
 #include <stdio.h>
@@ -366,6 +368,98 @@ static stof_status too_many(const stof_sched *s, const char *kname, const char *
                         what, n, max);
 }
 
+/* The intrinsic loop is tensorized with ("" when none). */
+static const char *tensorize_intrin(const stof_sched *s, int loop) {
+  for (int i = 0; i < s->annots.len; i++) {
+    const sched_annot *a = sched_annot_at(s, i);
+    if (!a->is_block && a->id == loop && strcmp(sched_str(s, a->key), "tensorize") == 0) return sched_str(s, a->value);
+  }
+  return "";
+}
+
+/* Per lowered buffer, its layout (SCHED_LAYOUT_*): the shared operands of wgmma-tensorized
+ * blocks are swizzled, their warp accumulators are a warpgroup's. Returns whether there is
+ * any wgmma (the source then needs sm_90a). */
+static int wgmma_layouts(const stof_sched *s, const sched_lir *l, unsigned char *layout) {
+  int any = 0;
+  memset(layout, SCHED_LAYOUT_ROWS, (size_t)(l->bufs.len ? l->bufs.len : 1));
+  for (int i = 0; i < s->loops.len; i++) {
+    const sched_loop *lp = sched_loop_at(s, i);
+    if (lp->ann != STOF_ANN_TENSORIZE || lp->dead || lp->repl != SCHED_LEAF) continue;
+    const char *in = tensorize_intrin(s, i);
+    if (strncmp(in, "wgmma", 5) != 0) continue;
+    sched_mma m;
+    if (sched_tensorize_match(s, i, in, &m)) { /* emit_wgmma reports it */
+      stof_ctx_clear_error(s->ctx);
+      continue;
+    }
+    const lir_buf *a = lir_find_buf(l, m.a), *b = lir_find_buf(l, m.b);
+    const lir_buf *c = lir_find_buf(l, sched_block_at(s, lp->block)->out);
+    const lir_buf *base = (const lir_buf *)l->bufs.data;
+    if (a && a->scope == SCHED_SCOPE_SHARED) layout[a - base] = SCHED_LAYOUT_SW128_K;
+    if (b && b->scope == SCHED_SCOPE_SHARED) layout[b - base] = SCHED_LAYOUT_SW128_MN;
+    if (c && c->scope == SCHED_SCOPE_WARP) layout[c - base] = SCHED_LAYOUT_WGACC;
+    any = 1;
+  }
+  return any;
+}
+
+/* Elements of a warp buffer each thread holds. */
+static int64_t warp_elems(unsigned char layout, const lir_buf *lb) {
+  return lb->ext[0] * lb->ext[1] / (layout == SCHED_LAYOUT_WGACC ? 128 : 32);
+}
+
+/* The wgmma helpers the source uses: per (element type, N), m64nNk16 with both operands in
+ * shared memory (A K-major, B MN-major, 128-byte swizzle), the accumulators as N / 2
+ * registers of each thread of the warpgroup. */
+static void wgmma_prelude(const stof_sched *s, const sched_lir *l, const unsigned char *layout, stof_buf *b) {
+  (void)l;
+  (void)layout;
+  int done[2][3] = {{0}};
+  stof_buf_puts(b, "\n/* wgmma (sm_90a): descriptors of 128-byte swizzled shared tiles, async-proxy fence */\n"
+                   "STOF_D unsigned long long stof_wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {\n"
+                   "  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |\n"
+                   "         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);\n"
+                   "}\n"
+                   "STOF_D void stof_fence_async() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }\n"
+                   "/* element (r, c) of a K-major tile with 64-element rows, and of an MN-major one (rows k,\n"
+                   " * blocks of 64 columns of R rows each) */\n"
+                   "#define stof_swz_k(r, c) ((r) * 64 + ((((c) >> 3) ^ ((r) & 7)) << 3) + ((c) & 7))\n"
+                   "#define stof_swz_mn(r, c, R) (((c) >> 6) * ((R) * 64) + (r) * 64 + (((((c) & 63) >> 3) ^ ((r) & 7)) << 3) + ((c) & 7))\n");
+  for (int i = 0; i < s->loops.len; i++) {
+    const sched_loop *lp = sched_loop_at(s, i);
+    if (lp->ann != STOF_ANN_TENSORIZE || lp->dead || lp->repl != SCHED_LEAF) continue;
+    const char *in = tensorize_intrin(s, i);
+    sched_mma m;
+    if (strncmp(in, "wgmma", 5) != 0 || sched_tensorize_match(s, i, in, &m)) continue;
+    int bf = m.a->dtype == STOF_DTYPE_BF16, ni = m.n == 64 ? 0 : m.n == 128 ? 1 : 2;
+    if (done[bf][ni]) continue;
+    done[bf][ni] = 1;
+    int n = (int)m.n, nreg = n / 2;
+    const char *ty = bf ? "__nv_bfloat16" : "__half", *ptx = bf ? "bf16" : "f16";
+    stof_buf_printf(b, "STOF_D void stof_wgmma_%s_n%d(float *d, unsigned long long da, unsigned long long db) {\n", ptx, n);
+    stof_buf_printf(b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n\"\n"
+                       "    \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n, ptx, ptx);
+    for (int r = 0; r < nreg; r++) stof_buf_printf(b, "%s%%%d", r ? "," : "", r);
+    stof_buf_printf(b, "}, %%%d, %%%d, p, 1, 1, 0, 1;\\n}\\n\"\n    : ", nreg, nreg + 1);
+    for (int r = 0; r < nreg; r++) stof_buf_printf(b, "%s\"+f\"(d[%d])", r ? ", " : "", r);
+    stof_buf_puts(b, "\n    : \"l\"(da), \"l\"(db));\n}\n");
+    stof_buf_printf(b,
+                    "/* the warpgroup adds A[64 x 16 TK] (K-major tile at a) times B[16 TK x %d] (MN-major tile at\n"
+                    " * b, blocks of 64 columns lbo bytes apart) into d */\n"
+                    "template <int TK> STOF_D void stof_wgmma_%s_%d(float *d, const %s *a, const %s *b, unsigned lbo) {\n"
+                    "  const unsigned sa = stof_smem_u32(a), sb = stof_smem_u32(b);\n"
+                    "  asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n"
+                    "  _Pragma(\"unroll\") for (int kk = 0; kk < TK; ++kk)\n"
+                    "    stof_wgmma_%s_n%d(d, stof_wg_desc(sa + kk * 32, 16, 1024), stof_wg_desc(sb + kk * 2048, lbo, 1024));\n"
+                    "  asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n"
+                    "  asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n"
+                    "  _Pragma(\"unroll\") for (int k = 0; k < %d; ++k) asm volatile(\"\" : \"+f\"(d[k])::\"memory\");\n"
+                    "}\n",
+                    n, ptx, n, ty, ty, ptx, n, nreg);
+  }
+}
+
 /* The copies kept of the shared buffers filled at loop (its "pipeline_stages" pragma, or 1). */
 static int pipeline_stages(const stof_sched *s, int loop) {
   for (int i = 0; loop >= 0 && i < s->annots.len; i++) {
@@ -391,8 +485,8 @@ static size_t shared_bytes(const lir_buf *lb) {
  * memory (kk->smem bytes in all). */
 static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt, const char *kname,
                                unsigned *inside, unsigned char *place, size_t *soff, int *stages,
-                               sched_cuda_kernel *kk) {
-  int warp = 0;
+                               const unsigned char *layout, sched_cuda_kernel *kk) {
+  int warp = 0, lanes = 32;
   kscan k = {s, l, {-1, -1, -1, -1, -1, -1}, {1, 1, 1, 1, 1, 1}, inside, kname, STOF_OK};
   const lir_stmt *root = lir_stmt_at(l, stmt);
   kouter none = {{-1, -1, -1, -1, -1, -1}};
@@ -427,13 +521,14 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
                               kname);
       place[i] = PLACE_SHARED;
       stages[i] = pipeline_stages(s, sched_block_at(s, lb->writer)->attach);
+      if (layout[i] != SCHED_LAYOUT_ROWS) kk->smem = (kk->smem + 1023) & ~(size_t)1023; /* swizzle atoms */
       soff[i] = kk->smem;
       kk->smem += shared_bytes(lb) * (size_t)stages[i];
       continue;
     }
     if (lb->scope == SCHED_SCOPE_WARP) {
-      unsigned lanes = 1u << STOF_THREAD_THREAD_X;
-      if (lb->at < 0 || (need & ~lanes & ~inside[lb->at]) || (inside[lb->at] & lanes) || lb->op->ndim != 2 ||
+      unsigned lane_tag = 1u << STOF_THREAD_THREAD_X;
+      if (lb->at < 0 || (need & ~lane_tag & ~inside[lb->at]) || (inside[lb->at] & lane_tag) || lb->op->ndim != 2 ||
           lb->ext[0] % 16 || lb->ext[1] % 8 || lb->op->dtype != STOF_DTYPE_F32)
         return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                               "cuda: warp buffer %s must be a float32 matrix of 16m x 8n elements (it is "
@@ -442,8 +537,14 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
                               "loop bound to threadIdx.x, in kernel %s",
                               lb->op->name, (long long)lb->ext[0], (long long)(lb->op->ndim > 1 ? lb->ext[1] : 1),
                               kname);
+      if (layout[i] == SCHED_LAYOUT_WGACC && lb->ext[0] != 64)
+        return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: warp buffer %s holds a warpgroup's wgmma accumulators: it must be 64 "
+                              "rows (one warpgroup's tile), it is %lld",
+                              lb->op->name, (long long)lb->ext[0]);
       place[i] = PLACE_WARP;
       warp = 1;
+      if (layout[i] == SCHED_LAYOUT_WGACC) lanes = 128;
       continue;
     }
     if (lb->at < 0) continue;
@@ -461,12 +562,13 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
     place[i] = PLACE_LOCAL;
   }
   if (warp) {
-    if (e[STOF_THREAD_THREAD_X] != 1 && e[STOF_THREAD_THREAD_X] != 32)
+    if (e[STOF_THREAD_THREAD_X] != 1 && e[STOF_THREAD_THREAD_X] != lanes)
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                            "cuda: kernel %s keeps warp accumulators, so threadIdx.x is the warp's lane "
-                            "(32), but a loop bound to it has extent %lld",
-                            kname, (long long)e[STOF_THREAD_THREAD_X]);
-    kk->block[0] = 32;
+                            "cuda: kernel %s keeps %s accumulators, so threadIdx.x is the %s's lane "
+                            "(%d), but a loop bound to it has extent %lld",
+                            kname, lanes == 32 ? "warp" : "warpgroup", lanes == 32 ? "warp" : "warpgroup",
+                            lanes, (long long)e[STOF_THREAD_THREAD_X]);
+    kk->block[0] = (unsigned)lanes;
   }
   if (kk->smem > 227 * 1024)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
@@ -508,6 +610,7 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   size_t *soff = stof_ctx_alloc(ctx, sizeof *soff * (size_t)(l.bufs.len ? l.bufs.len : 1));
   size_t *bsize = stof_ctx_alloc(ctx, sizeof *bsize * (size_t)(l.bufs.len ? l.bufs.len : 1));
   int *stages = stof_ctx_alloc(ctx, sizeof *stages * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  unsigned char *layout = stof_ctx_alloc(ctx, (size_t)(l.bufs.len ? l.bufs.len : 1));
   sched_bounds bd;
   int have_bd = 0;
   inf.nkernel = nk;
@@ -517,11 +620,12 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
     if (lb->writer >= 0 && !lb->external && lb->at < 0) inf.ntemp++;
   }
   inf.temp_bytes = stof_ctx_alloc(ctx, sizeof *inf.temp_bytes * (size_t)(inf.ntemp ? inf.ntemp : 1));
-  if (!inside || !place || !soff || !bsize || !stages || !inf.kernel || !inf.temp_bytes) {
+  if (!inside || !place || !soff || !bsize || !stages || !layout || !inf.kernel || !inf.temp_bytes) {
     st = STOF_ERR_NOMEM;
     goto done;
   }
   memset(place, PLACE_GLOBAL, (size_t)(l.bufs.len ? l.bufs.len : 1));
+  inf.sm90a = wgmma_layouts(s, &l, layout);
   for (int i = 0; i < l.bufs.len; i++) {
     const lir_buf *lb = (const lir_buf *)l.bufs.data + i;
     stages[i] = 1;
@@ -538,7 +642,7 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   for (int i = l.first; i >= 0 && !st; i = lir_stmt_at(&l, i)->next, k++) {
     kernel_name(inf.kernel[k].name, sizeof inf.kernel[k].name, k, sched_block_name(s, lir_stmt_at(&l, i)->block));
     memset(inside, 0, sizeof *inside * (size_t)(s->loops.len ? s->loops.len : 1));
-    st = plan_kernel(s, &l, i, inf.kernel[k].name, inside, place, soff, stages, &inf.kernel[k]);
+    st = plan_kernel(s, &l, i, inf.kernel[k].name, inside, place, soff, stages, layout, &inf.kernel[k]);
   }
   if (st) goto done;
   if ((st = sched_bounds_init(&bd, s))) goto done;
@@ -548,6 +652,8 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   stof_buf b;
   stof_buf_init(&b, ctx);
   cgen g = {s, &l, &b, STOF_OK, 1, {0}, place, 0, stages, bsize, &bd, 0, -1};
+  g.layout = layout;
+  g.wgmma = inf.sm90a;
   stof_buf_puts(&b, "/* generated by stof (CUDA) from a schedule of");
   for (int i = 0; i < s->nout; i++) {
     stof_buf_puts(&b, " ");
@@ -564,6 +670,7 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
   stof_buf_puts(&b, " */\n");
   stof_buf_puts(&b, index32(s, &l) ? prelude_idx32 : prelude_idx64);
   stof_buf_puts(&b, prelude);
+  if (inf.sm90a) wgmma_prelude(s, &l, layout, &b);
   sched_cuda_xr_prelude(s, &b);
   k = 0;
   for (int i = l.first; i >= 0; i = lir_stmt_at(&l, i)->next, k++) {
@@ -593,8 +700,9 @@ stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *co
       if (place[j] == PLACE_WARP) {
         stof_buf_puts(&b, "  float ");
         sched_cg_buf_name(&b, lb->op);
-        stof_buf_printf(&b, "[%lld]; /* warp, %lld x %lld: each lane's accumulator fragments */\n",
-                        (long long)(buf_numel(lb) / 32), (long long)lb->ext[0], (long long)lb->ext[1]);
+        stof_buf_printf(&b, "[%lld]; /* warp, %lld x %lld: each lane's accumulator fragments%s */\n",
+                        (long long)warp_elems(layout[j], lb), (long long)lb->ext[0], (long long)lb->ext[1],
+                        layout[j] == SCHED_LAYOUT_WGACC ? " (wgmma, a warpgroup's)" : "");
         continue;
       }
       stof_buf_printf(&b, "  %s ", sched_cg_stype(1, lb->op->dtype));
@@ -617,6 +725,7 @@ done:
   if (soff) stof_ctx_dealloc(ctx, soff, sizeof *soff * (size_t)(l.bufs.len ? l.bufs.len : 1));
   if (bsize) stof_ctx_dealloc(ctx, bsize, sizeof *bsize * (size_t)(l.bufs.len ? l.bufs.len : 1));
   if (stages) stof_ctx_dealloc(ctx, stages, sizeof *stages * (size_t)(l.bufs.len ? l.bufs.len : 1));
+  if (layout) stof_ctx_dealloc(ctx, layout, (size_t)(l.bufs.len ? l.bufs.len : 1));
   if (have_bd) sched_bounds_free(&bd);
   sched_lir_free(&l);
   if (st || !info)
@@ -689,8 +798,14 @@ static void emit_rel_index(cgen *g, int block, int d) {
 }
 
 /* A tensorized nest: one call of the warp's mma over the tile. */
+static void emit_wgmma(cgen *g, const lir_stmt *st, int depth);
+
 static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
   const stof_sched *s = g->s;
+  if (strcmp(tensorize_intrin(s, st->loop), "mma_m16n8k16") != 0) {
+    emit_wgmma(g, st, depth);
+    return;
+  }
   sched_mma m;
   stof_status e = sched_tensorize_match(s, st->loop, "mma_m16n8k16", &m);
   if (e) {
@@ -790,7 +905,8 @@ static int emit_warp_init(cgen *g, const lir_stmt *st, int depth) {
   sched_indent(g->b, depth);
   stof_buf_printf(g->b, "#pragma unroll\n");
   sched_indent(g->b, depth);
-  stof_buf_printf(g->b, "for (int stof_n = 0; stof_n < %lld; ++stof_n) ", (long long)(lb->ext[0] * lb->ext[1] / 32));
+  stof_buf_printf(g->b, "for (int stof_n = 0; stof_n < %lld; ++stof_n) ",
+                  (long long)warp_elems(g->layout[lb - (const lir_buf *)g->l->bufs.data], lb));
   sched_cg_buf_name(g->b, b->out);
   stof_buf_puts(g->b, "[stof_n] = 0.0f; /* init of block ");
   sched_cg_comment(g->b, sched_block_name(g->s, blk));
@@ -830,6 +946,7 @@ static void emit_warp_reader(cgen *g, const lir_stmt *st, const stof_op *w, int 
   }
   stof_buf *o = g->b;
   int64_t nt = wb->ext[1] / 8, tiles = wb->ext[0] / 16 * nt;
+  if (g->layout[wb - (const lir_buf *)g->l->bufs.data] == SCHED_LAYOUT_WGACC) tiles = nt; /* its warp's 16 rows */
   sched_indent(o, depth);
   stof_buf_puts(o, "{ /* block ");
   sched_cg_comment(o, sched_block_name(s, st->block));
@@ -847,7 +964,10 @@ static void emit_warp_reader(cgen *g, const lir_stmt *st, const stof_op *w, int 
   sched_indent(o, depth + 2);
   stof_buf_puts(o, "const int64_t ");
   sched_cg_loop_name(g, b->loop[0]);
-  stof_buf_printf(o, " = (stof_t / %lld) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;\n", (long long)nt);
+  if (g->layout[wb - (const lir_buf *)g->l->bufs.data] == SCHED_LAYOUT_WGACC) /* warp w: rows 16w.. */
+    stof_buf_puts(o, " = ((threadIdx.x >> 5) & 3) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;\n");
+  else
+    stof_buf_printf(o, " = (stof_t / %lld) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;\n", (long long)nt);
   sched_indent(o, depth + 2);
   stof_buf_puts(o, "const int64_t ");
   sched_cg_loop_name(g, b->loop[1]);
@@ -917,6 +1037,166 @@ static void emit_async_copy(cgen *g, const lir_stmt *st, int bytes, int depth) {
   stof_buf_puts(o, ");\n");
   sched_indent(o, depth);
   stof_buf_puts(o, "}\n");
+}
+
+/* ---------------------------------------------------------------- vector loads and stores */
+
+/* The accesses of a vectorized loop (extent V) that move V contiguous elements as one 4-, 8-
+ * or 16-byte access: a load or store of an argument in global memory (a whole allocation,
+ * aligned to 256 bytes) whose last index has coefficient 1 on the loop, whose other indices
+ * do not depend on it, and whose run starts at a multiple of V for every value of the loops
+ * around it (every other coefficient, the constant and the last extent multiples of V). */
+static int vec_bytes(const cgen *g, const stof_op *t, int64_t v) {
+  if (t->dtype != STOF_DTYPE_F16 && t->dtype != STOF_DTYPE_BF16 && t->dtype != STOF_DTYPE_F32) return 0;
+  int64_t bytes = v * (int64_t)stof_dtype_size(t->dtype);
+  if (bytes != 4 && bytes != 8 && bytes != 16) return 0;
+  const lir_buf *lb = lir_find_buf(g->l, t);
+  if (!lb || !lb->external || place_of_op(g, t) != PLACE_GLOBAL || t->ndim < 1 || t->shape[t->ndim - 1] % v)
+    return 0;
+  return (int)bytes;
+}
+
+/* Do the affine indices x[0..nd) of an access step through V-aligned runs along loop? */
+static int vec_indices(const sched_aff *x, int nd, int loop, int64_t v) {
+  for (int d = 0; d < nd; d++) {
+    if (x[d].bad) return 0;
+    int64_t kv = 0;
+    for (int i = 0; i < x[d].n; i++) {
+      if (x[d].loop[i] == loop) kv = x[d].k[i];
+      else if (d == nd - 1 && x[d].k[i] % v) return 0;
+    }
+    if (kv != (d == nd - 1 ? 1 : 0)) return 0;
+    if (d == nd - 1 && x[d].c % v) return 0;
+  }
+  return 1;
+}
+
+/* The distinct loads of e (pointers) that vec_load_ok accepts, into g->vload. */
+static void vec_loads(cgen *g, int block, const stof_expr *e, int loop, int64_t v) {
+  if (!e || e->kind == STOF_EXPR_INT || e->kind == STOF_EXPR_FLOAT || e->kind == STOF_EXPR_VAR) return;
+  if (e->kind == STOF_EXPR_REDUCE) {
+    vec_loads(g, block, e->u.reduce.src, loop, v);
+    return;
+  }
+  if (e->kind != STOF_EXPR_LOAD) {
+    vec_loads(g, block, e->u.op.a, loop, v);
+    vec_loads(g, block, e->u.op.b, loop, v);
+    vec_loads(g, block, e->u.op.c, loop, v);
+    return;
+  }
+  const stof_op *t = e->u.load.tensor;
+  if (g->nvload == SCHED_VLOAD_MAX || e->u.load.nidx != t->ndim || !vec_bytes(g, t, v)) return;
+  for (int k = 0; k < g->nvload; k++)
+    if (g->vload[k] == e) return;
+  sched_aff x[STOF_MAX_DIMS];
+  for (int d = 0; d < t->ndim; d++) sched_expr_aff(g->bd, block, e->u.load.idx[d], &x[d]);
+  if (vec_indices(x, t->ndim, loop, v)) g->vload[g->nvload++] = e;
+}
+
+static const char *vec_type(int bytes) { return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "unsigned"; }
+
+/* A vectorized loop whose body is its block's lets and stores (no guard, no inner loop):
+ * each qualifying load is one vector load into register stof_vl<k> before the loop (at the
+ * loop's value 0), the iterations read their elements from it; a qualifying plain store
+ * writes its elements into register stof_vs, stored after the loop. The other accesses stay
+ * scalar. Returns 0, having emitted nothing, when no access qualifies. */
+static int emit_vector_loop(cgen *g, int stmt, int depth) {
+  const lir_stmt *st = lir_stmt_at(g->l, stmt);
+  const stof_sched *s = g->s;
+  const sched_loop *lp = sched_loop_at(s, st->loop);
+  const sched_block *b = sched_block_at(s, st->block);
+  int64_t v = lp->extent;
+  if (g->nvload || g->vstore || v < 2) return 0;
+  int plain = 0;
+  for (int i = st->first; i >= 0; i = lir_stmt_at(g->l, i)->next) {
+    const lir_stmt *c = lir_stmt_at(g->l, i);
+    if ((c->kind != LIR_LET && c->kind != LIR_STORE) || c->block != st->block) return 0;
+    if (c->kind == LIR_STORE && c->store == LIR_STORE_INIT) return 0;
+    if (c->kind == LIR_STORE && c->store == LIR_STORE_PLAIN) plain = 1;
+  }
+  const stof_expr *red = sched_block_reduce(b);
+  memset(g->bd->fixed, 1, (size_t)s->loops.len); /* splits as their parts (no guard inside) */
+  vec_loads(g, st->block, red ? red->u.reduce.src : b->op->body, st->loop, v);
+  int sbytes = 0;
+  if (plain && b->rf_loop < 0 && (sbytes = vec_bytes(g, b->out, v))) {
+    sched_aff x[STOF_MAX_DIMS];
+    sched_store_aff(g->bd, st->block, x);
+    if (!vec_indices(x, b->out->ndim, st->loop, v)) sbytes = 0;
+  }
+  int nvload = g->nvload;
+  g->nvload = 0;
+  if (!nvload && !sbytes) return 0;
+
+  stof_buf *o = g->b;
+  sched_indent(o, depth);
+  stof_buf_printf(o, "{ /* loop %s vectorized: %d vector loads, %d vector stores */\n",
+                  sched_loop_name(s, st->loop), nvload, sbytes ? 1 : 0);
+  for (int k = 0; k < nvload; k++) {
+    sched_indent(o, depth + 1);
+    stof_buf_printf(o, "%s stof_vl%d;\n", vec_type(vec_bytes(g, g->vload[k]->u.load.tensor, v)), k);
+  }
+  if (sbytes) {
+    sched_indent(o, depth + 1);
+    stof_buf_printf(o, "%s stof_vs;\n", vec_type(sbytes));
+  }
+  if (nvload) { /* the loads, at the loop's value 0 */
+    sched_indent(o, depth + 1);
+    stof_buf_puts(o, "{\n");
+    sched_indent(o, depth + 2);
+    stof_buf_puts(o, "const int64_t ");
+    sched_cg_loop_name(g, st->loop);
+    stof_buf_puts(o, " = 0;\n");
+    emit_flat(g, st->first, depth + 2, 1, "the vectorized loop");
+    for (int k = 0; k < nvload; k++) {
+      const char *ty = vec_type(vec_bytes(g, g->vload[k]->u.load.tensor, v));
+      sched_indent(o, depth + 2);
+      stof_buf_printf(o, "stof_vl%d = *(const %s *)&", k, ty);
+      sched_cg_load_elem(g, g->vload[k]);
+      stof_buf_puts(o, ";\n");
+    }
+    sched_indent(o, depth + 1);
+    stof_buf_puts(o, "}\n");
+  }
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "#pragma unroll\n");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "for (int64_t ");
+  sched_cg_loop_name(g, st->loop);
+  stof_buf_puts(o, " = 0; ");
+  sched_cg_loop_name(g, st->loop);
+  stof_buf_printf(o, " < INT64_C(%lld); ++", (long long)v);
+  sched_cg_loop_name(g, st->loop);
+  stof_buf_puts(o, ") {\n");
+  int outer = g->cur_loop;
+  g->cur_loop = st->loop;
+  g->nvload = nvload;
+  g->vloop = st->loop;
+  g->vstore = sbytes != 0;
+  sched_cg_stmts(g, st->first, depth + 2);
+  g->nvload = 0;
+  g->vstore = 0;
+  g->cur_loop = outer;
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "}\n");
+  if (sbytes) { /* the store, at the loop's value 0 */
+    sched_indent(o, depth + 1);
+    stof_buf_puts(o, "{\n");
+    sched_indent(o, depth + 2);
+    stof_buf_puts(o, "const int64_t ");
+    sched_cg_loop_name(g, st->loop);
+    stof_buf_puts(o, " = 0;\n");
+    emit_flat(g, st->first, depth + 2, 1, "the vectorized loop");
+    sched_indent(o, depth + 2);
+    stof_buf_printf(o, "*(%s *)&", vec_type(sbytes));
+    sched_cg_elem(g, st->block);
+    stof_buf_puts(o, " = stof_vs;\n");
+    sched_indent(o, depth + 1);
+    stof_buf_puts(o, "}\n");
+  }
+  sched_indent(o, depth);
+  stof_buf_puts(o, "}\n");
+  sched_cuda_xr_after(g, stmt, depth); /* when the loop is the reduction's outermost */
+  return 1;
 }
 
 /* Declares, inside a scope, the shared buffers filled at loop as their copy number stage
@@ -998,7 +1278,8 @@ static void emit_pipeline(cgen *g, const lir_stmt *st, int nstage, int depth) {
   stof_buf_puts(o, "for (int64_t stof_i = 0; stof_i < INT64_C(");
   stof_buf_printf(o, "%lld); ++stof_i) {\n", (long long)ext);
   sched_indent(o, depth + 2);
-  stof_buf_printf(o, "stof_cp_async_wait<%d>();\n", nstage - 2);
+  stof_buf_printf(o, "stof_cp_async_wait<%d>();%s\n", nstage - 2,
+                  g->wgmma ? " stof_fence_async(); /* visible to wgmma (async proxy) */" : "");
   sched_indent(o, depth + 2);
   stof_buf_puts(o, "__syncthreads(); /* stage stof_i is in; every thread is done with stage stof_i - 1 */\n");
   sched_indent(o, depth + 2);
@@ -1029,6 +1310,55 @@ static void emit_pipeline(cgen *g, const lir_stmt *st, int nstage, int depth) {
   stof_buf_puts(o, "}\n");
 }
 
+/* A wgmma-tensorized nest: the warpgroup's m64nN tile over the k loop, one call. */
+static void emit_wgmma(cgen *g, const lir_stmt *st, int depth) {
+  const stof_sched *s = g->s;
+  sched_mma m;
+  stof_status e = sched_tensorize_match(s, st->loop, tensorize_intrin(s, st->loop), &m);
+  if (e) {
+    cg_fail(g, e);
+    return;
+  }
+  const sched_block *b = sched_block_at(s, st->block);
+  const lir_buf *cb = lir_find_buf(g->l, b->out), *ab = lir_find_buf(g->l, m.a), *bb = lir_find_buf(g->l, m.b);
+  const lir_buf *base = (const lir_buf *)g->l->bufs.data;
+  const char *why = NULL;
+  if (place_of_op(g, b->out) != PLACE_WARP || g->layout[cb - base] != SCHED_LAYOUT_WGACC)
+    why = "must write a warp buffer (cache_write(block, \"warp\"))";
+  else if (place_of_op(g, m.a) != PLACE_SHARED || place_of_op(g, m.b) != PLACE_SHARED)
+    why = "must read its operands from shared memory (cache_read(block, i, \"shared\"))";
+  else if (ab->ext[1] != 64 || bb->ext[0] != m.k || bb->ext[1] % 64)
+    why = "needs A's shared tile 64 columns wide (no pad) and B's as many rows as the k loop, in "
+          "columns a multiple of 64";
+  else if (cb->ext[0] != 64 || cb->ext[1] != m.n)
+    why = "must cover its whole warp buffer (64 rows by the n loop) in one call";
+  if (why) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "cuda: wgmma-tensorized block %s %s",
+                              sched_block_name(s, st->block), why));
+    return;
+  }
+  stof_buf *o = g->b;
+  sched_indent(o, depth);
+  stof_buf_puts(o, "{ /* tensorized: wgmma m64nNk16 over ");
+  for (int k = 0; k < 3; k++) {
+    sched_cg_comment(o, sched_loop_name(s, m.loops[k]));
+    stof_buf_puts(o, k < 2 ? " x " : " */\n");
+  }
+  zero_loops(g, (int)(st - (const lir_stmt *)g->l->stmts.data), depth + 1);
+  emit_flat(g, st->first, depth + 1, 1, "the tensorized nest");
+  sched_indent(o, depth + 1);
+  stof_buf_printf(o, "stof_wgmma_%s_%lld<%lld>(", m.a->dtype == STOF_DTYPE_BF16 ? "bf16" : "f16", (long long)m.n,
+                  (long long)(m.k / 16));
+  sched_cg_buf_name(o, b->out);
+  stof_buf_puts(o, ", &");
+  sched_cg_load_elem(g, m.la);
+  stof_buf_puts(o, ", &");
+  sched_cg_load_elem(g, m.lb);
+  stof_buf_printf(o, ", %lldu);\n", (long long)(bb->ext[0] * 128));
+  sched_indent(o, depth);
+  stof_buf_puts(o, "}\n");
+}
+
 int sched_cuda_stmt(cgen *g, int stmt, int depth) {
   const lir_stmt *st = lir_stmt_at(g->l, stmt);
   if (st->kind == LIR_BLOCK && st->block >= 0) {
@@ -1046,7 +1376,7 @@ int sched_cuda_stmt(cgen *g, int stmt, int depth) {
   }
   if (lp->ann == STOF_ANN_VECTORIZE) {
     int bytes = async_copy_bytes(g, st);
-    if (!bytes) return 0;
+    if (!bytes) return emit_vector_loop(g, stmt, depth);
     emit_async_copy(g, st, bytes, depth);
     return 1;
   }

@@ -27,7 +27,10 @@
  * indexed absolutely. Every other buffer is written by one block; when all its accesses
  * (the writer's stores, every reader's loads) lie under a common loop, it holds only the
  * region that one iteration of the innermost such loop touches (bound inference with the
- * loops enclosing it fixed), and is indexed relative to the region's start.
+ * loops enclosing it fixed, except loops bound to threadIdx for a "shared" buffer, which
+ * holds what all the threads of a CUDA block touch), and is indexed relative to the
+ * region's start. The block pragma "pad" = n adds n elements to the last dimension of
+ * such a buffer (shared-memory bank conflicts); indices do not change.
  */
 #include <math.h>
 #include <stdio.h>

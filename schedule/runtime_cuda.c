@@ -59,10 +59,18 @@ stof_status sched_cuda_build(const stof_sched *s, int nargs, const stof_op *cons
     stof_cuda_props p;
     if ((st = stof_cuda_props_get(ctx, &p))) goto fail;
     snprintf(arch, sizeof arch, "sm_%d%d", p.cc_major, p.cc_minor);
+    if (f->info.sm90a && !(p.cc_major == 9 && p.cc_minor == 0)) {
+      st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "build: the schedule uses wgmma, which needs compute capability 9.0 (sm_90a); "
+                          "this GPU is %d.%d",
+                          p.cc_major, p.cc_minor);
+      goto fail;
+    }
   } else {
     snprintf(why, sizeof why, "%s", stof_ctx_message(ctx));
     stof_ctx_clear_error(ctx);
   }
+  if (f->info.sm90a) snprintf(arch, sizeof arch, "sm_90a"); /* wgmma */
   void *cubin = NULL;
   size_t size = 0;
   st = stof_cuda_compile_cached(ctx, *source, "stof_schedule.cu", arch, 0, NULL, 0, NULL, NULL, &cubin, &size);
@@ -161,10 +169,18 @@ stof_status stof_sched_cuda_check(const stof_sched *s, int nargs, const stof_op 
   stof_status st = sched_build_check_args(s, nargs, args);
   if (st) return st;
   char *src = NULL;
-  if ((st = sched_codegen_cuda(s, nargs, args, &src, NULL))) return st;
+  sched_cuda_info info;
+  if ((st = sched_codegen_cuda(s, nargs, args, &src, &info))) return st;
+  int sm90a = info.sm90a;
+  sched_cuda_info_free(ctx, &info);
+  if (sm90a && strcmp(arch, "sm_90") != 0 && strcmp(arch, "sm_90a") != 0) {
+    stof_ctx_dealloc(ctx, src, strlen(src) + 1);
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "cuda_check: the schedule uses wgmma, which needs sm_90a, not %s",
+                          arch);
+  }
   void *cubin = NULL;
   size_t size = 0;
-  st = stof_cuda_compile(ctx, src, "stof_schedule.cu", arch, 0, NULL, &cubin, &size);
+  st = stof_cuda_compile(ctx, src, "stof_schedule.cu", sm90a ? "sm_90a" : arch, 0, NULL, &cubin, &size);
   stof_ctx_dealloc(ctx, src, strlen(src) + 1);
   if (st) return st;
   stof_ctx_dealloc(ctx, cubin, size);

@@ -498,6 +498,7 @@ typedef struct sched_cuda_kernel {
 typedef struct sched_cuda_info {
   int nkernel;
   sched_cuda_kernel *kernel; /* ctx memory */
+  int sm90a;                 /* the source uses wgmma: compile for sm_90a */
   int ntemp;
   size_t *temp_bytes;        /* ctx memory */
 } sched_cuda_info;
@@ -533,6 +534,16 @@ void sched_cuda_func_free(sched_cuda_func *f);
 /* Where a buffer of a CUDA kernel lives (cgen.place, per lowered buffer). */
 enum { PLACE_GLOBAL, PLACE_LOCAL, PLACE_SHARED, PLACE_WARP };
 
+/* The most loads of one vectorized loop read through vector registers (cgen.vload). */
+#define SCHED_VLOAD_MAX 8
+
+/* The layout of a buffer in shared memory: rows (row-major, padded or not), or the 128-byte
+ * swizzled tiles the wgmma instructions read: SW128_K for an operand read along its rows
+ * (A: 64 elements per row, chunk c of row r at c ^ (r % 8)), SW128_MN for one read along its
+ * columns (B[k][n]: blocks of 64 columns, each rows x 64, swizzled the same way); WGACC
+ * marks a warp buffer holding a warpgroup's wgmma accumulators (not a shared layout). */
+enum { SCHED_LAYOUT_ROWS, SCHED_LAYOUT_SW128_K, SCHED_LAYOUT_SW128_MN, SCHED_LAYOUT_WGACC };
+
 /* The state of emitting one lowered schedule as C or CUDA C. */
 typedef struct cgen {
   const stof_sched *s;
@@ -548,6 +559,15 @@ typedef struct cgen {
   const struct sched_bounds *bd;  /* CUDA: the schedule's bounds (asynchronous copies) */
   int in_pipeline;                /* CUDA: emitting the copies of a pipelined loop */
   int cur_loop;                   /* the innermost loop around the statement emitted (-1) */
+  const unsigned char *layout;    /* CUDA: per lowered buffer, SCHED_LAYOUT_* (NULL: rows) */
+  int wgmma;                      /* CUDA: the kernels use wgmma (async-proxy fences) */
+  /* CUDA, inside a loop whose accesses codegen_cuda.c vectorized (0 elsewhere and on the C
+   * backend): load vload[k] reads element vloop of register stof_vl<k>; with vstore, the
+   * store of the loop's block writes element vloop of register stof_vs. */
+  int nvload;
+  const stof_expr *vload[SCHED_VLOAD_MAX];
+  int vloop;
+  int vstore;
 } cgen;
 
 /* The storage type of a dtype in emitted code. */

@@ -1,11 +1,11 @@
 /*
  * stof schedule: TVM-style schedules of a TE graph, their traces, lowering to a loop IR,
- * and code generation (the C backend).
+ * and code generation (C for the CPU; CUDA C compiled by NVRTC).
  *
  * A schedule covers the ops that a set of outputs needs. Every compute op among them is a
  * block (a stage); placeholders are inputs. A block's loops start as its compute axes then
  * its reduce axes (reduce axes innermost, in order); primitives (split, fuse, reorder,
- * tile, bind, vectorize, unroll, parallel, annotate) transform them; others move, merge
+ * tile, bind, vectorize, unroll, parallel, annotate, tensorize) transform them; others move, merge
  * and add blocks (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline,
  * cache_read, cache_write, rfactor). Groups say which ops
  * become one kernel. Knobs are named tunable integers (candidates and a decision) that
@@ -301,7 +301,8 @@ stof_status stof_sched_reverse_compute_inline(stof_sched *s, int block);
 /**
  * cache_read: a new block named "<tensor>.<scope>" copies the input_index-th buffer block
  * reads (0-based, in first-use order of its body) into a new buffer of scope ("global",
- * "shared" or "local": on the C backend all are memory, sized by bound inference when the
+ * "shared", "local" or "warp"; on CUDA "shared" is one copy per CUDA block and "warp" is
+ * registers of a warp (tensorize's accumulator); on the C backend all are memory, sized by bound inference when the
  * copy is computed at a loop, else the whole tensor); block reads the copy instead.
  * *cache gets the new block (it starts at the root, before block).
  *
@@ -338,20 +339,25 @@ stof_status stof_sched_rfactor(stof_sched *s, int loop, int factor_axis, int *rf
 
 /**
  * bind: loop to a thread tag ("blockIdx.x" ... "threadIdx.z"). A loop is bound once, a tag
- * once per block, and a reduce loop not at all (cross-thread reduction is not built yet).
+ * once per block. A reduce loop may be bound to threadIdx.x/y/z (on CUDA a reduction across
+ * the threads of a block, its result in every thread), not to blockIdx.x/y/z.
  * The C backend runs bound loops serially.
  */
 stof_status stof_sched_bind(stof_sched *s, int loop, const char *tag);
 
 /**
  * tensorize: the three innermost loops of a block, starting at loop, become one tensor-core
- * intrinsic. Known: "mma_m16n8k16" (mma.sync m16n8k16, f16 or bf16 inputs, f32 accumulation)
- * for a block C[.., i, j] = sum(float32(A[i, k]) * float32(B[k, j])), whose loops are the
- * innermost stride-1 parts of i, j and k with extents 16a, 8b and 16c (a, b <= 8, c <= 4; the
- * warp loads the fragments of one k-step while it multiplies those of the previous one). On CUDA the block must
- * write a buffer of scope "warp" (cache_write(C, "warp")), A and B must be read from shared
- * memory, the kernel's threadIdx.x is the warp's lane (32) and no loop of the block is bound
- * to it. The C backend runs the loops as they are.
+ * intrinsic, for a block C[.., i, j] = sum(float32(A[i, k]) * float32(B[k, j])) (A and B both
+ * f16 or both bf16, C f32) whose three loops are the innermost stride-1 parts of i, j and k.
+ * On CUDA the block must write a buffer of scope "warp" (cache_write(C, "warp")) and read A
+ * and B from shared memory; no loop of the block is bound to threadIdx.x, which is the lane.
+ *  - "mma_m16n8k16": mma.sync m16n8k16 (sm_80+), loop extents 16a, 8b, 16c (a, b <= 8,
+ *    c <= 4); threadIdx.x is a warp's lane (32); each warp holds the whole 16a x 8b tile; the
+ *    fragments of the next k-step are loaded (ldmatrix) before the current step's mma.
+ *  - "wgmma_m64nNk16": Hopper warpgroup MMA (sm_90a), extents 64, N = 64 or 128, and 64;
+ *    threadIdx.x is a warpgroup's lane (128); A's shared tile is 64 columns wide and B's has
+ *    as many rows as k: both are stored in the 128-byte swizzled layout wgmma reads (no pad).
+ * The C backend runs the loops as they are.
  */
 stof_status stof_sched_tensorize(stof_sched *s, int loop, const char *intrin);
 /** vectorize: a data-parallel loop, not otherwise annotated (C: #pragma GCC ivdep). */

@@ -360,7 +360,7 @@ do
   u.raises(function() s:split(j, {stof.INFER, -3}) end, "ScheduleError: split: negative factor -3 for loop j")
   u.raises(function() s:fuse(i, k) end, "ScheduleError: fuse: loop i is bound to blockIdx.x")
   u.raises(function() s:bind(k, "blockIdx.y") end, "ScheduleError: bind: loop k is a reduce loop: it cannot be bound to blockIdx.y")
-  u.raises(function() s:vectorize(k) end, "ScheduleError: vectorize: loop k is a reduce loop")
+  u.raises(function() s:parallel(k) end, "ScheduleError: parallel: loop k is a reduce loop")
   u.raises(function() s:knob("t", {}) end, "ScheduleError: knob t: no candidates")
   assert(s:print_loop_nest() == bound and bound ~= before)
 

@@ -347,6 +347,106 @@ static stof_sched *layernorm_allreduce(sh_graph *G) {
   return s;
 }
 
+/* ---------------------------------------------------------------- vector loads and stores
+ * (vectorized loops over contiguous elements of arguments: codegen_cuda.c) */
+
+/* Splits the innermost loop of block b into (unrolled, threads bound to threadIdx.x, vec
+ * vectorized): thread t takes runs of vec contiguous elements. */
+static void bind_inner_threads_vec(stof_sched *s, int b, int64_t threads, int64_t vec) {
+  int l[STOF_SCHED_MAX_LOOPS], n = sh_loops(s, b, l), p[3];
+  int64_t f[2] = {threads, vec};
+  split_n(s, l[n - 1], 3, f, p);
+  SH_OK(stof_sched_ctx(s), stof_sched_bind(s, p[1], "threadIdx.x"));
+  SH_OK(stof_sched_ctx(s), stof_sched_unroll(s, p[0]));
+  SH_OK(stof_sched_ctx(s), stof_sched_vectorize(s, p[2]));
+}
+
+/* softmax_allreduce with 64 threads of 4-element (16-byte) runs, the reduce loops too. */
+static stof_sched *softmax_allreduce_vec4(sh_graph *G) {
+  sh_softmax(G, 8, 512);
+  stof_sched *s = sh_sched(G);
+  SH_OK(G->ctx, stof_sched_compute_inline(s, sh_block(s, "e")));
+  int bp = sh_block(s, "P"), l[2];
+  sh_loops(s, bp, l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  bind_inner_threads_vec(s, bp, 64, 4);
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "sm"), l[0]));
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "mx"), l[0]));
+  bind_inner_threads_vec(s, sh_block(s, "mx"), 64, 4);
+  bind_inner_threads_vec(s, sh_block(s, "sm"), 64, 4);
+  return s;
+}
+
+/* layernorm_allreduce with 128 threads of 4-element runs: X, gamma, beta and Y vectorized. */
+static stof_sched *layernorm_allreduce_vec4(sh_graph *G) {
+  sh_layernorm(G, 6, 1024);
+  stof_sched *s = sh_sched(G);
+  int by = sh_block(s, "Y"), l[2];
+  sh_loops(s, by, l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  bind_inner_threads_vec(s, by, 128, 4);
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "var"), l[0]));
+  SH_OK(G->ctx, stof_sched_compute_at(s, sh_block(s, "mean"), l[0]));
+  bind_inner_threads_vec(s, sh_block(s, "mean"), 128, 4);
+  bind_inner_threads_vec(s, sh_block(s, "var"), 128, 4);
+  return s;
+}
+
+/* float16 elementwise: blocks of 32 threads, 8 halves (16 bytes) each. */
+static stof_sched *vec_f16_vec8(sh_graph *G) {
+  sh_vec(G, 2048, STOF_DTYPE_F16);
+  stof_sched *s = sh_sched(G);
+  int l[1], p[3];
+  int64_t f[2] = {32, 8};
+  sh_loops(s, sh_block(s, "B"), l);
+  split_n(s, l[0], 3, f, p);
+  SH_OK(G->ctx, stof_sched_bind(s, p[0], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_bind(s, p[1], "threadIdx.x"));
+  SH_OK(G->ctx, stof_sched_vectorize(s, p[2]));
+  return s;
+}
+
+/* The stencil with B inlined, vectorized by 2 floats: A[i] and A[i + 2] are 8-byte loads,
+ * A[i + 1] starts off a pair and stays scalar in the same loop; C is an 8-byte store. */
+static stof_sched *stencil_vec2_misaligned(sh_graph *G) {
+  sh_stencil(G, 64);
+  stof_sched *s = sh_sched(G);
+  SH_OK(G->ctx, stof_sched_compute_inline(s, sh_block(s, "B")));
+  int l[1], p[3];
+  int64_t f[2] = {16, 2};
+  sh_loops(s, sh_block(s, "C"), l);
+  split_n(s, l[0], 3, f, p);
+  SH_OK(G->ctx, stof_sched_bind(s, p[0], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_bind(s, p[1], "threadIdx.x"));
+  SH_OK(G->ctx, stof_sched_vectorize(s, p[2]));
+  return s;
+}
+
+/* Rows of 100 floats split by 8 (a guard in the vectorized loop): every access scalar. */
+static stof_sched *elem2_vec8_not_dividing(sh_graph *G) {
+  sh_elem2(G, 4, 100);
+  stof_sched *s = sh_sched(G);
+  int l[2], p[2];
+  sh_loops(s, sh_block(s, "B"), l);
+  sh_split(s, l[1], 8, p);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  SH_OK(G->ctx, stof_sched_bind(s, p[0], "threadIdx.x"));
+  SH_OK(G->ctx, stof_sched_vectorize(s, p[1]));
+  return s;
+}
+
+/* Row sums of 100 over 4 threads of 8-element runs: the split overshoots (a guard in the
+ * vectorized reduce loop), so its loads stay scalar. */
+static stof_sched *rowsum_allreduce_vec8_not_dividing(sh_graph *G) {
+  sh_rowsum(G, 8, 100, 0);
+  stof_sched *s = sh_sched(G);
+  int l[2];
+  sh_loops(s, sh_block(s, "S"), l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  bind_inner_threads_vec(s, sh_block(s, "S"), 4, 8);
+  return s;
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define CASE(fn) {#fn, fn}
@@ -380,6 +480,12 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(gemm_tensorcore_f16),
     CASE(gemm_tensorcore_bf16),
     CASE(shared_staging_no_tensorize),
+    CASE(softmax_allreduce_vec4),
+    CASE(layernorm_allreduce_vec4),
+    CASE(vec_f16_vec8),
+    CASE(stencil_vec2_misaligned),
+    CASE(elem2_vec8_not_dividing),
+    CASE(rowsum_allreduce_vec8_not_dividing),
 };
 #undef CASE
 const int sh_cuda_ncase = (int)(sizeof sh_cuda_cases / sizeof sh_cuda_cases[0]);

@@ -2,7 +2,8 @@
  * golden snippets of the generated all-reduce, NVRTC compiles, the same schedules on the C
  * backend against the interpreter (a bound loop is a serial loop there), and what is
  * refused: a reduce loop bound to blockIdx, an all-reduce under a guard, a data-parallel
- * loop inside the reduce loops. The schedules are the shared CUDA cases (cuda_cases.c),
+ * loop inside the reduce loops; vectorized reduce loops inside the bound one (vector loads,
+ * no ivdep on the C backend). The schedules are the shared CUDA cases (cuda_cases.c),
  * which the GPU suite runs against the interpreter. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,10 @@ static char *compiled_source(sh_graph *G, stof_sched *s) {
 
 static void expect_snippets(const char *src, const char *const *golden, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (!strstr(src, golden[i])) fail_msg("missing\n%s\nin\n%s", golden[i], src);
+    if (!strstr(src, golden[i])) {
+      fprintf(stderr, "%s\n", src); /* whole: fail_msg truncates */
+      fail_msg("missing\n%s", golden[i]);
+    }
 }
 
 static void rowsum_over_two_warps(void **state) {
@@ -126,6 +130,108 @@ static void layernorm_statistics_in_every_thread(void **state) {
   sh_done(&G);
 }
 
+/* ---------------------------------------------------------------- vectorized reduce loops */
+
+/* The C source of s (malloc'd). */
+static char *c_source(sh_graph *G, stof_sched *s) {
+  const stof_op *args[16];
+  int n = sh_args(G, args);
+  char *src;
+  SH_OK(G->ctx, stof_build_source(s, n, args, "c", &src));
+  char *copy = strdup(src);
+  stof_ctx_dealloc(G->ctx, src, strlen(src) + 1);
+  return copy;
+}
+
+/* r = r.0 * 256 + r.1 * 4 + r.2, r.1 on threadIdx.x, r.2 vectorized: each thread folds a
+ * 16-byte load of X in order, then the all-reduce; P is a 16-byte store. On the C backend
+ * the vectorized reduce loop is unrolled, not ivdep (its iterations share the accumulator). */
+static void softmax_vectorized_reductions(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("softmax_allreduce_vec4")->make(&G);
+  char *src = compiled_source(&G, s);
+  static const char *const golden[] = {
+      " *   stof_k0_P (8, 1, 1; 64, 1, 1)\n",
+      "{ /* loop c.2 vectorized: 1 vector loads, 0 vector stores */\n",
+      "{ /* loop r.2 vectorized: 1 vector loads, 0 vector stores */\n"
+      "            uint4 stof_vl0;\n"
+      "            {\n"
+      "              const int64_t l17_r_2 = 0;\n"
+      "              const int64_t v1_r = (((l15_r_0 * INT64_C(256)) + (l16_r_1 * INT64_C(4))) + l17_r_2);\n"
+      "              stof_vl0 = *(const uint4 *)&b0_X[((int64_t)(v0_i)) * INT64_C(512) + ((int64_t)(v1_r)) * INT64_C(1)];\n"
+      "            }\n"
+      "            #pragma unroll\n"
+      "            for (int64_t l17_r_2 = 0; l17_r_2 < INT64_C(4); ++l17_r_2) {\n"
+      "              const int64_t v1_r = (((l15_r_0 * INT64_C(256)) + (l16_r_1 * INT64_C(4))) + l17_r_2);\n"
+      "              stof_acc0 = stof_xr_max_f32(stof_acc0, (((const float *)&stof_vl0)[l17_r_2]));\n"
+      "            }\n",
+      "{ /* all-reduce (max) of mx over threadIdx.x: 64 threads, 2 warps */\n",
+      "{ /* loop j.2 vectorized: 1 vector loads, 1 vector stores */\n",
+      "            ((float *)&stof_vs)[l10_j_2] = (float)(((expf(((((const float *)&stof_vl0)[l10_j_2]) - ",
+      "          {\n"
+      "            const int64_t l10_j_2 = 0;\n"
+      "            const int64_t v11_j = (((l8_j_0 * INT64_C(256)) + (l9_j_1 * INT64_C(4))) + l10_j_2);\n"
+      "            *(uint4 *)&b4_P[(v10_i) * INT64_C(512) + (v11_j) * INT64_C(1)] = stof_vs;\n"
+      "          }\n",
+  };
+  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  free(src);
+  char *c = c_source(&G, s);
+  static const char *const golden_c[] = {
+      "            #pragma GCC unroll 4\n"
+      "            for (int64_t l17_r_2 = 0; l17_r_2 < INT64_C(4); ++l17_r_2) {\n",
+      "            #pragma GCC unroll 4\n"
+      "            for (int64_t l20_c_2 = 0; l20_c_2 < INT64_C(4); ++l20_c_2) {\n",
+      "          #pragma GCC ivdep\n" /* P's vectorized loop is data-parallel */
+      "          for (int64_t l10_j_2 = 0; l10_j_2 < INT64_C(4); ++l10_j_2) {\n",
+  };
+  expect_snippets(c, golden_c, sizeof golden_c / sizeof *golden_c);
+  assert_null(strstr(strstr(c, "ivdep") + 1, "ivdep")); /* there only */
+  free(c);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* X, gamma and beta are 16-byte loads, Y a 16-byte store; var reads X once per element. */
+static void layernorm_vectorized(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("layernorm_allreduce_vec4")->make(&G);
+  char *src = compiled_source(&G, s);
+  static const char *const golden[] = {
+      "vectorized: 1 vector loads, 0 vector stores */\n",
+      "vectorized: 3 vector loads, 1 vector stores */\n",
+      "= *(const uint4 *)&b1_gamma[",
+      "= *(const uint4 *)&b2_beta[",
+      "*(uint4 *)&b5_Y[",
+  };
+  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  free(src);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* K = 100 over 4 threads of 8: the vectorized reduce loop has a guard, so its loads stay
+ * scalar (the loop is unrolled as before); right on the C backend. */
+static void vectorized_reduce_not_dividing_stays_scalar(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("rowsum_allreduce_vec8_not_dividing")->make(&G);
+  char *src = compiled_source(&G, s);
+  assert_null(strstr(src, "stof_vl"));
+  assert_non_null(strstr(src, "#pragma unroll 8 /* vectorize */\n"));
+  free(src);
+  char *c = c_source(&G, s);
+  assert_null(strstr(c, "ivdep"));
+  free(c);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 /* ---------------------------------------------------------------- refused */
 
 static void expect_illegal(sh_graph *G, stof_sched *s, const char *substr) {
@@ -213,6 +319,9 @@ int run_cross_thread_tests(void) {
       cmocka_unit_test(rowmax_within_half_a_warp),
       cmocka_unit_test(softmax_statistics_in_every_thread),
       cmocka_unit_test(layernorm_statistics_in_every_thread),
+      cmocka_unit_test(softmax_vectorized_reductions),
+      cmocka_unit_test(layernorm_vectorized),
+      cmocka_unit_test(vectorized_reduce_not_dividing_stays_scalar),
       cmocka_unit_test(reduce_loop_bound_to_blockidx),
       cmocka_unit_test(allreduce_under_a_guard),
       cmocka_unit_test(data_parallel_loop_inside_the_reduce_loops),

@@ -202,7 +202,6 @@ static void annotations_that_do_not_fit(void **state) {
                   "bind: loop k is a reduce loop: it cannot be bound to blockIdx.x");
   sh_expect_error(G.ctx, stof_sched_bind(s, l[1], "warp.x"), STOF_ERR_SCHEDULE,
                   "bind: unknown thread tag 'warp.x' for loop j");
-  sh_expect_error(G.ctx, stof_sched_vectorize(s, l[2]), STOF_ERR_SCHEDULE, "vectorize: loop k is a reduce loop");
   sh_expect_error(G.ctx, stof_sched_parallel(s, l[2]), STOF_ERR_SCHEDULE, "parallel: loop k is a reduce loop");
   sh_expect_error(G.ctx, stof_sched_parallel(s, l[0]), STOF_ERR_SCHEDULE, "parallel: loop i is already parallel");
   stof_factor fs[2] = {stof_factor_const(STOF_INFER), stof_factor_const(4)};
