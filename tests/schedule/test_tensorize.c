@@ -292,7 +292,7 @@ static void tensorize_unknown_intrinsic(void **state) {
   stof_sched *s = small(&G, STOF_DTYPE_F16, 16, l);
   sh_snapshot sn = sh_take(s);
   sh_expect_error(G.ctx, stof_sched_tensorize(s, l[3], "wmma_m16n16k16"), STOF_ERR_SCHEDULE,
-                  "tensorize: unknown intrinsic 'wmma_m16n16k16' for loop i.inner (known: mma_m16n8k16)");
+                  "tensorize: unknown intrinsic 'wmma_m16n16k16' for loop i.inner (known: mma_m16n8k16, wgmma_m64nNk16)");
   sh_expect_error(G.ctx, stof_sched_tensorize(s, l[3], NULL), STOF_ERR_ARG,
                   "tensorize: missing intrinsic for loop i.inner");
   sh_expect_same(s, &sn);
