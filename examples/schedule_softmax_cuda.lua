@@ -22,7 +22,9 @@ local mx = te.compute({M}, function(i) return te.max(X[{i, r}]:astype("float32")
 local e = te.compute({M, N}, function(i, j) return te.exp(X[{i, j}]:astype("float32") - mx[i]) end, "e")
 local c = te.reduce_axis(N, "c")
 local sm = te.compute({M}, function(i) return te.sum(e[{i, c}], {c}) end, "sm")
-local P = te.compute({M, N}, function(i, j) return (e[{i, j}] / sm[i]):astype("float16") end, "P")
+-- one division per row, a multiplication per element (as torch does)
+local inv = te.compute({M}, function(i) return 1 / sm[i] end, "inv")
+local P = te.compute({M, N}, function(i, j) return (e[{i, j}] * inv[i]):astype("float16") end, "P")
 
 -- The schedule: rows on blockIdx.x; every row's columns split into (serial, T threads, V
 -- vectorized): thread t takes the runs of V contiguous columns at t * V, (T + t) * V, ..., so
@@ -38,6 +40,7 @@ local function schedule(threads, vec)
   s:bind(jt, "threadIdx.x")
   s:unroll(jo)
   s:vectorize(jv)
+  s:compute_at(s:get_block("inv"), i) -- a scalar per row: every thread computes it
   s:compute_at(s:get_block("sm"), i)
   s:compute_at(s:get_block("mx"), i)
   for _, name in ipairs({"mx", "sm"}) do

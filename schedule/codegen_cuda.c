@@ -471,6 +471,14 @@ static int pipeline_stages(const stof_sched *s, int loop) {
   return 1;
 }
 
+/* Is a loop of block b bound to a thread tag? */
+static int thread_bound(const stof_sched *s, int b) {
+  const sched_block *x = sched_block_at(s, b);
+  for (int k = 0; k < x->nloop; k++)
+    if (sched_loop_at(s, x->loop[k])->ann == STOF_ANN_THREAD) return 1;
+  return 0;
+}
+
 /* Bytes of shared memory a buffer takes (rounded up to 128: every buffer starts aligned for
  * vector copies and ldmatrix). */
 static size_t shared_bytes(const lir_buf *lb) {
@@ -548,8 +556,9 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
       continue;
     }
     if (lb->at < 0) continue;
-    /* every thread computes the whole of it (a cross-thread reduction's result is replicated) */
-    if ((need & ~inside[lb->at]) && sched_cuda_xr_replicated(s, lb->writer)) {
+    /* every thread computes the whole of it (a cross-thread reduction's result is replicated;
+     * a block none of whose loops is bound runs entirely in every thread) */
+    if ((need & ~inside[lb->at]) && (sched_cuda_xr_replicated(s, lb->writer) || !thread_bound(s, lb->writer))) {
       place[i] = PLACE_LOCAL;
       continue;
     }
