@@ -451,6 +451,12 @@ static const stof_expr *stray_load(const stof_expr *e, const stof_op *t, const s
   }
 }
 
+/* The root block whose nest holds block b. */
+static int root_block(const stof_sched *s, int b) {
+  while (sched_block_at(s, b)->attach >= 0) b = sched_loop_at(s, sched_block_at(s, b)->attach)->block;
+  return b;
+}
+
 /* The region of block b (reverse-attached): what its producer wrote in one iteration. b
  * must read the producer's buffer at its own axes, or along dimensions written whole. */
 static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
@@ -460,7 +466,9 @@ static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
   int nt = sched_expr_loads(x->op->body, ts, 64);
   for (int k = 0; k < nt && k < 64; k++) {
     int w = sched_writer(s, ts[k]);
-    if (w >= 0 && w != b && !sched_under_loop(s, w, x->attach))
+    /* a writer in another root nest is complete before this one runs (the lowering orders
+     * root nests by their dependences); in the same nest it must lie under the loop */
+    if (w >= 0 && w != b && !sched_under_loop(s, w, x->attach) && root_block(s, w) == root_block(s, b))
       return stof_ctx_error(bd->ctx, STOF_ERR_SCHEDULE,
                             "lower: block %s, computed after loop %s, reads block %s, which that loop "
                             "does not enclose",

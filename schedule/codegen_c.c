@@ -118,8 +118,20 @@ static int64_t buf_numel(const lir_buf *lb) {
   return n ? n : 1;
 }
 
+static stof_status codegen_c(const stof_sched *s, int nargs, const stof_op *const *args, char **out);
+
 stof_status sched_codegen_c(const stof_sched *s, int nargs, const stof_op *const *args,
                             char **out) {
+  *out = NULL;
+  stof_sched *fused = NULL; /* groups as one nest each */
+  stof_status st = sched_fuse_groups(s, &fused);
+  if (st) return st;
+  st = codegen_c(fused ? fused : s, nargs, args, out);
+  stof_sched_free(fused);
+  return st;
+}
+
+static stof_status codegen_c(const stof_sched *s, int nargs, const stof_op *const *args, char **out) {
   *out = NULL;
   sched_lir l;
   stof_status st = sched_lower(s, nargs, args, &l);

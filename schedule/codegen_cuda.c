@@ -603,8 +603,22 @@ static void emit_params(cgen *g, int nargs, const stof_op *const *args, const sc
   }
 }
 
+static stof_status codegen_cuda(const stof_sched *s, int nargs, const stof_op *const *args, char **out,
+                                sched_cuda_info *info);
+
 stof_status sched_codegen_cuda(const stof_sched *s, int nargs, const stof_op *const *args, char **out,
                                sched_cuda_info *info) {
+  *out = NULL;
+  stof_sched *fused = NULL; /* groups as one kernel each */
+  stof_status st = sched_fuse_groups(s, &fused);
+  if (st) return st;
+  st = codegen_cuda(fused ? fused : s, nargs, args, out, info);
+  stof_sched_free(fused);
+  return st;
+}
+
+static stof_status codegen_cuda(const stof_sched *s, int nargs, const stof_op *const *args, char **out,
+                                sched_cuda_info *info) {
   stof_ctx *ctx = s->ctx;
   *out = NULL;
   sched_cuda_info inf;

@@ -118,19 +118,31 @@ stof_status stof_sched_compute_at(stof_sched *s, int block, int loop) {
   return sched_commit(s, c, what);
 }
 
+/* The root block whose nest holds block b. */
+static int nest_root(const stof_sched *s, int b) {
+  while (sched_block_at(s, b)->attach >= 0) b = sched_loop_at(s, sched_block_at(s, b)->attach)->block;
+  return b;
+}
+
 stof_status stof_sched_reverse_compute_at(stof_sched *s, int block, int loop) {
   const char *what = "reverse_compute_at";
   stof_status st = check_move(s, what, block, loop);
   if (st) return st;
   const sched_block *b = sched_block_at(s, block);
   const char *name = sched_block_name(s, block);
-  int q = sched_loop_at(s, loop)->block, p = -1;
+  int q = sched_loop_at(s, loop)->block, p = -1, other = -1;
   const sched_block *qb = sched_block_at(s, q);
   const stof_op *ts[64];
   int nt = sched_expr_loads(b->op->body, ts, 64);
   for (int k = 0; k < nt && k < 64; k++) {
     int w = sched_writer(s, ts[k]);
     if (w < 0 || w == block) continue;
+    /* a producer in another root nest is complete before the loop's nest runs (the lowering
+     * orders root nests by their dependences): it need not lie under the loop */
+    if (!sched_under_loop(s, w, loop) && nest_root(s, w) != nest_root(s, q)) {
+      if (other < 0) other = w;
+      continue;
+    }
     if (!sched_under_loop(s, w, loop))
       return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                             "reverse_compute_at: loop %s of block %s does not enclose producer %s of "
@@ -138,6 +150,11 @@ stof_status stof_sched_reverse_compute_at(stof_sched *s, int block, int loop) {
                             sched_loop_name(s, loop), sched_block_name(s, q), sched_block_name(s, w), name);
     if (p < 0) p = w;
   }
+  if (p < 0 && other >= 0)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "reverse_compute_at: loop %s of block %s does not enclose producer %s of "
+                          "block %s (nor any other producer of it)",
+                          sched_loop_name(s, loop), sched_block_name(s, q), sched_block_name(s, other), name);
   if (p < 0)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                           "reverse_compute_at: block %s reads no block (it goes under a loop of its "

@@ -315,6 +315,11 @@ int trace_record(stof_trace *t, stof_inst_kind kind, int nin, const int *in, int
 /* group with the op list given by block ids (replay passes names resolved to blocks). */
 stof_status sched_group_blocks(stof_sched *s, int nblock, const int *blocks, int *group);
 
+/* The schedule code is generated from (fuse_groups.c): *out NULL when s has no live group
+ * (use s), else a clone in which every group's members that were kernels of their own are
+ * inlined into, or computed at, the group's anchor (STOF_ERR_SCHEDULE when one cannot be). */
+stof_status sched_fuse_groups(const stof_sched *s, stof_sched **out);
+
 /* ---------------------------------------------------------------- bounds (bound.c) */
 
 /* An affine form: c + sum k[i] * value(loop[i]). A term's loop is a leaf loop, or the

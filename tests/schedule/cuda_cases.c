@@ -87,6 +87,19 @@ static stof_sched *layernorm_rows_bound(sh_graph *G) {
   return s;
 }
 
+/* GEMM, bias, ReLU grouped (one kernel: D inlined into E, E after C's row loop), rows on
+ * blocks (a thread each: E reads the whole row of C its thread computed). */
+static stof_sched *grouped_gemm_bias_relu(sh_graph *G) {
+  sh_matmul_bias_relu(G, 32, 48, 16);
+  stof_sched *s = sh_sched(G);
+  const stof_op *ops[3] = {sh_op(G, "C"), sh_op(G, "D"), sh_op(G, "E")};
+  int g, l[3];
+  SH_OK(G->ctx, stof_sched_group(s, 3, ops, &g));
+  sh_loops(s, sh_block(s, "C"), l);
+  SH_OK(G->ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  return s;
+}
+
 /* B computed per thread (compute_at the threadIdx loop): a private array. */
 static stof_sched *chain_per_thread(sh_graph *G) {
   sh_chain(G, 100);
@@ -473,6 +486,7 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(vec_f16_bound),
     CASE(rfactor_bound_to_threads),
     CASE(matmul_caches_unbound),
+    CASE(grouped_gemm_bias_relu),
     CASE(rowsum_allreduce),
     CASE(rowmax_allreduce_half_warp),
     CASE(softmax_allreduce),

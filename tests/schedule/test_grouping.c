@@ -177,12 +177,91 @@ static void group_membership_errors(void **state) {
   sh_done(&G);
 }
 
+/* ---------------------------------------------------------------- groups at code generation */
+
+/* The CUDA source of s and its number of kernels. */
+static int kernels_of(sh_graph *G, stof_sched *s) {
+  const stof_op *args[16];
+  int n = sh_args(G, args), k = 0;
+  char *src = NULL;
+  SH_OK(G->ctx, stof_build_source(s, n, args, "cuda", &src));
+  for (const char *p = src; (p = strstr(p, "__global__")) != NULL; p++) k++;
+  stof_ctx_dealloc(G->ctx, src, strlen(src) + 1);
+  return k;
+}
+
+/* A group's ops become one kernel: C, D, E (GEMM, bias, ReLU) are three kernels ungrouped,
+ * one grouped (D inlined into E, E computed at C's row loop), with the same numbers. */
+static void group_is_one_kernel(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_matmul_bias_relu(&G, 4, 6, 5);
+  stof_sched *s = sh_sched(&G);
+  assert_int_equal(kernels_of(&G, s), 3);
+  const stof_op *ops[3] = {sh_op(&G, "C"), sh_op(&G, "D"), sh_op(&G, "E")};
+  int g;
+  SH_OK(G.ctx, stof_sched_group(s, 3, ops, &g));
+  char *before = sh_nest(s);
+  assert_int_equal(kernels_of(&G, s), 1);
+  char *after = sh_nest(s); /* folding is part of building: the schedule is unchanged */
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* Only the group's ops fold together: {C, D} is one kernel (D after C's row loop, not
+ * inlined into E outside the group), E another. */
+static void group_folds_only_its_members(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_matmul_bias_relu(&G, 4, 6, 5);
+  stof_sched *s = sh_sched(&G);
+  const stof_op *ops[2] = {sh_op(&G, "C"), sh_op(&G, "D")};
+  int g;
+  SH_OK(G.ctx, stof_sched_group(s, 2, ops, &g));
+  assert_int_equal(kernels_of(&G, s), 2);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* A member that cannot be folded into the group's kernel is an error naming it: C's outer
+ * loop is its reduce loop, so D can go neither under it nor into it. */
+static void group_that_cannot_be_one_kernel(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_matmul_bias_relu(&G, 4, 6, 5);
+  stof_sched *s = sh_sched(&G);
+  int l[3];
+  sh_loops(s, sh_block(s, "C"), l);
+  int order[3] = {l[2], l[0], l[1]};
+  SH_OK(G.ctx, stof_sched_reorder(s, 3, order));
+  const stof_op *ops[2] = {sh_op(&G, "C"), sh_op(&G, "D")};
+  int g;
+  SH_OK(G.ctx, stof_sched_group(s, 2, ops, &g));
+  const stof_op *args[16];
+  int n = sh_args(&G, args);
+  char *src = NULL;
+  sh_expect_error(G.ctx, stof_build_source(s, n, args, "cuda", &src), STOF_ERR_SCHEDULE,
+                  "group 0: block D stays a kernel apart from block C");
+  sh_expect_error(G.ctx, stof_build_source(s, n, args, "c", &src), STOF_ERR_SCHEDULE,
+                  "group 0: block D stays a kernel apart from block C");
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 int run_grouping_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(group_gemm_bias_relu),
       cmocka_unit_test(group_softmax_reduction_with_neighbours),
       cmocka_unit_test(ungroup_removes_a_group),
       cmocka_unit_test(group_two_reductions_is_illegal),
+      cmocka_unit_test(group_is_one_kernel),
+      cmocka_unit_test(group_folds_only_its_members),
+      cmocka_unit_test(group_that_cannot_be_one_kernel),
       cmocka_unit_test(group_not_connected_is_illegal),
       cmocka_unit_test(group_with_an_op_between_outside_is_illegal),
       cmocka_unit_test(group_injective_after_gemm_is_illegal),
