@@ -26,7 +26,7 @@ if [ -x $b/tests/test_schedule_gpu ]; then
 fi
 for f in tests/gpu/*.lua; do run "gpu_$(basename "$f" .lua)" $b/stof run "$f"; done
 # the tensor-core GEMM through wgmma (Hopper) as well as mma.sync (the example's default)
-STOF_GEMM_INTRIN=wgmma run gemm_wgmma $b/stof run examples/schedule_gemm_tensorcore.lua
+run gemm_wgmma env STOF_GEMM_INTRIN=wgmma $b/stof run examples/schedule_gemm_tensorcore.lua
 for f in tests/lua/test_*.lua examples/*.lua; do
   run "lua_$(basename "$f" .lua)" $b/stof run "$f" "$out/ex"
 done
