@@ -823,6 +823,20 @@ static void emit_rel_index(cgen *g, int block, int d) {
 /* A tensorized nest: one call of the warp's mma over the tile. */
 static void emit_wgmma(cgen *g, const lir_stmt *st, int depth);
 
+/* Opens the scope of a tensorized nest: a comment naming its loops, the loops defined as 0
+ * and the nest's lets (the intrinsic's operands are the accesses at the tile's origin). */
+static void open_tensorized(cgen *g, const lir_stmt *st, const sched_mma *m, const char *what, int depth) {
+  stof_buf *o = g->b;
+  sched_indent(o, depth);
+  stof_buf_printf(o, "{ /* tensorized: %s over ", what);
+  for (int k = 0; k < 3; k++) {
+    sched_cg_comment(o, sched_loop_name(g->s, m->loops[k]));
+    stof_buf_puts(o, k < 2 ? " x " : " */\n");
+  }
+  zero_loops(g, (int)(st - (const lir_stmt *)g->l->stmts.data), depth + 1);
+  emit_flat(g, st->first, depth + 1, 1, "the tensorized nest");
+}
+
 static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
   const stof_sched *s = g->s;
   if (strcmp(tensorize_intrin(s, st->loop), "mma_m16n8k16") != 0) {
@@ -861,14 +875,7 @@ static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
     return;
   }
   stof_buf *o = g->b;
-  sched_indent(o, depth);
-  stof_buf_puts(o, "{ /* tensorized: mma_m16n8k16 over ");
-  for (int k = 0; k < 3; k++) {
-    sched_cg_comment(o, sched_loop_name(s, m.loops[k]));
-    stof_buf_puts(o, k < 2 ? " x " : " */\n");
-  }
-  zero_loops(g, (int)(st - (const lir_stmt *)g->l->stmts.data), depth + 1);
-  emit_flat(g, st->first, depth + 1, 1, "the tensorized nest");
+  open_tensorized(g, st, &m, "mma_m16n8k16", depth);
   int64_t nt = cb->ext[1] / 8;
   sched_indent(o, depth + 1);
   stof_buf_printf(o, "%s<%lld, %lld, %lld>(", m.a->dtype == STOF_DTYPE_BF16 ? "stof_mma_bf16" : "stof_mma_f16",
@@ -1361,14 +1368,7 @@ static void emit_wgmma(cgen *g, const lir_stmt *st, int depth) {
     return;
   }
   stof_buf *o = g->b;
-  sched_indent(o, depth);
-  stof_buf_puts(o, "{ /* tensorized: wgmma m64nNk16 over ");
-  for (int k = 0; k < 3; k++) {
-    sched_cg_comment(o, sched_loop_name(s, m.loops[k]));
-    stof_buf_puts(o, k < 2 ? " x " : " */\n");
-  }
-  zero_loops(g, (int)(st - (const lir_stmt *)g->l->stmts.data), depth + 1);
-  emit_flat(g, st->first, depth + 1, 1, "the tensorized nest");
+  open_tensorized(g, st, &m, "wgmma m64nNk16", depth);
   sched_indent(o, depth + 1);
   stof_buf_printf(o, "stof_wgmma_%s_%lld<%lld>(", m.a->dtype == STOF_DTYPE_BF16 ? "bf16" : "f16", (long long)m.n,
                   (long long)(m.k / 16));
