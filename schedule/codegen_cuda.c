@@ -1,33 +1,41 @@
 /*
  * CUDA C code from the loop IR: one `extern "C" __global__` kernel per root block (a block
- * and the blocks computed at its loops), in the lowering's (topological) order; groups do
- * not fuse yet, as on the C backend. Every kernel takes the same parameters: the build's
- * tensors in the order given (placeholders const), then the intermediate buffers that live
- * in global memory (allocated by the run time), so the launcher passes one list to all.
+ * and the blocks computed at its loops), in the lowering's (topological) order; a group's
+ * members are first folded into one root nest (fuse_groups.c). Every kernel takes the same
+ * parameters: the build's tensors in the order given (placeholders const), then the
+ * intermediate buffers that live in global memory (allocated by the run time), so the
+ * launcher passes one list to all.
  *
  * Threads: a loop bound to blockIdx.x/y/z or threadIdx.x/y/z is not a loop but the built-in
  * index (with a guard when the kernel launches more than its extent); the launch extent of
- * a tag is the extent of the loop bound to it (1 when none is). Every other loop runs
- * serially in each thread. A kernel is therefore each thread running the C backend's nest
- * with its bound loops fixed, which is right when (checked here, STOF_ERR_SCHEDULE):
- *  - no two loops of one kernel are bound to the same tag, and no reduce loop is bound to
- *    blockIdx (a reduce loop bound to threadIdx is a reduction across the threads of the
- *    CUDA block: codegen_cuda_reduce.c; its result is in every thread);
+ * a tag is the largest extent of the loops bound to it (1 when none is). Every other loop
+ * runs serially in each thread. A kernel is therefore each thread running the C backend's
+ * nest with its bound loops fixed, which is right when (checked here, STOF_ERR_SCHEDULE):
+ *  - loops of different blocks may share a tag; one inside another only when the inner one
+ *    fills a shared buffer (cooperative fetching); no reduce loop is bound to blockIdx (a
+ *    reduce loop bound to threadIdx is a reduction across the threads of the CUDA block:
+ *    codegen_cuda_reduce.c; its result is in every thread);
  *  - threadIdx extents multiply to at most 1024 (x, y <= 1024, z <= 64), gridDim.y and z
  *    are at most 65535;
  *  - every store into memory that other threads see (an argument or a global intermediate)
  *    lies under a loop bound to every tag the kernel launches more than once (else several
  *    threads would write, or accumulate into, the same element);
- *  - an intermediate compacted under a loop is private to a thread (a local array): the
- *    loop lies under loops bound to every launched tag. Staging one in shared memory for
- *    the threads of a block is not built yet.
+ *  - an intermediate compacted under a loop lives in one of: a thread's local array (the
+ *    loop lies under loops bound to every launched tag, or every thread computes all of it:
+ *    its block binds no loop, or it is a cross-thread reduction's replicated result); the
+ *    CUDA block's dynamic shared memory (scope "shared": bound inference relaxes the
+ *    threadIdx loops, barriers surround the block filling it, which no guard may enclose;
+ *    pragma "pipeline_stages" keeps S copies filled ahead by cp.async); a warp's or a
+ *    warpgroup's accumulator fragments (scope "warp", written by a tensorized block:
+ *    mma.sync or wgmma, whose operands are in shared memory, swizzled for wgmma).
  *
  * Types: f16 and bf16 are stored as __half and __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h)
  * and compute in float; the other rules (floor division, saturating casts, NaN-propagating
  * max/min) are the C backend's, with the same helpers written as device functions.
  * vectorize and unroll become `#pragma unroll`; in a vectorized loop, the loads and the
  * store of arguments that move V contiguous, V-aligned elements become one 4-, 8- or
- * 16-byte access each (emit_vector_loop), the others stay scalar.
+ * 16-byte access each (emit_vector_loop), the others stay scalar; a vectorized copy from
+ * global into shared memory becomes cp.async.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,7 +44,7 @@
 
 #include "schedule_int.h"
 
-/* Index and loop variables are int64_t; where every tensor has fewer than 2^31 elements and
+/* Index and loop variables are int64_t; where every tensor has fewer than 2^30 elements and
  * no value is int64, they are 32-bit (half the integer instructions: index arithmetic is
  * much of a generated kernel's work). */
 static const char prelude_idx64[] =
@@ -49,7 +57,7 @@ static const char prelude_idx32[] =
     "#include <cuda_fp16.h>\n"
     "#include <cuda_bf16.h>\n"
     "\n"
-    "typedef int stof_i64_t; /* 32-bit indices: every tensor has fewer than 2^31 elements */\n"
+    "typedef int stof_i64_t; /* 32-bit indices: every tensor has fewer than 2^30 elements */\n"
     "#define INT64_C(x) x\n";
 static const char prelude[] =
     "#define int64_t stof_i64_t\n"
