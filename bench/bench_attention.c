@@ -7,7 +7,7 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync]
- *                   [--tiles 0,64,128] [--reps 30] [--check-rows 6] [--peer-masks DIR] [--out FILE]
+ *                   [--tiles 0,64,128] [--stages 0] [--reps 30] [--check-rows 6] [--peer-masks DIR] [--out FILE]
  *
  * --kernels: auto (the selector), block, row (forced), portable (auto without the Hopper
  * kernel), tma / cpasync (block-wise on the Hopper kernel with its K/V loads by the TMA
@@ -121,7 +121,7 @@ static double check_rows(stof_ctx *ctx, const stof_mask *mask, const stof_tensor
 int main(int argc, char **argv) {
   char shapes_s[512] = "8x1024,16x4096", masks_s[512] = "dense,causal,sliding,causal_sliding,longformer,bigbird,document",
        kernels_s[128] = "auto", tiles_s[128] = "0";
-  int heads = 12, dim = 64, reps = 30, nrows_asked = 6;
+  int heads = 12, dim = 64, reps = 30, nrows_asked = 6, stages = 0;
   const char *out_path = NULL, *peer_dir = NULL, *dtype_s = "float16";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -136,6 +136,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--heads")) heads = atoi(v);
     else if (!strcmp(a, "--dim")) dim = atoi(v);
     else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--stages")) stages = atoi(v); /* block-wise pipeline depth, 0: the selector's */
     else if (!strcmp(a, "--check-rows")) nrows_asked = atoi(v);
     else if (!strcmp(a, "--dtype")) dtype_s = v;
     else if (!strcmp(a, "--out")) out_path = v;
@@ -201,6 +202,7 @@ int main(int argc, char **argv) {
           o.portable = !strcmp(kernels[ki], "portable"); /* auto, without the Hopper kernel */
           o.tma = tma ? 1 : cpasync ? -1 : 0;
           o.tile = atoi(tiles[ti]);
+          o.stages = stages;
           stof_attn_plan *plan;
           if (stof_attn_plan_new(eng, mask, B, H, H, S, S, D, dtype, &o, &plan)) {
             fprintf(stderr, "%-15s skipped: %s\n", masks[mi], stof_ctx_message(ctx));
