@@ -263,6 +263,53 @@ static stof_sched *gemm_tensorcore_bf16(sh_graph *G) {
   return sh_tensorcore_schedule(G, &t);
 }
 
+/* f16 GEMM + bias through wgmma (sm_90a): 128 x 128 tiles, two warpgroups of 64 rows on
+ * threadIdx.y (threadIdx.x: a warpgroup's 128 lanes), k in steps of 64, both operand tiles
+ * in shared memory in wgmma's swizzled layout, fetched by all 256 threads 16 bytes at a
+ * time through a 2-stage cp.async pipeline; the epilogue reads the accumulators. */
+stof_sched *sh_wgmma_schedule(sh_graph *G, int64_t M, int64_t N, int64_t K, int stages) {
+  sh_matmul_f16_bias(G, M, N, K, STOF_DTYPE_F16);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int cb = sh_block(s, "C"), copy, l[3], i[3], j[2], k[2];
+  SH_OK(ctx, stof_sched_cache_write(s, cb, "warp", &copy));
+  SH_OK(ctx, stof_sched_compute_inline(s, copy));
+  sh_loops(s, cb, l);
+  int64_t fi[2] = {2, 64}, fj = 128, fk = 64;
+  split_n(s, l[0], 3, fi, i);
+  split_n(s, l[1], 2, &fj, j);
+  split_n(s, l[2], 2, &fk, k);
+  int order[7] = {i[0], j[0], i[1], k[0], i[2], j[1], k[1]};
+  SH_OK(ctx, stof_sched_reorder(s, 7, order));
+  SH_OK(ctx, stof_sched_bind(s, i[0], "blockIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, j[0], "blockIdx.x"));
+  SH_OK(ctx, stof_sched_bind(s, i[1], "threadIdx.y"));
+  SH_OK(ctx, stof_sched_tensorize(s, i[2], "wgmma_m64nNk16"));
+  for (int input = 0; input < 2; input++) {
+    int sh, sl[2], c[2], f, p[3];
+    SH_OK(ctx, stof_sched_cache_read(s, cb, input, "shared", &sh));
+    SH_OK(ctx, stof_sched_compute_at(s, sh, k[0]));
+    assert_int_equal(sh_loops(s, sh, sl), 2);
+    int64_t eight = 8, lanes[2] = {2, 128};
+    split_n(s, sl[1], 2, &eight, c);
+    int fl[2] = {sl[0], c[0]};
+    SH_OK(ctx, stof_sched_fuse(s, 2, fl, &f));
+    split_n(s, f, 3, lanes, p);
+    SH_OK(ctx, stof_sched_bind(s, p[1], "threadIdx.y"));
+    SH_OK(ctx, stof_sched_bind(s, p[2], "threadIdx.x"));
+    SH_OK(ctx, stof_sched_vectorize(s, c[1]));
+  }
+  if (stages > 1) {
+    char text[16];
+    snprintf(text, sizeof text, "%d", stages);
+    SH_OK(ctx, stof_sched_annotate_loop(s, k[0], "pipeline_stages", text));
+  }
+  SH_OK(ctx, stof_sched_reverse_compute_at(s, sh_block(s, "D"), i[1]));
+  return s;
+}
+
+static stof_sched *gemm_wgmma_f16(sh_graph *G) { return sh_wgmma_schedule(G, 256, 128, 128, 2); }
+
 /* A float32 matmul, 16 x 16 tiles (one thread per element), whose A and B tiles of 32 along
  * k are staged in shared memory at k.outer and fetched by all 256 threads together (two
  * elements each): shared memory and __syncthreads alone. */
@@ -487,6 +534,7 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(rfactor_bound_to_threads),
     CASE(matmul_caches_unbound),
     CASE(grouped_gemm_bias_relu),
+    CASE(gemm_wgmma_f16),
     CASE(rowsum_allreduce),
     CASE(rowmax_allreduce_half_warp),
     CASE(softmax_allreduce),

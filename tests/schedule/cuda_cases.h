@@ -49,5 +49,9 @@ typedef struct sh_tensorcore {
 } sh_tensorcore;
 /* Builds t's graph into G (a new context) and returns its schedule (owned). */
 stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t);
+/* D = f16(A @ B + bias) through wgmma (M a multiple of 128, N of 128, K of 64), the k loop
+ * pipelined over `stages` buffers (none below 2): examples/schedule_gemm_tensorcore.lua's
+ * STOF_GEMM_INTRIN=wgmma schedule. Owned. */
+stof_sched *sh_wgmma_schedule(sh_graph *G, int64_t M, int64_t N, int64_t K, int stages);
 
 #endif

@@ -527,8 +527,88 @@ static void pipelined_loop_bound_to_a_block_index(void **state) {
   sh_done(&G);
 }
 
+/* ---------------------------------------------------------------- wgmma */
+
+/* The wgmma schedule: its loop nest, its numbers on the C backend, its trace round trip,
+ * and the warpgroup code in its CUDA source (swizzled operand tiles, async-proxy fence, one
+ * wgmma call per k step of 64, the warpgroup's fragment rows in the write-back). */
+static void wgmma_schedule_and_source(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("gemm_wgmma_f16")->make(&G);
+  char *nest = sh_nest(s);
+  static const char *const lines[] = {
+      "alloc C.warp: float32[64, 128] warp at i.1",
+      "alloc A.shared: float16[128, 64] shared at k.outer",
+      "alloc B.shared: float16[64, 128] shared at k.outer",
+      "for i.2 in 0..64 [tensorized, tensorize=wgmma_m64nNk16]:",
+      "for k.outer in 0..2 [pipeline_stages=2]:",
+  };
+  expect_snippets(nest, 5, lines);
+  free(nest);
+  sh_check_numeric(&G, s);
+  sh_round_trip(&G, s);
+  char *src = cuda_source(&G, s);
+  static const char *const golden[] = {
+      "stof_wgmma_f16_128<4>(b",
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+      "[stof_swz_k((int)(",
+      "[stof_swz_mn((int)(",
+      ", 64)], &b",
+      "stof_cp_async_wait<0>(); stof_fence_async();",
+      "float b",
+      "[64]; /* warp, 64 x 128: each lane's accumulator fragments (wgmma, a warpgroup's) */",
+      " = ((threadIdx.x >> 5) & 3) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;",
+      "stof_k0_C (1, 2, 1; 128, 2, 1), 65536 bytes of shared memory",
+  };
+  expect_snippets(src, 10, golden);
+  free(src);
+  /* sm_90a only: for sm_80 the check says why */
+  const stof_op *args[16];
+  int n = sh_args(&G, args);
+  sh_expect_error(G.ctx, stof_sched_cuda_check(s, n, args, "sm_80", NULL), STOF_ERR_UNSUPPORTED,
+                  "the schedule uses wgmma, which needs sm_90a, not sm_80");
+  SH_OK(G.ctx, stof_sched_cuda_check(s, n, args, "sm_90", NULL));
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* wgmma reads A's tile as 64-element swizzled rows: a padded tile is refused. */
+static void wgmma_refuses_a_padded_tile(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("gemm_wgmma_f16")->make(&G);
+  int a;
+  SH_OK(G.ctx, stof_sched_get_block(s, "A.shared", &a));
+  SH_OK(G.ctx, stof_sched_annotate_block(s, a, "pad", "8"));
+  const stof_op *args[16];
+  int n = sh_args(&G, args);
+  char *src = NULL;
+  sh_expect_error(G.ctx, stof_build_source(s, n, args, "cuda", &src), STOF_ERR_SCHEDULE,
+                  "cuda: wgmma-tensorized block C needs A's shared tile 64 columns wide (no pad)");
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
+/* wgmma's tile is 64 rows: extents other than 64, 64 or 128, 16c are refused at tensorize. */
+static void wgmma_extents(void **state) {
+  (void)state;
+  sh_graph G;
+  int l[6];
+  stof_sched *s = small(&G, STOF_DTYPE_F16, 16, l);
+  sh_snapshot sn = sh_take(s);
+  sh_expect_error(G.ctx, stof_sched_tensorize(s, l[3], "wgmma_m64nNk16"), STOF_ERR_SCHEDULE,
+                  "tensorize: wgmma_m64nNk16 needs loop extents 64, 64 or 128, and 16c (<= 64)");
+  sh_expect_same(s, &sn);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 int run_tensorize_tests(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(wgmma_schedule_and_source),
+      cmocka_unit_test(wgmma_refuses_a_padded_tile),
+      cmocka_unit_test(wgmma_extents),
       cmocka_unit_test(tensorized_loop_nest),
       cmocka_unit_test(tensorized_numbers_and_round_trip),
       cmocka_unit_test(tensorize_trace_texts),
