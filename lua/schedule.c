@@ -8,6 +8,8 @@
  *   s:fuse(a, b) s:reorder(...) s:tile(x, y, fx, fy) s:bind(l, "threadIdx.x")
  *   s:vectorize(l) s:unroll(l) s:parallel(l) s:annotate(l_or_b, key, value)
  *   s:knob(name, {cands}[, decision]) s:sample_categorical(name, {cands}, {probs}[, decision])
+ *   s:sample_perfect_tile(l, n, max_innermost) -> n knobs   s:sample_compute_location(b) -> knob
+ *   (s:compute_at(b, knob) applies a location knob)
  *   s:compute_at(b, l) s:reverse_compute_at(b, l) s:compute_inline(b) s:reverse_compute_inline(b)
  *   s:cache_read(b, i, scope) -> block   s:cache_write(b, scope) -> block   s:rfactor(l, axis) -> block
  *   s:group({A, B}) -> id   s:ungroup(id)
@@ -405,6 +407,59 @@ static int m_sample_categorical(lua_State *L) {
   return 1;
 }
 
+/* s:sample_perfect_tile(loop, n, max_innermost[, {factors}[, {names}]]) -> n knobs. The
+ * factors impose the decisions and the names the knobs' names (traces pass both). */
+static int m_sample_perfect_tile(lua_State *L) {
+  const char *fname = "sample_perfect_tile";
+  lsched *ls = check_sched(L, 1, fname);
+  lua_settop(L, 6); /* scratch memory goes above the arguments */
+  int l = check_handle(L, 1, 2, MT_LOOP, fname, "loop");
+  lua_Integer n = slua_check_integer(L, 3, fname, "n");
+  lua_Integer m = lua_isnoneornil(L, 4) ? 0 : slua_check_integer(L, 4, fname, "max_innermost");
+  int nn = n < -1 || n > 1 << 20 ? -1 : (int)n;
+  int mm = m < -1 || m > INT32_MAX ? -1 : (int)m;
+  int64_t *dec = NULL;
+  const char **names = NULL;
+  int nd;
+  if (!lua_isnoneornil(L, 5)) {
+    dec = check_ints(L, 5, fname, "factor", &nd);
+    if (nd != nn) return slua_argerror(L, 4, fname, "%d factors for n = %d", nd, nn);
+  }
+  if (!lua_isnoneornil(L, 6)) {
+    if (!lua_istable(L, 6)) return method_typeerror(L, 6, fname, "table of knob names");
+    if ((lua_Integer)lua_rawlen(L, 6) != n || nn < 1 || nn > STOF_SCHED_MAX_LOOPS)
+      return slua_argerror(L, 5, fname, "%d names for n = %d", (int)lua_rawlen(L, 6), nn);
+    names = slua_scratch(L, sizeof *names * (size_t)nn);
+    for (int i = 0; i < nn; i++) {
+      lua_rawgeti(L, 6, i + 1);
+      if (lua_type(L, -1) != LUA_TSTRING)
+        return slua_argerror(L, 5, fname, "name %d must be a string, got %s", i + 1, slua_typename(L, -1));
+      names[i] = lua_tostring(L, -1);
+      lua_pop(L, 1); /* the table keeps the string */
+    }
+  }
+  int knobs[STOF_SCHED_MAX_LOOPS];
+  stof_status st = stof_sched_sample_perfect_tile(ls->s, l, nn, mm, dec, names, knobs);
+  if (st) return raise_core(L, ls, st);
+  luaL_checkstack(L, nn + 2, fname);
+  for (int i = 0; i < nn; i++) push_handle(L, 1, MT_KNOB, knobs[i]);
+  return nn;
+}
+
+/* s:sample_compute_location(block[, decision[, name]]) -> knob. */
+static int m_sample_compute_location(lua_State *L) {
+  const char *fname = "sample_compute_location";
+  lsched *ls = check_sched(L, 1, fname);
+  int b = check_handle(L, 1, 2, MT_BLOCK, fname, "block");
+  int decision = opt_decision(L, 3, fname, -1);
+  if (!lua_isnoneornil(L, 4) && lua_type(L, 4) != LUA_TSTRING) return method_typeerror(L, 4, fname, "knob name");
+  int k;
+  stof_status st = stof_sched_sample_compute_location(ls->s, b, decision, lua_tostring(L, 4), &k);
+  if (st) return raise_core(L, ls, st);
+  push_handle(L, 1, MT_KNOB, k);
+  return 1;
+}
+
 /* s:group({A, B, ...}): TE tensors, blocks or op names. */
 static int m_group(lua_State *L) {
   const char *fname = "group";
@@ -461,7 +516,12 @@ static int m_compute_at(lua_State *L) {
   const char *fname = rev ? "reverse_compute_at" : "compute_at";
   lsched *ls = check_sched(L, 1, fname);
   int b = check_handle(L, 1, 2, MT_BLOCK, fname, "block");
-  int l = check_handle(L, 1, 3, MT_LOOP, fname, "loop");
+  if (!rev && luaL_testudata(L, 3, MT_KNOB)) { /* a location knob (sample_compute_location) */
+    stof_status st = stof_sched_compute_at_knob(ls->s, b, check_handle(L, 1, 3, MT_KNOB, fname, "knob"));
+    if (st) return raise_core(L, ls, st);
+    return 0;
+  }
+  int l = check_handle(L, 1, 3, MT_LOOP, fname, rev ? "loop" : "loop or location knob");
   stof_status st = rev ? stof_sched_reverse_compute_at(ls->s, b, l) : stof_sched_compute_at(ls->s, b, l);
   if (st) return raise_core(L, ls, st);
   return 0;
@@ -893,6 +953,8 @@ void slua_open_schedule(lua_State *L, int idx) {
         {"annotate", m_annotate},
         {"knob", m_knob},
         {"sample_categorical", m_sample_categorical},
+        {"sample_perfect_tile", m_sample_perfect_tile},
+        {"sample_compute_location", m_sample_compute_location},
         {"cache_read", m_cache_read},
         {"cache_write", m_cache_write},
         {"rfactor", m_rfactor},

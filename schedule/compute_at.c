@@ -12,6 +12,9 @@
  * axis; unit loops are elided in the nest. The region's start is worked out again at each
  * lowering; its extent is fixed here. The primitives work on a clone, which a trial
  * lowering checks before it replaces the schedule (schedule_int.h: sched_commit).
+ *
+ * compute_at_knob applies a location knob of sample_compute_location: a depth in the nest
+ * of the block's first consumer (sched_location_chain), or -1 for the root.
  */
 #include <stdio.h>
 #include <string.h>
@@ -186,4 +189,61 @@ stof_status stof_sched_reverse_compute_at(stof_sched *s, int block, int loop) {
     return st;
   }
   return sched_commit(s, c, what);
+}
+
+/* ---------------------------------------------------------------- location knobs */
+
+int sched_location_chain(const stof_sched *s, int block, int *out, int cap, int *consumer) {
+  if (block < 0 || block >= s->blocks.len || sched_block_at(s, block)->state != SCHED_B_LIVE) return 0;
+  int r[1];
+  if (sched_readers(s, sched_block_at(s, block)->out, block, r, 1) == 0) return 0;
+  if (consumer) *consumer = r[0];
+  int n = sched_enclosing(s, r[0], out, cap);
+  const sched_block *q = sched_block_at(s, r[0]);
+  if (n < 0 || n + q->nloop > cap) return -1;
+  for (int k = 0; k < q->nloop; k++) out[n++] = q->loop[k];
+  return n;
+}
+
+stof_status stof_sched_compute_at_knob(stof_sched *s, int block, int knob) {
+  const char *what = "compute_at";
+  int64_t d;
+  stof_status st = sched_check_block(s, what, block);
+  if (!st) st = sched_factor_value(s, what, stof_factor_knob(knob), &d);
+  if (st) return st;
+  const char *kname = sched_str(s, sched_knob_at(s, knob)->name);
+  int in[2] = {sched_block_at(s, block)->tv, sched_knob_at(s, knob)->tv};
+  if (d == -1) { /* the root: the block stays where it is */
+    sched_need n = {0};
+    trace_need(&n, 2, 0, 0, 0, 0, 0);
+    if ((st = sched_reserve(s, &n))) return st;
+    trace_record(&s->trace, STOF_INST_COMPUTE_AT, 2, in, 0, NULL, 0, NULL, 0, NULL, -1, 0, 0);
+    return STOF_OK;
+  }
+  int chain[512], consumer = -1, nchain = sched_location_chain(s, block, chain, 512, &consumer);
+  if (d < 0 || d >= nchain)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "compute_at: knob %s = %lld names no location of block %s (the nest of its "
+                          "consumer %s has %d loops)",
+                          kname, (long long)d, sched_block_name(s, block),
+                          consumer >= 0 ? sched_block_name(s, consumer) : "(none)", nchain < 0 ? 0 : nchain);
+  /* compute_at on a clone, its loop handed out there for the call; then the instruction
+   * names the knob instead of the loop */
+  stof_sched *c;
+  if ((st = sched_try(s, &c))) return st;
+  int loop = chain[d], tv = sched_loop_at(c, loop)->tv;
+  if (tv < 0) sched_loop_at(c, loop)->tv = 0;
+  st = stof_sched_compute_at(c, block, loop);
+  if (st) {
+    stof_sched_free(c);
+    return st;
+  }
+  sched_loop_at(c, loop)->tv = tv;
+  sched_inst *I = trace_inst_at(&c->trace, c->trace.insts.len - 1);
+  trace_int(&c->trace, I->in)[1] = in[1];
+  stof_sched tmp = *s;
+  *s = *c;
+  *c = tmp;
+  stof_sched_free(c);
+  return STOF_OK;
 }

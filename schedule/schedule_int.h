@@ -310,6 +310,29 @@ int trace_record(stof_trace *t, stof_inst_kind kind, int nin, const int *in, int
                  const int64_t *num, int ndbl, const double *dbl, int nstr,
                  const char *const *str, int decision, int nout, int vkind);
 
+/* ---------------------------------------------------------------- sampling (state.c) */
+
+/* The most divisors sched_divisors lists (every extent below 2^31 has fewer than 1600). */
+#define SCHED_MAX_DIVISORS 2048
+/* The largest extent sample_perfect_tile tiles. */
+#define SCHED_MAX_TILE_EXTENT INT64_C(2147483647)
+/* The divisors of e (1 <= e <= SCHED_MAX_TILE_EXTENT), ascending, into out[0..
+ * SCHED_MAX_DIVISORS); returns their number. */
+int sched_divisors(int64_t e, int64_t *out);
+/* stof_sched_sample_perfect_tile. */
+stof_status sched_sample_perfect_tile(stof_sched *s, int loop, int n, int max_innermost,
+                                      const int64_t *decision, const char *const *names,
+                                      int *knobs);
+/* stof_sched_sample_compute_location and, when cand is not NULL, the candidates the trace expects (replay: they must be the ones found). */
+stof_status sched_sample_compute_location(stof_sched *s, int block, int decision,
+                                          const char *name, int ncand, const int64_t *cand,
+                                          int *knob);
+/* compute_at.c: the loops a location knob's depths count: those enclosing the nest of
+ * block's first consumer (by id), then its own, outermost first, into out[0..cap); returns
+ * their number, 0 when block has no consumer (or is gone), -1 when there are more than cap.
+ * *consumer (may be NULL) gets the consumer. */
+int sched_location_chain(const stof_sched *s, int block, int *out, int cap, int *consumer);
+
 /* ---------------------------------------------------------------- groups (state.c) */
 
 /* group with the op list given by block ids (replay passes names resolved to blocks). */

@@ -1,6 +1,7 @@
 /*
  * Schedule state: creation (one block per compute op, its root loops), deep clone, blocks
- * and loops (get_block, get_loops, loop_info), knobs, groups (TVM's fusion rule), the
+ * and loops (get_block, get_loops, loop_info), knobs and the sample_* primitives
+ * (sample_categorical, sample_perfect_tile, sample_compute_location), groups (TVM's fusion rule), the
  * growable arrays the module shares, the queries the block primitives share (readers,
  * writers, attachment), and the clone-and-commit of the primitives that work on a clone.
  *
@@ -719,6 +720,244 @@ stof_status stof_sched_sample_categorical(stof_sched *s, const char *name, int n
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "sample_categorical %s: no probabilities",
                           name ? name : "?");
   return add_knob(s, STOF_INST_SAMPLE_CATEGORICAL, name, ncand, cand, probs, decision, knob);
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+int sched_divisors(int64_t e, int64_t *out) {
+  int lo = 0, hi = 0;
+  int64_t high[SCHED_MAX_DIVISORS];
+  for (int64_t d = 1; d * d <= e && lo + hi < SCHED_MAX_DIVISORS - 1; d++) {
+    if (e % d) continue;
+    out[lo++] = d;
+    if (d != e / d) high[hi++] = e / d;
+  }
+  for (int k = hi - 1; k >= 0; k--) out[lo++] = high[k];
+  return lo;
+}
+
+/* A uniform integer in [0, n). */
+static int rand_below(stof_ctx *ctx, int n) {
+  int r = (int)(stof_ctx_rand_unit(ctx) * n);
+  return r < 0 ? 0 : r >= n ? n - 1 : r;
+}
+
+static int knob_exists(const stof_sched *s, const char *name) {
+  for (int i = 0; i < s->knobs.len; i++)
+    if (strcmp(sched_str(s, sched_knob_at(s, i)->name), name) == 0) return 1;
+  return 0;
+}
+
+/* "{4, 8}" / "i.tile0, i.tile1" for messages. */
+static const char *list_text(char *buf, size_t cap, int n, const int64_t *v, const char *const *names) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int k = 0; k < n && len + 24 < cap; k++) {
+    int w = names ? snprintf(buf + len, cap - len, "%s%s", k ? ", " : "", names[k])
+                  : snprintf(buf + len, cap - len, "%s%lld", k ? ", " : "", (long long)v[k]);
+    if (w < 0) break;
+    len += (size_t)w;
+  }
+  return buf;
+}
+
+#define TILE_NAME 200
+
+stof_status sched_sample_perfect_tile(stof_sched *s, int loop, int n, int max_innermost,
+                                      const int64_t *decision, const char *const *names,
+                                      int *knobs) {
+  const char *what = "sample_perfect_tile";
+  stof_status st = sched_check_loop(s, what, loop);
+  if (st) return st;
+  const char *lname = sched_loop_name(s, loop);
+  int64_t ext = sched_loop_at(s, loop)->extent;
+  if (n < 1 || n > STOF_SCHED_MAX_LOOPS)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: %d factors for loop %s, must be 1..%d", what,
+                          n, lname, STOF_SCHED_MAX_LOOPS);
+  if (max_innermost < 0)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: max_innermost %d for loop %s must be >= 0 (0: no limit)", what,
+                          max_innermost, lname);
+  if (ext < 1 || ext > SCHED_MAX_TILE_EXTENT)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: loop %s of extent %lld is too long (at most %lld)",
+                          what, lname, (long long)ext, (long long)SCHED_MAX_TILE_EXTENT);
+  /* the knobs' names */
+  char (*nb)[TILE_NAME] = stof_ctx_alloc(s->ctx, sizeof *nb * (size_t)n);
+  int64_t *div = stof_ctx_alloc(s->ctx, sizeof *div * SCHED_MAX_DIVISORS);
+  if (!nb || !div) {
+    if (nb) stof_ctx_dealloc(s->ctx, nb, sizeof *nb * (size_t)n);
+    if (div) stof_ctx_dealloc(s->ctx, div, sizeof *div * SCHED_MAX_DIVISORS);
+    return STOF_ERR_NOMEM;
+  }
+  const char *np[STOF_SCHED_MAX_LOOPS];
+  for (int m = 0; !names; m++) {
+    int free_ = 1;
+    for (int k = 0; k < n; k++) {
+      if (m)
+        snprintf(nb[k], TILE_NAME, "%s_%d.tile%d", lname, m, k);
+      else
+        snprintf(nb[k], TILE_NAME, "%s.tile%d", lname, k);
+      np[k] = nb[k];
+      free_ = free_ && !knob_exists(s, nb[k]);
+    }
+    if (free_) break;
+  }
+  for (int k = 0; names && k < n; k++) np[k] = names[k];
+  for (int k = 0; k < n && !st; k++) {
+    if (!np[k] || !*np[k])
+      st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: the name of knob %d is empty", what, k);
+    else if (knob_exists(s, np[k]))
+      st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: a knob named %s exists already", what, np[k]);
+    for (int j = 0; j < k && !st; j++)
+      if (strcmp(np[j], np[k]) == 0)
+        st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: two knobs named %s", what, np[k]);
+  }
+  /* the factors */
+  int64_t f[STOF_SCHED_MAX_LOOPS];
+  char t1[400], t2[400];
+  int ndiv = sched_divisors(ext, div);
+  if (!st && decision) {
+    int64_t prod = 1;
+    int ok = 1;
+    for (int k = 0; k < n; k++) {
+      f[k] = decision[k];
+      if (f[k] < 1 || ext % f[k] || prod > ext / f[k]) ok = 0;
+      else prod *= f[k];
+    }
+    if (!ok || prod != ext)
+      st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: factors {%s} (knobs %s) do not multiply to the extent %lld of loop %s",
+                          what, list_text(t1, sizeof t1, n, f, NULL), list_text(t2, sizeof t2, n, NULL, np),
+                          (long long)ext, lname);
+    else if (max_innermost > 0 && f[n - 1] > max_innermost)
+      st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: innermost factor %lld (knob %s) of loop %s exceeds max_innermost %d", what,
+                          (long long)f[n - 1], np[n - 1], lname, max_innermost);
+  } else if (!st) {
+    if (n == 1 && max_innermost > 0 && ext > max_innermost)
+      st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: loop %s of extent %lld cannot be one factor of at most %d", what, lname,
+                          (long long)ext, max_innermost);
+    if (!st && n == 1) f[0] = ext;
+    if (!st && n > 1) {
+      int nin = 0;
+      while (nin < ndiv && (max_innermost == 0 || div[nin] <= max_innermost)) nin++;
+      f[n - 1] = div[rand_below(s->ctx, nin)];
+      for (int k = 0; k < n - 1; k++) f[k] = 1;
+      int64_t rest = ext / f[n - 1];
+      for (int64_t p = 2; rest > 1; p++) {
+        if (p * p > rest) p = rest;
+        while (rest % p == 0) {
+          f[rand_below(s->ctx, n - 1)] *= p;
+          rest /= p;
+        }
+      }
+    }
+  }
+  if (!st) {
+    int bytes = 0;
+    for (int k = 0; k < n; k++) bytes += (int)strlen(np[k]) + 1;
+    sched_need need = {0};
+    need.knobs = n;
+    need.nums = n * ndiv;
+    need.chars = bytes;
+    trace_need(&need, 1, 3 + n, 0, n, bytes, n);
+    st = sched_reserve(s, &need);
+  }
+  if (!st) {
+    int64_t num[3 + STOF_SCHED_MAX_LOOPS] = {n, max_innermost, ext};
+    memcpy(num + 3, f, sizeof *f * (size_t)n);
+    int in = sched_loop_at(s, loop)->tv;
+    int tv = trace_record(&s->trace, STOF_INST_SAMPLE_PERFECT_TILE, 1, &in, 3 + n, num, 0, NULL, n,
+                          np, -1, n, SCHED_V_KNOB);
+    for (int k = 0; k < n; k++) {
+      sched_knob kn;
+      kn.name = sched_add_str(s, np[k]);
+      kn.cand = sched_vec_push(s->ctx, &s->nums, div, ndiv);
+      kn.ncand = ndiv;
+      kn.decision = 0;
+      while (div[kn.decision] != f[k]) kn.decision++;
+      kn.tv = tv + k;
+      knobs[k] = sched_vec_push(s->ctx, &s->knobs, &kn, 1);
+    }
+  }
+  stof_ctx_dealloc(s->ctx, nb, sizeof *nb * (size_t)n);
+  stof_ctx_dealloc(s->ctx, div, sizeof *div * SCHED_MAX_DIVISORS);
+  return st;
+}
+
+stof_status stof_sched_sample_perfect_tile(stof_sched *s, int loop, int n, int max_innermost,
+                                           const int64_t *decision, const char *const *names,
+                                           int *knobs) {
+  return sched_sample_perfect_tile(s, loop, n, max_innermost, decision, names, knobs);
+}
+
+stof_status sched_sample_compute_location(stof_sched *s, int block, int decision,
+                                          const char *name, int ncand, const int64_t *cand,
+                                          int *knob) {
+  const char *what = "sample_compute_location";
+  stof_status st = sched_check_block(s, what, block);
+  if (st) return st;
+  const char *bname = sched_block_name(s, block);
+  char nb[TILE_NAME];
+  for (int m = 0; !name; m++) {
+    if (m)
+      snprintf(nb, sizeof nb, "%s_%d.location", bname, m);
+    else
+      snprintf(nb, sizeof nb, "%s.location", bname);
+    if (!knob_exists(s, nb)) name = nb;
+  }
+  if (!*name) return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: the name is empty", what);
+  if (knob_exists(s, name))
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s: a knob named %s exists already", what, name);
+  /* the candidates: the root, then every depth at which compute_at succeeds (on a clone) */
+  int chain[512], nchain = sched_location_chain(s, block, chain, 512, NULL);
+  int64_t found[513];
+  int nfound = 0;
+  found[nfound++] = -1;
+  for (int d = 0; d < nchain && !sched_is_output(s, block); d++) {
+    stof_sched *c;
+    if ((st = stof_sched_clone(s, &c))) return st;
+    sched_loop *l = sched_loop_at(c, chain[d]);
+    if (l->tv < 0) l->tv = 0; /* the trial may use a loop never handed out */
+    st = stof_sched_compute_at(c, block, chain[d]);
+    stof_sched_free(c);
+    if (st == STOF_ERR_NOMEM) return st;
+    if (st) stof_ctx_clear_error(s->ctx);
+    else found[nfound++] = d;
+  }
+  st = STOF_OK;
+  char t1[400], t2[400];
+  if (cand && (ncand != nfound || memcmp(cand, found, sizeof *cand * (size_t)nfound) != 0))
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: block %s may be computed at depths {%s}, the trace says {%s}", what,
+                          bname, list_text(t1, sizeof t1, nfound, found, NULL),
+                          list_text(t2, sizeof t2, ncand, cand, NULL));
+  if (decision >= nfound)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE, "%s %s: decision %d out of range (%d candidates)",
+                          what, name, decision, nfound);
+  if (decision < 0) decision = rand_below(s->ctx, nfound);
+  sched_need need = {0};
+  need.knobs = 1;
+  need.nums = nfound;
+  need.chars = (int)strlen(name) + 1;
+  trace_need(&need, 1, nfound, 0, 1, (int)strlen(name) + 1, 1);
+  if ((st = sched_reserve(s, &need))) return st;
+  sched_knob k;
+  k.name = sched_add_str(s, name);
+  k.cand = sched_vec_push(s->ctx, &s->nums, found, nfound);
+  k.ncand = nfound;
+  k.decision = decision;
+  int in = sched_block_at(s, block)->tv;
+  k.tv = trace_record(&s->trace, STOF_INST_SAMPLE_COMPUTE_LOCATION, 1, &in, nfound, found, 0, NULL, 1,
+                      &name, decision, 1, SCHED_V_KNOB);
+  *knob = sched_vec_push(s->ctx, &s->knobs, &k, 1);
+  return STOF_OK;
+}
+
+stof_status stof_sched_sample_compute_location(stof_sched *s, int block, int decision,
+                                               const char *name, int *knob) {
+  return sched_sample_compute_location(s, block, decision, name, 0, NULL, knob);
 }
 
 int stof_sched_nknob(const stof_sched *s) { return s->knobs.len; }

@@ -5,9 +5,10 @@
  * replay into a schedule.
  *
  * Invariants: an instruction's outputs are the next values in order; inputs name earlier
- * values of the right kind (the JSON reader checks both); Knob and SampleCategorical carry
- * their decision, so a replay reproduces the schedule, and a changed decision gives the
- * schedule with that decision.
+ * values of the right kind (the JSON reader checks both); Knob and the Sample* kinds carry
+ * their decisions (SamplePerfectTile: its factors), so a replay reproduces the schedule
+ * without drawing from the RNG, and a changed decision gives the schedule with that
+ * decision. ComputeAt's loop may be a location knob (SampleComputeLocation).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,10 +145,29 @@ stof_inst_kind stof_trace_inst_kind(const stof_trace *t, int i) {
   return i >= 0 && i < t->insts.len ? trace_inst_at(t, i)->kind : STOF_INST_COUNT;
 }
 
+/* A SamplePerfectTile knob's decision: factor k becomes divisor decision of the extent. The
+ * product is checked when the trace is replayed (the other factors may change next). */
+static stof_status set_tile_decision(stof_trace *t, sched_inst *I, int k, int decision) {
+  int64_t *num = trace_num(t, I->num);
+  int64_t div[SCHED_MAX_DIVISORS];
+  int ndiv = sched_divisors(num[2], div);
+  if (decision < 0 || decision >= ndiv)
+    return stof_ctx_error(t->ctx, STOF_ERR_ARG, "set_decision: decision %d for knob %s out of range "
+                          "(%d candidates)", decision, inst_str(t, I, k), ndiv);
+  num[3 + k] = div[decision];
+  return STOF_OK;
+}
+
 stof_status stof_trace_set_decision(stof_trace *t, const char *knob, int decision) {
   for (int i = 0; knob && i < t->insts.len; i++) {
     sched_inst *I = trace_inst_at(t, i);
-    if ((I->kind != STOF_INST_KNOB && I->kind != STOF_INST_SAMPLE_CATEGORICAL) ||
+    if (I->kind == STOF_INST_SAMPLE_PERFECT_TILE) {
+      for (int k = 0; k < I->nstr; k++)
+        if (strcmp(inst_str(t, I, k), knob) == 0) return set_tile_decision(t, I, k, decision);
+      continue;
+    }
+    if ((I->kind != STOF_INST_KNOB && I->kind != STOF_INST_SAMPLE_CATEGORICAL &&
+         I->kind != STOF_INST_SAMPLE_COMPUTE_LOCATION) ||
         strcmp(inst_str(t, I, 0), knob) != 0)
       continue;
     if (decision < 0 || decision >= I->nnum)
@@ -300,6 +320,27 @@ stof_status stof_trace_to_lua(const stof_trace *t, char **out) {
       lua_inputs(&b, t, I, table);
       stof_buf_puts(&b, ")\n");
       break;
+    case STOF_INST_SAMPLE_PERFECT_TILE: {
+      const int64_t *num = trace_num(t, I->num);
+      stof_buf_printf(&b, "s:%s(", m);
+      lua_inputs(&b, t, I, table);
+      stof_buf_printf(&b, ", %lld, %lld, {", (long long)num[0], (long long)num[1]);
+      for (int k = 0; k < I->nstr; k++) stof_buf_printf(&b, "%s%lld", k ? ", " : "", (long long)num[3 + k]);
+      stof_buf_puts(&b, "}, {");
+      for (int k = 0; k < I->nstr; k++) {
+        if (k) stof_buf_puts(&b, ", ");
+        lua_string(&b, inst_str(t, I, k));
+      }
+      stof_buf_puts(&b, "})\n");
+      break;
+    }
+    case STOF_INST_SAMPLE_COMPUTE_LOCATION:
+      stof_buf_printf(&b, "s:%s(", m);
+      lua_inputs(&b, t, I, table);
+      stof_buf_printf(&b, ", %d, ", I->decision);
+      lua_string(&b, inst_str(t, I, 0));
+      stof_buf_puts(&b, ")\n");
+      break;
     case STOF_INST_CACHE_READ:
     case STOF_INST_CACHE_WRITE:
       stof_buf_printf(&b, "s:%s(", m);
@@ -419,8 +460,38 @@ stof_status stof_trace_to_json(const stof_trace *t, char **out) {
     case STOF_INST_COMPUTE_AT:
     case STOF_INST_REVERSE_COMPUTE_AT:
       json_object_set_new(o, "block", json_integer(in[0]));
-      json_object_set_new(o, "loop", json_integer(in[1]));
+      if (((const unsigned char *)t->vkinds.data)[in[1]] == SCHED_V_KNOB) {
+        json_t *kn = json_object();
+        json_object_set_new(kn, "knob", json_integer(in[1]));
+        json_object_set_new(o, "loop", kn);
+      } else {
+        json_object_set_new(o, "loop", json_integer(in[1]));
+      }
       break;
+    case STOF_INST_SAMPLE_PERFECT_TILE: {
+      const int64_t *num = trace_num(t, I->num);
+      json_object_set_new(o, "loop", json_integer(in[0]));
+      json_object_set_new(o, "n", json_integer(num[0]));
+      json_object_set_new(o, "max_innermost", json_integer(num[1]));
+      json_object_set_new(o, "extent", json_integer(num[2]));
+      json_t *d = json_array(), *nm = json_array();
+      for (int k = 0; k < I->nstr; k++) {
+        json_array_append_new(d, json_integer(num[3 + k]));
+        json_array_append_new(nm, json_string(inst_str(t, I, k)));
+      }
+      json_object_set_new(o, "decisions", d);
+      json_object_set_new(o, "names", nm);
+      break;
+    }
+    case STOF_INST_SAMPLE_COMPUTE_LOCATION: {
+      json_object_set_new(o, "block", json_integer(in[0]));
+      json_object_set_new(o, "name", json_string(inst_str(t, I, 0)));
+      json_t *c = json_array();
+      for (int k = 0; k < I->nnum; k++) json_array_append_new(c, json_integer(trace_num(t, I->num)[k]));
+      json_object_set_new(o, "candidates", c);
+      json_object_set_new(o, "decision", json_integer(I->decision));
+      break;
+    }
     case STOF_INST_COMPUTE_INLINE:
     case STOF_INST_REVERSE_COMPUTE_INLINE: json_object_set_new(o, "block", json_integer(in[0])); break;
     case STOF_INST_CACHE_READ:
@@ -623,10 +694,69 @@ static stof_status read_inst(json_reader *r, json_t *o) {
     st = read_value(r, json_object_get(o, "group"), "group", SCHED_V_GROUP, &in[nin++]);
     break;
   case STOF_INST_COMPUTE_AT:
-  case STOF_INST_REVERSE_COMPUTE_AT:
+  case STOF_INST_REVERSE_COMPUTE_AT: {
     st = read_value(r, json_object_get(o, "block"), "block", SCHED_V_BLOCK, &in[nin++]);
-    if (!st) st = read_value(r, json_object_get(o, "loop"), "loop", SCHED_V_LOOP, &in[nin++]);
+    json_t *l = json_object_get(o, "loop");
+    if (!st && kind == STOF_INST_COMPUTE_AT && json_is_object(l))
+      st = read_value(r, json_object_get(l, "knob"), "loop.knob", SCHED_V_KNOB, &in[nin++]);
+    else if (!st)
+      st = read_value(r, l, "loop", SCHED_V_LOOP, &in[nin++]);
     break;
+  }
+  case STOF_INST_SAMPLE_PERFECT_TILE: {
+    st = read_value(r, json_object_get(o, "loop"), "loop", SCHED_V_LOOP, &in[nin++]);
+    json_t *jn = json_object_get(o, "n"), *jm = json_object_get(o, "max_innermost"),
+           *je = json_object_get(o, "extent");
+    if (!st && (!json_is_integer(jn) || json_integer_value(jn) < 1 || json_integer_value(jn) > STOF_SCHED_MAX_LOOPS))
+      return bad(r, "%s must be an integer in 1..64", "n");
+    if (!st && (!json_is_integer(jm) || json_integer_value(jm) < 0 || json_integer_value(jm) > SCHED_MAX_TILE_EXTENT))
+      return bad(r, "%s must be an integer >= 0", "max_innermost");
+    if (!st && (!json_is_integer(je) || json_integer_value(je) < 1 || json_integer_value(je) > SCHED_MAX_TILE_EXTENT))
+      return bad(r, "%s must be an integer in 1..2^31-1", "extent");
+    if (st) break;
+    int n = (int)json_integer_value(jn);
+    int64_t ext = json_integer_value(je), maxi = json_integer_value(jm), prod = 1;
+    num[nnum++] = n;
+    num[nnum++] = maxi;
+    num[nnum++] = ext;
+    json_t *d = json_object_get(o, "decisions"), *nm = json_object_get(o, "names");
+    if (!json_is_array(d) || (int)json_array_size(d) != n) return bad(r, "%s must hold n factors", "decisions");
+    if (!json_is_array(nm) || (int)json_array_size(nm) != n) return bad(r, "%s must hold n knob names", "names");
+    for (int k = 0; k < n; k++) {
+      json_t *f = json_array_get(d, (size_t)k), *s = json_array_get(nm, (size_t)k);
+      if (!json_is_integer(f) || json_integer_value(f) < 1 || ext % json_integer_value(f))
+        return bad(r, "%s must be divisors of the extent", "decisions");
+      if (!json_is_string(s) || !*json_string_value(s)) return bad(r, "%s must be non-empty strings", "names");
+      num[nnum++] = json_integer_value(f);
+      str[nstr++] = json_string_value(s);
+      prod = prod > ext ? prod : prod * json_integer_value(f);
+    }
+    if (prod != ext) return bad(r, "%s must multiply to the extent", "decisions");
+    if (maxi > 0 && num[nnum - 1] > maxi) return bad(r, "%s: the innermost exceeds max_innermost", "decisions");
+    nout = n;
+    vk = SCHED_V_KNOB;
+    break;
+  }
+  case STOF_INST_SAMPLE_COMPUTE_LOCATION: {
+    st = read_value(r, json_object_get(o, "block"), "block", SCHED_V_BLOCK, &in[nin++]);
+    if (!st) st = read_string(r, o, "name", &str[nstr++]);
+    if (!st) st = read_array(r, o, "candidates", 1, &a);
+    if (!st && json_array_size(a) > READ_MAX) return bad(r, "%s: too many", "candidates");
+    for (size_t k = 0; !st && k < json_array_size(a); k++) {
+      json_t *c = json_array_get(a, k);
+      if (!json_is_integer(c) || json_integer_value(c) < (k ? 0 : -1) || (k == 0) != (json_integer_value(c) == -1) ||
+          json_integer_value(c) >= STOF_SCHED_MAX_LOOPS * 8)
+        return bad(r, "%s must be -1 (the root), then loop depths", "candidates");
+      num[nnum++] = json_integer_value(c);
+    }
+    json_t *d = json_object_get(o, "decision");
+    if (!st && (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) >= nnum))
+      return bad(r, "%s must index the candidates", "decision");
+    if (!st) decision = (int)json_integer_value(d);
+    nout = 1;
+    vk = SCHED_V_KNOB;
+    break;
+  }
   case STOF_INST_COMPUTE_INLINE:
   case STOF_INST_REVERSE_COMPUTE_INLINE:
     st = read_value(r, json_object_get(o, "block"), "block", SCHED_V_BLOCK, &in[nin++]);
@@ -770,7 +900,26 @@ static stof_status replay_inst(const stof_trace *t, const sched_inst *I, stof_sc
     break;
   }
   case STOF_INST_UNGROUP: st = stof_sched_ungroup(c, ids[0]); break;
-  case STOF_INST_COMPUTE_AT: st = stof_sched_compute_at(c, ids[0], ids[1]); break;
+  case STOF_INST_COMPUTE_AT:
+    if (((const unsigned char *)t->vkinds.data)[in[1]] == SCHED_V_KNOB)
+      st = stof_sched_compute_at_knob(c, ids[0], ids[1]);
+    else
+      st = stof_sched_compute_at(c, ids[0], ids[1]);
+    break;
+  case STOF_INST_SAMPLE_PERFECT_TILE: {
+    const int64_t *num = trace_num(t, I->num);
+    const char *names[STOF_SCHED_MAX_LOOPS];
+    int knobs[STOF_SCHED_MAX_LOOPS];
+    for (int k = 0; k < I->nstr; k++) names[k] = inst_str(t, I, k);
+    st = sched_sample_perfect_tile(c, ids[0], (int)num[0], (int)num[1], num + 3, names, knobs);
+    for (int k = 0; !st && k < I->nstr; k++) map[I->out + k] = knobs[k];
+    break;
+  }
+  case STOF_INST_SAMPLE_COMPUTE_LOCATION:
+    st = sched_sample_compute_location(c, ids[0], I->decision, inst_str(t, I, 0), I->nnum,
+                                       trace_num(t, I->num), &one);
+    if (!st) map[I->out] = one;
+    break;
   case STOF_INST_REVERSE_COMPUTE_AT: st = stof_sched_reverse_compute_at(c, ids[0], ids[1]); break;
   case STOF_INST_COMPUTE_INLINE: st = stof_sched_compute_inline(c, ids[0]); break;
   case STOF_INST_REVERSE_COMPUTE_INLINE: st = stof_sched_reverse_compute_inline(c, ids[0]); break;

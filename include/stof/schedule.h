@@ -9,7 +9,8 @@
  * and add blocks (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline,
  * cache_read, cache_write, rfactor). Groups say which ops
  * become one kernel. Knobs are named tunable integers (candidates and a decision) that
- * primitives take wherever they take a factor.
+ * primitives take wherever they take a factor; sample_categorical, sample_perfect_tile and
+ * sample_compute_location make knobs with decisions drawn from the context's RNG.
  *
  * Invariants:
  *  - State is index-based: blocks, loops, knobs and groups are small integers valid for
@@ -110,7 +111,9 @@ typedef enum stof_thread_tag {
   X(SAMPLE_CATEGORICAL, "SampleCategorical", "sample_categorical")                        \
   X(GROUP, "Group", "group")                                                              \
   X(UNGROUP, "Ungroup", "ungroup")                                                        \
-  X(TENSORIZE, "Tensorize", "tensorize")
+  X(TENSORIZE, "Tensorize", "tensorize")                                                  \
+  X(SAMPLE_PERFECT_TILE, "SamplePerfectTile", "sample_perfect_tile")                      \
+  X(SAMPLE_COMPUTE_LOCATION, "SampleComputeLocation", "sample_compute_location")
 typedef enum stof_inst_kind {
 #define STOF_X(name, text, method) STOF_INST_##name,
   STOF_INST_LIST(STOF_X)
@@ -387,6 +390,41 @@ stof_status stof_sched_knob(stof_sched *s, const char *name, int ncand, const in
 stof_status stof_sched_sample_categorical(stof_sched *s, const char *name, int ncand,
                                           const int64_t *cand, const double *probs,
                                           int decision, int *knob);
+/**
+ * sample_perfect_tile: samples a perfect tiling of loop's extent into n factors (1 <= n <=
+ * STOF_SCHED_MAX_LOOPS; their product is the extent; the innermost is at most max_innermost,
+ * 0 = no limit) from the context's RNG, as TVM's: the innermost uniformly among the divisors
+ * allowed, then each prime factor of the rest to one of the n - 1 outer factors uniformly.
+ * decision[0..n), when not NULL, imposes the factors instead (replay). knobs[0..n) get n
+ * new knobs named names[0..n) or, when names is NULL, "<loop>.tile0" .. "<loop>.tile<n-1>"
+ * ("<loop>_1.tile0" ... when those names are taken), each with the divisors of the extent (ascending) as candidates and its
+ * factor as decision: split(loop, {k0, ..., k<n-1>}) tiles the loop exactly (no INFER, no
+ * guard). The extent must be below 2^31. Records one SamplePerfectTile instruction.
+ *
+ *   for i in 0..32:    sample_perfect_tile(i, 3, 4) -> knobs 2, 4, 4 (say)
+ *                      split(i, {k0, k1, k2})        for i.0 in 0..2: for i.1 in 0..4: for i.2 in 0..4:
+ */
+stof_status stof_sched_sample_perfect_tile(stof_sched *s, int loop, int n, int max_innermost,
+                                           const int64_t *decision, const char *const *names,
+                                           int *knobs);
+/**
+ * sample_compute_location: samples where block may be computed (TVM's): a knob named name
+ * (NULL: "<block>.location", or "<block>_1.location" ... when that is taken) whose candidates are -1 (the root: leave the block where it is) and
+ * the depths d (0 = outermost) of the loops, in the nest of block's first consumer (by
+ * block id; the loops enclosing it, then its own), at which compute_at(block, loop) is legal
+ * now; the decision is drawn uniformly, or imposed by decision >= 0 (an index into the
+ * candidates: replay). Apply it with stof_sched_compute_at_knob. Records one
+ * SampleComputeLocation instruction.
+ */
+stof_status stof_sched_sample_compute_location(stof_sched *s, int block, int decision,
+                                               const char *name, int *knob);
+/**
+ * compute_at with a location knob: the knob's value -1 leaves block where it is, a depth d
+ * computes it at the loop at depth d of its first consumer's nest (as counted by
+ * sample_compute_location). Records ComputeAt with the knob as its loop, so that a replay
+ * with another decision of the knob computes the block at that location.
+ */
+stof_status stof_sched_compute_at_knob(stof_sched *s, int block, int knob);
 int stof_sched_nknob(const stof_sched *s);
 /** Knob k: name (borrowed, valid until the next change), candidate count, decision and
  *  value. Any out-parameter may be NULL. */
@@ -434,8 +472,12 @@ stof_status stof_trace_to_lua(const stof_trace *t, char **out);
 stof_status stof_trace_to_json(const stof_trace *t, char **out);
 /** Parses a JSON trace (STOF_ERR_PARSE names what is wrong). Owned. */
 stof_status stof_trace_from_json(stof_ctx *ctx, const char *json, stof_trace **out);
-/** Sets the decision of the Knob or SampleCategorical instruction named knob
- *  (STOF_ERR_NOT_FOUND; STOF_ERR_ARG when decision is out of range). */
+/** Sets the decision of the knob named knob of a Knob, SampleCategorical,
+ *  SampleComputeLocation or SamplePerfectTile instruction (STOF_ERR_NOT_FOUND; STOF_ERR_ARG
+ *  when decision is out of range). For a knob of SamplePerfectTile the decision indexes the
+ *  divisors of the extent and sets that one factor: the product of the instruction's
+ *  factors must be the extent again when the trace is replayed (change the other knobs of
+ *  the instruction too), else the replay fails with STOF_ERR_SCHEDULE naming the knobs. */
 stof_status stof_trace_set_decision(stof_trace *t, const char *knob, int decision);
 /**
  * Re-applies trace t to s (normally fresh, of the same graph): the same primitives with the

@@ -5,6 +5,7 @@
   X(fuse_reorder_tile)      \
   X(annotate)               \
   X(knob)                   \
+  X(sample)                 \
   X(grouping)               \
   X(errors)                 \
   X(trace)                  \

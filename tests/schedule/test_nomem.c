@@ -1,4 +1,5 @@
-/* Out of memory: schedule scripts (the loop transforms; the block primitives) run with the
+/* Out of memory: schedule scripts (the loop transforms and the sample_* primitives; the block
+ * primitives) run with the
  * Nth allocation failing, for every N. Each
  * failing step reports STOF_ERR_NOMEM and leaves the schedule as the previous step left it;
  * nothing leaks, and every free gives back the size that was allocated. */
@@ -39,7 +40,7 @@ static void *heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   return nb + HDR;
 }
 
-#define NSTEP 14
+#define NSTEP 17
 
 /* Runs the script; nests[k] (malloc'd) gets the loop nest after step k when record is set;
  * returns the step that failed (NSTEP when none did). */
@@ -73,7 +74,7 @@ static int script(heap *h, long fail_at, char **nests, int record) {
   stof_sched *s = NULL, *c = NULL, *fresh = NULL;
   stof_trace *t = NULL, *back = NULL;
   char *text = NULL;
-  int b = -1, l[8], n, kn, p[2], f, grp, step;
+  int b = -1, l[8], n, kn, p[2], f, grp, step, tk[2], loc = -1;
   int64_t cand[2] = {4, 5};
   stof_status st = STOF_OK;
   for (step = 0; step < NSTEP && !st; step++) {
@@ -104,20 +105,23 @@ static int script(heap *h, long fail_at, char **nests, int record) {
       break;
     }
     case 9: st = stof_sched_bind(s, p[0], "blockIdx.x"); break;
-    case 10: st = stof_sched_clone(s, &c); break;
-    case 11:
+    case 10: st = stof_sched_sample_perfect_tile(s, l[2], 2, 3, NULL, NULL, tk); break;
+    case 11: st = stof_sched_sample_compute_location(s, b, 0, NULL, &loc); break;
+    case 12: st = stof_sched_compute_at_knob(s, b, loc); break;
+    case 13: st = stof_sched_clone(s, &c); break;
+    case 14:
       st = stof_sched_trace(s, &t);
       if (!st) st = stof_trace_to_json(t, &text);
       if (!st) st = stof_trace_from_json(ctx, text, &back);
       if (!st) st = stof_sched_fresh(s, &fresh);
       if (!st) st = stof_sched_replay(back, fresh);
       break;
-    case 12:
+    case 15:
       if (text) stof_ctx_dealloc(ctx, text, strlen(text) + 1);
       text = NULL;
       st = stof_sched_print_loop_nest(fresh, &text);
       break;
-    case 13:
+    case 16:
       if (text) stof_ctx_dealloc(ctx, text, strlen(text) + 1);
       text = NULL;
       st = stof_trace_to_lua(t, &text);

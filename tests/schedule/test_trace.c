@@ -195,6 +195,32 @@ static void trace_texts_of_block_kinds(void **state) {
   sh_done(&G);
 }
 
+/* A chain B, C of 24 whose C is tiled by sample_perfect_tile and B computed at a sampled
+ * location: the sample_* kinds. */
+static stof_sched *sampled(sh_graph *G) {
+  sh_chain(G, 24);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int bb = sh_block(s, "B"), l[1], kn[2], p[2], loc;
+  sh_loops(s, sh_block(s, "C"), l);
+  int64_t d[2] = {3, 8};
+  SH_OK(ctx, stof_sched_sample_perfect_tile(s, l[0], 2, 8, d, NULL, kn));
+  stof_factor f[2] = {stof_factor_knob(kn[0]), stof_factor_knob(kn[1])};
+  SH_OK(ctx, stof_sched_split(s, l[0], 2, f, p));
+  SH_OK(ctx, stof_sched_sample_compute_location(s, bb, 1, NULL, &loc));
+  SH_OK(ctx, stof_sched_compute_at_knob(s, bb, loc));
+  return s;
+}
+
+static void trace_round_trip_of_sampled(void **state) {
+  sh_graph G;
+  stof_sched *s = sampled(&G);
+  sh_check_numeric(&G, s);
+  sh_round_trip(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 static void trace_texts_of_every_kind(void **state) {
   sh_graph G;
   stof_sched *s = every_kind(&G);
@@ -207,10 +233,10 @@ static void trace_texts_of_every_kind(void **state) {
   SH_OK(G.ctx, stof_trace_to_json(t, &json));
   assert_string_equal(json, golden_json);
   stof_ctx_dealloc(G.ctx, json, strlen(json) + 1);
-  /* every kind appears here, in block_kinds or in tensorized */
+  /* every kind appears here, in block_kinds, in tensorized or in sampled */
   int seen[STOF_INST_COUNT] = {0};
   for (int i = 0; i < stof_trace_ninst(t); i++) seen[stof_trace_inst_kind(t, i)]++;
-  stof_sched *(*const others[])(sh_graph *) = {block_kinds, tensorized};
+  stof_sched *(*const others[])(sh_graph *) = {block_kinds, tensorized, sampled};
   for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
     sh_graph G2;
     stof_sched *s2 = others[o](&G2);
@@ -375,6 +401,7 @@ static void long_traces_use_a_table(void **state) {
 int run_trace_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(trace_texts_of_every_kind),
+      cmocka_unit_test(trace_round_trip_of_sampled),
       cmocka_unit_test(trace_texts_of_block_kinds),
       cmocka_unit_test(json_reader_checks),
       cmocka_unit_test(failed_replay_leaves_the_schedule_unchanged),
