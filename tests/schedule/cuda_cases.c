@@ -364,6 +364,30 @@ static stof_sched *rowsum_allreduce(sh_graph *G) {
   return s;
 }
 
+/* Row sums, 32 threads per row, the reduction's outer loop pipelined over 2 stages of the
+ * input staged in shared memory by cp.async: the all-reduce and the store follow the
+ * pipelined loop. */
+static stof_sched *rowsum_allreduce_pipelined(sh_graph *G) {
+  sh_rowsum(G, 16, 1024, 0);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int b = sh_block(s, "S"), l[2], k[3], sh, sl[2], c[2];
+  sh_loops(s, b, l);
+  int64_t fk[2] = {32, 4};
+  split_n(s, l[1], 3, fk, k);
+  SH_OK(ctx, stof_sched_bind(s, l[0], "blockIdx.x"));
+  SH_OK(ctx, stof_sched_bind(s, k[1], "threadIdx.x"));
+  SH_OK(ctx, stof_sched_cache_read(s, b, 0, "shared", &sh));
+  SH_OK(ctx, stof_sched_compute_at(s, sh, k[0]));
+  assert_int_equal(sh_loops(s, sh, sl), 2);
+  int64_t four = 4;
+  split_n(s, sl[1], 2, &four, c);
+  SH_OK(ctx, stof_sched_bind(s, c[0], "threadIdx.x"));
+  SH_OK(ctx, stof_sched_vectorize(s, c[1]));
+  SH_OK(ctx, stof_sched_annotate_loop(s, k[0], "pipeline_stages", "2"));
+  return s;
+}
+
 /* Row maxima with 16 threads per row (half a warp) and a split that does not divide. */
 static stof_sched *rowmax_allreduce_half_warp(sh_graph *G) {
   sh_rowsum(G, 8, 100, 1);
@@ -535,6 +559,7 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(matmul_caches_unbound),
     CASE(grouped_gemm_bias_relu),
     CASE(gemm_wgmma_f16),
+    CASE(rowsum_allreduce_pipelined),
     CASE(rowsum_allreduce),
     CASE(rowmax_allreduce_half_warp),
     CASE(softmax_allreduce),
