@@ -501,3 +501,33 @@ void sh_split(stof_sched *s, int loop, int64_t factor, int *parts) {
   stof_factor f[2] = {stof_factor_const(STOF_INFER), stof_factor_const(factor)};
   SH_OK(stof_sched_ctx(s), stof_sched_split(s, loop, 2, f, parts));
 }
+
+/* ---------------------------------------------------------------- CUDA source */
+
+char *sh_cuda_source(sh_graph *G, stof_sched *s) {
+  const stof_op *args[16];
+  int n = sh_args(G, args);
+  char *src;
+  SH_OK(G->ctx, stof_build_source(s, n, args, "cuda", &src));
+  char *copy = strdup(src);
+  stof_ctx_dealloc(G->ctx, src, strlen(src) + 1);
+  return copy;
+}
+
+void sh_expect_snippets(const char *src, const char *const *golden, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!strstr(src, golden[i])) {
+      fprintf(stderr, "%s\n", src); /* whole: fail_msg truncates */
+      fail_msg("missing\n%s", golden[i]);
+    }
+}
+
+void sh_expect_cuda_illegal(sh_graph *G, stof_sched *s, const stof_op *extra, const char *substr) {
+  const stof_op *args[16];
+  int n = sh_args(G, args);
+  if (extra) args[n++] = extra;
+  sh_expect_error(G->ctx, stof_sched_cuda_check(s, n, args, "sm_80", NULL), STOF_ERR_SCHEDULE, substr);
+  char *src = NULL;
+  sh_expect_error(G->ctx, stof_build_source(s, n, args, "cuda", &src), STOF_ERR_SCHEDULE, substr);
+  assert_null(src);
+}

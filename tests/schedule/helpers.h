@@ -88,6 +88,13 @@ int sh_loops(stof_sched *s, int block, int *loops);
 char *sh_nest(stof_sched *s);
 /* Asserts the loop nest is golden (prints both on a mismatch). */
 void sh_expect_nest(stof_sched *s, const char *golden);
+/* The CUDA source of s for its graph's arguments (sh_args), malloc'd. */
+char *sh_cuda_source(sh_graph *G, stof_sched *s);
+/* Fails naming the first of golden[0..n) that src lacks (src printed whole to stderr). */
+void sh_expect_snippets(const char *src, const char *const *golden, size_t n);
+/* CUDA code generation refuses s (stof_sched_cuda_check for sm_80 and stof_build_source
+ * alike) with STOF_ERR_SCHEDULE and substr; extra (may be NULL) is one more argument. */
+void sh_expect_cuda_illegal(sh_graph *G, stof_sched *s, const stof_op *extra, const char *substr);
 /* Builds s for the C backend with the graph's inputs then outputs as arguments, runs it on
  * random inputs (seed) with NaN-poisoned outputs; out[i] gets output i (owned). */
 void sh_run(sh_graph *G, stof_sched *s, uint64_t seed, stof_tensor **out);

@@ -11,17 +11,6 @@
 
 #include "cuda_cases.h"
 
-/* The CUDA source of s (malloc'd). */
-static char *cuda_source(sh_graph *G, stof_sched *s) {
-  const stof_op *args[16];
-  int n = sh_args(G, args);
-  char *src;
-  SH_OK(G->ctx, stof_build_source(s, n, args, "cuda", &src));
-  char *copy = strdup(src);
-  stof_ctx_dealloc(G->ctx, src, strlen(src) + 1);
-  return copy;
-}
-
 /* NVRTC compiles the CUDA source of s for sm_80 and sm_90. */
 static void expect_compiles(sh_graph *G, stof_sched *s) {
   const stof_op *args[16];
@@ -35,7 +24,7 @@ static void expect_compiles(sh_graph *G, stof_sched *s) {
       continue;
     }
     if (st) {
-      char *src = cuda_source(G, s);
+      char *src = sh_cuda_source(G, s);
       fprintf(stderr, "%s\n", src);
       free(src);
       fail_msg("%s: %s: %s", arch[i], stof_status_name(st), stof_ctx_message(G->ctx));
@@ -44,18 +33,8 @@ static void expect_compiles(sh_graph *G, stof_sched *s) {
   }
 }
 
-static void expect_illegal_with(sh_graph *G, stof_sched *s, const stof_op *extra, const char *substr) {
-  const stof_op *args[16];
-  int n = sh_args(G, args);
-  if (extra) args[n++] = extra;
-  sh_expect_error(G->ctx, stof_sched_cuda_check(s, n, args, "sm_80", NULL), STOF_ERR_SCHEDULE, substr);
-  char *src = NULL;
-  sh_expect_error(G->ctx, stof_build_source(s, n, args, "cuda", &src), STOF_ERR_SCHEDULE, substr);
-  assert_null(src);
-}
-
 static void expect_illegal(sh_graph *G, stof_sched *s, const char *substr) {
-  expect_illegal_with(G, s, NULL, substr);
+  sh_expect_cuda_illegal(G, s, NULL, substr);
 }
 
 /* ---------------------------------------------------------------- compiles */
@@ -74,7 +53,7 @@ static void case_compiles(void **state) {
 static char *case_source(const char *name) {
   sh_graph G;
   stof_sched *s = sh_cuda_case_find(name)->make(&G);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   stof_sched_free(s);
   sh_done(&G);
   return src;
@@ -153,7 +132,7 @@ static void expect_in(const char *src, const char *const *golden, size_t n) {
 static char *case_source_checked(const char *name) {
   sh_graph G;
   stof_sched *s = sh_cuda_case_find(name)->make(&G);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   sh_check_numeric(&G, s);
   stof_sched_free(s);
   sh_done(&G);
@@ -287,7 +266,7 @@ static void unbound_intermediate_is_per_thread(void **state) {
   SH_OK(G.ctx, stof_sched_bind(s, p[1], "threadIdx.x"));
   SH_OK(G.ctx, stof_sched_compute_at(s, bb, p[0]));
   expect_compiles(&G, s);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   assert_non_null(strstr(src, "[16]; /* global, private to the thread */"));
   free(src);
   sh_check_numeric(&G, s);
@@ -307,7 +286,7 @@ static void output_written_by_every_thread(void **state) {
   SH_OK(G.ctx, stof_sched_bind(s, p[1], "threadIdx.x"));
   SH_OK(G.ctx, stof_sched_reverse_compute_at(s, bc, p[0]));
   /* B is an argument: C is the only block writing memory other threads see unbound */
-  expect_illegal_with(&G, s, sh_op(&G, "B"), "block C stores into C outside any loop bound to threadIdx.x");
+  sh_expect_cuda_illegal(&G, s, sh_op(&G, "B"), "block C stores into C outside any loop bound to threadIdx.x");
   stof_sched_free(s);
   sh_done(&G);
 }

@@ -28,13 +28,6 @@ static char *compiled_source(sh_graph *G, stof_sched *s) {
   return copy;
 }
 
-static void expect_snippets(const char *src, const char *const *golden, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!strstr(src, golden[i])) {
-      fprintf(stderr, "%s\n", src); /* whole: fail_msg truncates */
-      fail_msg("missing\n%s", golden[i]);
-    }
-}
 
 static void rowsum_over_two_warps(void **state) {
   (void)state;
@@ -68,7 +61,7 @@ static void rowsum_over_two_warps(void **state) {
       "_S[(v",
       "(float)(stof_acc0);\n",
   };
-  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   free(src);
   sh_check_numeric(&G, s);
   stof_sched_free(s);
@@ -87,7 +80,7 @@ static void rowmax_within_half_a_warp(void **state) {
       "      stof_v = stof_warp_max_f32(stof_v, stof_warp_mask(stof_lin, 16), 16);\n"
       "      stof_acc0 = stof_v;\n",
   };
-  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   assert_null(strstr(src, "__syncthreads"));
   free(src);
   sh_check_numeric(&G, s);
@@ -110,7 +103,7 @@ static void softmax_statistics_in_every_thread(void **state) {
       "_mx[(v",
       ") * INT64_C(1)] = (float)(stof_acc0);\n",
   };
-  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   free(src);
   sh_check_numeric(&G, s);
   stof_sched_free(s);
@@ -175,7 +168,7 @@ static void softmax_vectorized_reductions(void **state) {
       "            *(uint4 *)&b4_P[(v10_i) * INT64_C(512) + (v11_j) * INT64_C(1)] = stof_vs;\n"
       "          }\n",
   };
-  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   free(src);
   char *c = c_source(&G, s);
   static const char *const golden_c[] = {
@@ -186,7 +179,7 @@ static void softmax_vectorized_reductions(void **state) {
       "          #pragma GCC ivdep\n" /* P's vectorized loop is data-parallel */
       "          for (int64_t l10_j_2 = 0; l10_j_2 < INT64_C(4); ++l10_j_2) {\n",
   };
-  expect_snippets(c, golden_c, sizeof golden_c / sizeof *golden_c);
+  sh_expect_snippets(c, golden_c, sizeof golden_c / sizeof *golden_c);
   assert_null(strstr(strstr(c, "ivdep") + 1, "ivdep")); /* there only */
   free(c);
   sh_check_numeric(&G, s);
@@ -207,7 +200,7 @@ static void layernorm_vectorized(void **state) {
       "= *(const uint4 *)&b2_beta[",
       "*(uint4 *)&b5_Y[",
   };
-  expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   free(src);
   sh_check_numeric(&G, s);
   stof_sched_free(s);
@@ -235,12 +228,7 @@ static void vectorized_reduce_not_dividing_stays_scalar(void **state) {
 /* ---------------------------------------------------------------- refused */
 
 static void expect_illegal(sh_graph *G, stof_sched *s, const char *substr) {
-  const stof_op *args[16];
-  int n = sh_args(G, args);
-  sh_expect_error(G->ctx, stof_sched_cuda_check(s, n, args, "sm_80", NULL), STOF_ERR_SCHEDULE, substr);
-  char *src = NULL;
-  sh_expect_error(G->ctx, stof_build_source(s, n, args, "cuda", &src), STOF_ERR_SCHEDULE, substr);
-  assert_null(src);
+  sh_expect_cuda_illegal(G, s, NULL, substr);
 }
 
 static void reduce_loop_bound_to_blockidx(void **state) {

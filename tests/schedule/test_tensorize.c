@@ -12,30 +12,9 @@
 
 #include "cuda_cases.h"
 
-/* The CUDA source of s (malloc'd). */
-static char *cuda_source(sh_graph *G, stof_sched *s) {
-  const stof_op *args[16];
-  int n = sh_args(G, args);
-  char *src;
-  SH_OK(G->ctx, stof_build_source(s, n, args, "cuda", &src));
-  char *copy = strdup(src);
-  stof_ctx_dealloc(G->ctx, src, strlen(src) + 1);
-  return copy;
-}
-
-static void expect_snippets(const char *src, int n, const char *const *golden) {
-  for (int i = 0; i < n; i++)
-    if (!strstr(src, golden[i])) fail_msg("missing \"%s\" in\n%s", golden[i], src);
-}
-
 /* CUDA code generation refuses s (stof_sched_cuda_check and stof_build_source alike). */
 static void expect_illegal(sh_graph *G, stof_sched *s, const char *substr) {
-  const stof_op *args[16];
-  int n = sh_args(G, args);
-  sh_expect_error(G->ctx, stof_sched_cuda_check(s, n, args, "sm_80", NULL), STOF_ERR_SCHEDULE, substr);
-  char *src = NULL;
-  sh_expect_error(G->ctx, stof_build_source(s, n, args, "cuda", &src), STOF_ERR_SCHEDULE, substr);
-  assert_null(src);
+  sh_expect_cuda_illegal(G, s, NULL, substr);
 }
 
 /* C = A @ B of dtype d, [32, 32] x [32, 16]: i, j, k split by rows, 8 and 16 and reordered
@@ -185,7 +164,7 @@ static void f16_pipelined_source(void **state) {
   (void)state;
   sh_graph G;
   stof_sched *s = sh_cuda_case_find("gemm_tensorcore_f16")->make(&G);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   static const char *const golden[] = {
       /* 8 warps of 32 lanes; 3 copies of each padded tile (128 x 40 and 32 x 136 halves) */
       "extern \"C\" __global__ void __launch_bounds__(256) stof_k0_C(const __half *b0_A, const __half *b1_B, "
@@ -221,7 +200,7 @@ static void f16_pipelined_source(void **state) {
       "const int64_t l39_ax1 = (stof_t % 4) * 8 + (threadIdx.x & 3) * 2 + (stof_e & 1);\n",
       "b4_D[(v7_i) * INT64_C(256) + (v8_j) * INT64_C(1)] = stof_f2h((stof_round_f16((float)((b5_C_warp[stof_frag] + ",
   };
-  expect_snippets(src, (int)(sizeof golden / sizeof *golden), golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   /* the copies are asynchronous: no barrier around each block's copies */
   assert_null(strstr(src, "the threads are done with the previous contents"));
   free(src);
@@ -233,7 +212,7 @@ static void bf16_staged_source(void **state) {
   (void)state;
   sh_graph G;
   stof_sched *s = sh_cuda_case_find("gemm_tensorcore_bf16")->make(&G);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   static const char *const golden[] = {
       "__nv_bfloat16 *const b5_A_shared = (__nv_bfloat16 *)(stof_smem + 0); /* shared, 1 x 5120 elements */\n",
       "__nv_bfloat16 *const b7_B_shared = (__nv_bfloat16 *)(stof_smem + 10240); /* shared, 1 x 4352 elements */\n",
@@ -248,7 +227,7 @@ static void bf16_staged_source(void **state) {
       "{ /* block C.warp: each lane its own elements of the warp's fragments */\n",
       "b2_C[(v3_v0) * INT64_C(256) + (v4_v1) * INT64_C(1)] = (float)(b3_C_warp[stof_frag]);\n",
   };
-  expect_snippets(src, (int)(sizeof golden / sizeof *golden), golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   assert_null(strstr(src, "pipelined"));
   assert_null(strstr(src, "stof_cp_async_wait<"));
   free(src);
@@ -260,7 +239,7 @@ static void shared_staging_source(void **state) {
   (void)state;
   sh_graph G;
   stof_sched *s = sh_cuda_case_find("shared_staging_no_tensorize")->make(&G);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   static const char *const golden[] = {
       "__launch_bounds__(256) stof_k0_C(",
       "  float *const b3_A_shared = (float *)(stof_smem + 0); /* shared, 1 x 512 elements */\n",
@@ -275,7 +254,7 @@ static void shared_staging_source(void **state) {
       "* (b5_B_shared[((int64_t)(v12_k) - (l7_k_outer * INT64_C(32))) * INT64_C(16) + ((int64_t)(v11_j) - "
       "(l5_j_outer * INT64_C(16))) * INT64_C(1)])));\n",
   };
-  expect_snippets(src, (int)(sizeof golden / sizeof *golden), golden);
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
   assert_null(strstr(src, "stof_cp_async<")); /* not vectorized: plain copies */
   assert_null(strstr(src, "stof_mma_f16<")); /* (the prelude defines it in every source) */
   free(src);
@@ -432,7 +411,7 @@ static void unaligned_shared_rows(void **state) {
   stof_sched_free(s);
   sh_done(&G);
   s = variant(&G, 1, 0, 0, NULL, NULL);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   assert_non_null(strstr(src, "/* shared, 1 x 4096 elements */"));
   free(src);
   stof_sched_free(s);
@@ -544,11 +523,11 @@ static void wgmma_schedule_and_source(void **state) {
       "for i.2 in 0..64 [tensorized, tensorize=wgmma_m64nNk16]:",
       "for k.outer in 0..2 [pipeline_stages=2]:",
   };
-  expect_snippets(nest, 5, lines);
+  sh_expect_snippets(nest, lines, 5);
   free(nest);
   sh_check_numeric(&G, s);
   sh_round_trip(&G, s);
-  char *src = cuda_source(&G, s);
+  char *src = sh_cuda_source(&G, s);
   static const char *const golden[] = {
       "stof_wgmma_f16_128<4>(b",
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
@@ -561,7 +540,7 @@ static void wgmma_schedule_and_source(void **state) {
       " = ((threadIdx.x >> 5) & 3) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;",
       "stof_k0_C (1, 2, 1; 128, 2, 1), 65536 bytes of shared memory",
   };
-  expect_snippets(src, 10, golden);
+  sh_expect_snippets(src, golden, 10);
   free(src);
   /* sm_90a only: for sm_80 the check says why */
   const stof_op *args[16];
