@@ -50,6 +50,22 @@ local function gemm_bias_gelu(m, n, kk)
 end
 local A, W, bias, D = gemm_bias_gelu(M, N, K)
 
+-- Operand `input` of block cb staged in shared memory at loop at, fetched by all threads
+-- together: its elements in runs of 8 (16-byte copies), the runs spread over the thread
+-- loops (extents `threads`, bound to `tags`, outermost first). Returns the tile's block.
+local function stage_tile(s, cb, input, at, threads, tags)
+  local sh = s:cache_read(cb, input, "shared")
+  s:compute_at(sh, at)
+  local r, c = table.unpack(s:get_loops(sh))
+  local co, cv = s:split(c, {stof.INFER, 8})
+  local parts = {stof.INFER}
+  for _, t in ipairs(threads) do parts[#parts + 1] = t end
+  local loops = {s:split(s:fuse(r, co), parts)}
+  for k, tag in ipairs(tags) do s:bind(loops[k + 1], tag) end
+  s:vectorize(cv)
+  return sh
+end
+
 local function schedule_wgmma()
   local s = stof.schedule({D})
   local cb = s:get_block("C")
@@ -63,17 +79,7 @@ local function schedule_wgmma()
   s:bind(jb, "blockIdx.x")
   s:bind(iw, "threadIdx.y")
   s:tensorize(im, "wgmma_m64nNk16")  -- the warpgroup's 64 x BN x BK: wgmma m64nBNk16
-  for input = 0, 1 do
-    local sh = s:cache_read(cb, input, "shared")
-    s:compute_at(sh, ko)
-    local r, c = table.unpack(s:get_loops(sh))
-    local co, cv = s:split(c, {stof.INFER, 8})
-    local f = s:fuse(r, co)
-    local _, fy, fx = s:split(f, {stof.INFER, WARPS_M, 128})
-    s:bind(fy, "threadIdx.y")
-    s:bind(fx, "threadIdx.x")
-    s:vectorize(cv)
-  end
+  for input = 0, 1 do stage_tile(s, cb, input, ko, {WARPS_M, 128}, {"threadIdx.y", "threadIdx.x"}) end
   s:annotate(ko, "pipeline_stages", tostring(STAGES))
   s:reverse_compute_at(s:get_block("D"), iw)
   return s
@@ -98,16 +104,7 @@ local function schedule()
   s:tensorize(im, "mma_m16n8k16")  -- the warp's WM x WN x BK: mma.sync m16n8k16, k-steps pipelined
   -- operand tiles in shared memory, fetched cooperatively 16 bytes per thread
   for input = 0, 1 do
-    local sh = s:cache_read(cb, input, "shared")
-    s:compute_at(sh, ko)
-    local r, c = table.unpack(s:get_loops(sh))
-    local co, cv = s:split(c, {stof.INFER, 8})
-    local f = s:fuse(r, co)
-    local _, fz, fy, fx = s:split(f, {stof.INFER, WARPS_M, WARPS_N, 32})
-    s:bind(fz, "threadIdx.z")
-    s:bind(fy, "threadIdx.y")
-    s:bind(fx, "threadIdx.x")
-    s:vectorize(cv)
+    local sh = stage_tile(s, cb, input, ko, {WARPS_M, WARPS_N, 32}, {"threadIdx.z", "threadIdx.y", "threadIdx.x"})
     s:annotate(sh, "pad", "8")
   end
   s:annotate(ko, "pipeline_stages", tostring(STAGES))

@@ -35,7 +35,7 @@ const char *sched_cg_stype(int cuda, stof_dtype d) {
 }
 
 /* min/max helper suffix of a compute type. */
-static const char *suffix(stof_dtype d) {
+const char *sched_cg_suffix(stof_dtype d) {
   switch (d) {
   case STOF_DTYPE_F64: return "f64";
   case STOF_DTYPE_I32:
@@ -241,7 +241,7 @@ static void emit_binary(cgen *g, const stof_expr *e) {
     return;
   case STOF_EXPR_MIN:
   case STOF_EXPR_MAX:
-    stof_buf_printf(o, "stof_%s_%s(", e->kind == STOF_EXPR_MIN ? "min" : "max", suffix(dt));
+    stof_buf_printf(o, "stof_%s_%s(", e->kind == STOF_EXPR_MIN ? "min" : "max", sched_cg_suffix(dt));
     emit_as(g, a, dt);
     stof_buf_puts(o, ", ");
     emit_as(g, b, dt);
@@ -296,7 +296,7 @@ static void emit_unary(cgen *g, const stof_expr *e) {
   case STOF_EXPR_NOT: stof_buf_puts(o, "(!("); emit(g, a); stof_buf_puts(o, "))"); return;
   case STOF_EXPR_ABS:
     if (isf) stof_buf_printf(o, "fabs%s(", sfx);
-    else stof_buf_printf(o, "stof_abs_%s(", suffix(dt));
+    else stof_buf_printf(o, "stof_abs_%s(", sched_cg_suffix(dt));
     emit_as(g, a, dt);
     stof_buf_puts(o, ")");
     return;

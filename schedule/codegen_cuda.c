@@ -1078,6 +1078,16 @@ static int async_copy_bytes(const cgen *g, const lir_stmt *st) {
   return (int)bytes;
 }
 
+/* The body of a nest at its loop's value 0: `const int64_t <loop> = 0;` and the nest's lets
+ * (no stores), at depth: the addresses of an access that covers the loop's whole run. */
+static void at_loop_zero(cgen *g, const lir_stmt *st, int depth, const char *what) {
+  sched_indent(g->b, depth);
+  stof_buf_puts(g->b, "const int64_t ");
+  sched_cg_loop_name(g, st->loop);
+  stof_buf_puts(g->b, " = 0;\n");
+  emit_flat(g, st->first, depth, 1, what);
+}
+
 static void emit_async_copy(cgen *g, const lir_stmt *st, int bytes, int depth) {
   stof_buf *o = g->b;
   const sched_block *b = sched_block_at(g->s, st->block);
@@ -1085,11 +1095,7 @@ static void emit_async_copy(cgen *g, const lir_stmt *st, int bytes, int depth) {
   stof_buf_printf(o, "{ /* %d-byte asynchronous copy: loop ", bytes);
   sched_cg_comment(o, sched_loop_name(g->s, st->loop));
   stof_buf_puts(o, " */\n");
-  sched_indent(o, depth + 1);
-  stof_buf_puts(o, "const int64_t ");
-  sched_cg_loop_name(g, st->loop);
-  stof_buf_puts(o, " = 0;\n");
-  emit_flat(g, st->first, depth + 1, 1, "the asynchronous copy");
+  at_loop_zero(g, st, depth + 1, "the asynchronous copy");
   sched_indent(o, depth + 1);
   stof_buf_printf(o, "stof_cp_async<%d>(&", bytes);
   sched_cg_elem(g, st->block);
@@ -1207,11 +1213,7 @@ static int emit_vector_loop(cgen *g, int stmt, int depth) {
   if (nvload) { /* the loads, at the loop's value 0 */
     sched_indent(o, depth + 1);
     stof_buf_puts(o, "{\n");
-    sched_indent(o, depth + 2);
-    stof_buf_puts(o, "const int64_t ");
-    sched_cg_loop_name(g, st->loop);
-    stof_buf_puts(o, " = 0;\n");
-    emit_flat(g, st->first, depth + 2, 1, "the vectorized loop");
+    at_loop_zero(g, st, depth + 2, "the vectorized loop");
     for (int k = 0; k < nvload; k++) {
       const char *ty = vec_type(vec_bytes(g, g->vload[k]->u.load.tensor, v));
       sched_indent(o, depth + 2);
@@ -1246,11 +1248,7 @@ static int emit_vector_loop(cgen *g, int stmt, int depth) {
   if (sbytes) { /* the store, at the loop's value 0 */
     sched_indent(o, depth + 1);
     stof_buf_puts(o, "{\n");
-    sched_indent(o, depth + 2);
-    stof_buf_puts(o, "const int64_t ");
-    sched_cg_loop_name(g, st->loop);
-    stof_buf_puts(o, " = 0;\n");
-    emit_flat(g, st->first, depth + 2, 1, "the vectorized loop");
+    at_loop_zero(g, st, depth + 2, "the vectorized loop");
     sched_indent(o, depth + 2);
     stof_buf_printf(o, "*(%s *)&", vec_type(sbytes));
     sched_cg_elem(g, st->block);

@@ -107,16 +107,6 @@ static const char *acc_type(stof_dtype d) {
   }
 }
 
-static const char *acc_suffix(stof_dtype d) {
-  switch (d) {
-  case STOF_DTYPE_F64: return "f64";
-  case STOF_DTYPE_I32:
-  case STOF_DTYPE_BOOL: return "i32";
-  case STOF_DTYPE_I64: return "i64";
-  default: return "f32";
-  }
-}
-
 static const char *combiner_name(stof_reduce_kind c) {
   return c == STOF_REDUCE_SUM ? "sum" : c == STOF_REDUCE_MAX ? "max" : "min";
 }
@@ -194,7 +184,7 @@ int sched_cuda_xr_store(cgen *g, int block, const lir_stmt *st, int depth) {
     return 1;
   }
   acc_name(o, block);
-  stof_buf_printf(o, " = stof_xr_%s_%s(", combiner_name(c), acc_suffix(dt));
+  stof_buf_printf(o, " = stof_xr_%s_%s(", combiner_name(c), sched_cg_suffix(dt));
   acc_name(o, block);
   stof_buf_puts(o, ", ");
   sched_cg_expr_as(g, red->u.reduce.src, dt);
@@ -243,7 +233,7 @@ void sched_cuda_xr_after(cgen *g, int stmt, int depth) {
   const sched_block *bk = b;
   stof_reduce_kind c = sched_block_reduce(bk)->u.reduce.combiner;
   stof_dtype dt = bk->op->dtype;
-  const char *t = acc_type(dt), *sfx = acc_suffix(dt), *cn = combiner_name(c);
+  const char *t = acc_type(dt), *sfx = sched_cg_suffix(dt), *cn = combiner_name(c);
   stof_buf *o = g->b;
   int64_t lanes = n < 32 ? n : 32, warps = n / 32;
   sched_indent(o, depth);

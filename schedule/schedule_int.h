@@ -600,6 +600,8 @@ typedef struct cgen {
 
 /* The storage type of a dtype in emitted code. */
 const char *sched_cg_stype(int cuda, stof_dtype d);
+/* The suffix of the helpers (stof_min_f32, ...) for a compute type: f32, f64, i32 or i64. */
+const char *sched_cg_suffix(stof_dtype d);
 /* The C identifier of a buffer. */
 void sched_cg_buf_name(stof_buf *b, const stof_op *op);
 /* Text safe inside a C comment. */
