@@ -1080,11 +1080,11 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
       dim3 grid, block;
       size_t smem = 0;
       if (isblk) {
-        grid = dim3(B * H, (Sq + cf.T - 1) / cf.T);
+        grid = dim3((Sq + cf.T - 1) / cf.T, B * H);
         block = dim3(cf.threads);
         smem = cf.smem;
       } else {
-        grid = dim3(B * H, (Sq + cf.row_warps - 1) / cf.row_warps);
+        grid = dim3((Sq + cf.row_warps - 1) / cf.row_warps, B * H);
         block = dim3(cf.row_warps * 32);
       }
       auto launch = [&](int s) {

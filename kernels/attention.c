@@ -141,14 +141,22 @@ done:
  * 9x slower there; block-wise won on every mask of the suite at every grid shape, row-wise
  * only on dilated(64, 63) at S = 128 (frac16 well under 1%). */
 /* Tile 128 pays for dense-like rows (fewer K/V reloads per query), tile 64 for sparse
- * ones (less masked work): measured best per (mask, S) on the grid. Recalibrated with the
- * wgmma kernel and TMA (H200, 2026-11-22): document (30-38% of 16x16 tiles non-empty) ran
- * 5-14% faster at tile 64 (TMA) than 128 at S = 2048 and 4096; causal (~50%) 1% slower
- * at S = 4096 and 6% faster at 2048 at tile 64, so the loose bound sits between them. */
+ * ones (less masked work): measured best per (mask, S) on the grid.
+ * Hopper (wgmma) kernel, measured on an H100 (2026-11-22, session 3) once a head's tile-rows
+ * run together (K/V served from L2): at D = 64 tile 64 won or tied on every mask and shape
+ * (dense 16x4096 1.00x, causal 1.01-1.24x, document 1.12-1.37x, the sparse ones 1.3-2.2x);
+ * at D = 128 tile 128 won from document up (frac16 >= 0.30: 0.75-0.87x the time of tile 64
+ * at S = 4096 and 8192) and lost on bigbird (0.13) and sparser (1.3-1.6x).
+ * The portable (mma.sync) kernel keeps the H200 calibration of session 2: document (30-38%
+ * of 16x16 tiles non-empty) faster at tile 64 at S = 2048 and 4096, causal (~50%) at tile
+ * 128 from S = 4096. */
 #define TILE128_MIN_S_LOOSE 2048
 #define TILE128_MIN_FRAC_LOOSE 0.45
 #define TILE128_MIN_S_DENSE 1024
 #define TILE128_MIN_FRAC_DENSE 0.75
+#define TILE128_SM90_MIN_D 128
+#define TILE128_SM90_MIN_S 2048
+#define TILE128_SM90_MIN_FRAC 0.25
 
 /* Dynamic shared memory of the kernels (the formulas of their file headers). */
 static unsigned smem_portable(int T, int64_t D, int stages) {
@@ -199,12 +207,21 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                  out->kernel == STOF_ATTN_BLOCK ? "at or above" : "below", STOF_ATTN_SELECT_C,
                  100 * out->threshold, S);
   }
+  /* the Hopper kernel runs block-wise on compute capability 9.0 unless asked otherwise */
+  int sm90 = out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable;
+  const char *tile_why = "asked for";
   if (o.tile) {
     out->tile = o.tile;
   } else {
-    int dense_like = (S >= TILE128_MIN_S_LOOSE && f->frac16 >= TILE128_MIN_FRAC_LOOSE) ||
-                     (S >= TILE128_MIN_S_DENSE && f->frac16 >= TILE128_MIN_FRAC_DENSE);
+    int dense_like = sm90 ? D >= TILE128_SM90_MIN_D && S >= TILE128_SM90_MIN_S && f->frac16 >= TILE128_SM90_MIN_FRAC
+                          : (S >= TILE128_MIN_S_LOOSE && f->frac16 >= TILE128_MIN_FRAC_LOOSE) ||
+                                (S >= TILE128_MIN_S_DENSE && f->frac16 >= TILE128_MIN_FRAC_DENSE);
     out->tile = out->kernel == STOF_ATTN_BLOCK && dense_like ? 128 : 64;
+    tile_why = out->kernel != STOF_ATTN_BLOCK ? "the format's"
+               : sm90 ? (dense_like ? "Hopper: D = 128, S >= 2048, >= 25% non-empty"
+                                    : "Hopper: 128 needs D = 128, S >= 2048, >= 25% non-empty")
+               : dense_like ? "dense-like: >= 45% non-empty at S >= 2048 or >= 75% at S >= 1024"
+                            : "128 needs >= 45% non-empty at S >= 2048 or >= 75% at S >= 1024";
   }
   /* block-wise: 16 query rows per warp at tile 64; at tile 128, 32 rows per warp for
    * D = 64 (4 warps: measured 1.5x faster than 8) and 16 for D = 128 (8 warps) */
@@ -215,12 +232,13 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   out->stages = o.stages ? o.stages : 2;
   /* Hopper: the wgmma kernel, one warpgroup per 64 query rows; at tile 128 its two
    * warpgroups ping-pong over 3 stages (measured fastest, bench/NOTES-attention.md) */
-  if (out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable &&
-      (!o.warps || o.warps == out->tile / 16)) {
+  if (sm90 && (!o.warps || o.warps == out->tile / 16)) {
     int stages = o.stages ? o.stages : out->tile == 128 ? 3 : 2;
     /* K/V by TMA where it measured faster on the H200 (bench/NOTES-attention.md, TMA):
      * D = 128 at tile 128 (0.93-0.95x the time) and D = 64 at tile 64 (0.95x); slower at
-     * D = 128, tile 64 (1.10x), even at D = 64, tile 128 */
+     * D = 128, tile 64 (1.10x), even at D = 64, tile 128; the same on an H100 after the
+     * grid reorder (session 3: 0.90-0.92x at D 128 / tile 128, 0.93-1.03x at D 64 / tile 64,
+     * 1.1-1.3x slower at D 128 / tile 64) */
     int tma = o.tma == 1 || (o.tma == 0 && ((D == 128 && out->tile == 128) || (D == 64 && out->tile == 64)));
     if (smem_hopper(out->tile, D, stages, tma) <= dev->smem_per_block_optin) {
       out->hopper = 1;
@@ -242,8 +260,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (out->kernel == STOF_ATTN_ROW && out->warps > 8)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps (row-wise takes 1 to 8)", out->warps);
   if (n > 0 && (size_t)n < sizeof out->why)
-    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d, %d warps, %d stages%s (B*H = %lld, D = %lld%s)",
-             out->tile, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s (B*H = %lld, D = %lld%s)",
+             out->tile, tile_why, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
              out->tma      ? ", wgmma (sm_90a), TMA"
              : out->hopper ? ", wgmma (sm_90a)"
              : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync"
@@ -460,18 +478,18 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   if ((st = get_variant(e, &p->choice, D, dtype, &p->fn))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.kernel == STOF_ATTN_BLOCK) {
-    p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + T - 1) / T), p->grid[2] = 1;
+    p->grid[0] = (unsigned)((Sq + T - 1) / T), p->grid[1] = (unsigned)(B * H), p->grid[2] = 1;
     p->block[0] = p->choice.hopper ? threads_hopper(T, p->choice.tma) : 32u * (unsigned)W;
     p->block[1] = p->block[2] = 1;
     p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages, p->choice.tma)
                                : smem_portable(T, D, p->choice.stages);
   } else {
-    p->grid[0] = (unsigned)(B * H), p->grid[1] = (unsigned)((Sq + W - 1) / W), p->grid[2] = 1;
+    p->grid[0] = (unsigned)((Sq + W - 1) / W), p->grid[1] = (unsigned)(B * H), p->grid[2] = 1;
     p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;
     p->smem = 0;
   }
-  if (p->grid[1] > 65535) {
-    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: %u query blocks exceed the grid limit", p->grid[1]);
+  if (p->grid[1] > 65535) { /* blockIdx.y: the (batch, head) pairs */
+    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: B * H = %u (batch, head) pairs exceed the grid limit 65535", p->grid[1]);
     goto fail;
   }
   p->prepare_ms = kernels_now_ms() - t0;

@@ -23,8 +23,9 @@
  *   (STOF_BF16). Head h reads K/V head h / (H / Hkv) (Hkv = H for plain multi-head).
  *   scale > 0 (usually 1/sqrt(D)). The mask instance of (b, h) is
  *   (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0).
- *   grid  = (B * H, ceil(Sq / T)); blockIdx.y = y owns tile-row ceil(Sq/T) - 1 - y
- *           (heavier rows of causal-like masks are scheduled first)
+ *   grid  = (ceil(Sq / T), B * H); blockIdx.x = x owns tile-row ceil(Sq/T) - 1 - x of head
+ *           blockIdx.y (heavier rows of causal-like masks are scheduled first; a head's
+ *           tile-rows run together, so that its K and V stay in L2)
  *   block = 32 * STOF_WARPS threads
  *   dynamic shared memory = T*D*2 + STOF_STAGES * (2*T*D*2 + (T/8)^2 * 8) bytes
  *           (stof_attn::blk::kSmemBytes; above 48 KB the launcher must raise
@@ -288,9 +289,9 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-  const int bh = blockIdx.x, b = bh / H, h = bh - b * H;
+  const int bh = blockIdx.y, b = bh / H, h = bh - b * H;
   const int nrow = (Sq + kT - 1) / kT;
-  const int r = nrow - 1 - (int)blockIdx.y;
+  const int r = nrow - 1 - (int)blockIdx.x;
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
   const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
   const int e0 = __ldg(rp), n = __ldg(rp + 1) - e0;

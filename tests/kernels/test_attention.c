@@ -509,6 +509,44 @@ static void select_follows_the_papers_rule(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* The tile rule: on the Hopper kernel, tile 128 only at D = 128, S >= 2048 and at least 25%
+ * of the 16x16 tiles non-empty; the portable kernel keeps its own rule (dense at S = 4096:
+ * tile 128). Each case names its reason in `why`. */
+static void select_picks_the_tile_per_kernel_path(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_cuda_props h100 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
+  stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
+  static const struct {
+    int dense; /* 1: dense mask, 0: sliding(64) (about 5% of the 16x16 tiles at S = 4096) */
+    int64_t S, D;
+    int sm90, want;
+  } cases[] = {
+      {1, 4096, 64, 1, 64},   {1, 4096, 128, 1, 128}, {1, 1024, 128, 1, 64},
+      {0, 4096, 128, 1, 64},  {1, 4096, 64, 0, 128},  {0, 4096, 64, 0, 64},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    stof_mask *m;
+    if (cases[i].dense)
+      TU_OK(ctx, stof_mask_dense(ctx, &m));
+    else
+      TU_OK(ctx, stof_mask_sliding(ctx, 64, &m));
+    stof_mask_format *f = format_of(ctx, m, cases[i].S, cases[i].S);
+    stof_attn_choice c;
+    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, cases[i].sm90 ? &h100 : &a100, NULL, &c));
+    if (c.kernel != STOF_ATTN_BLOCK || c.tile != cases[i].want || c.hopper != cases[i].sm90)
+      fail_msg("case %zu (%s, S %lld, D %lld, %s): %s-wise, tile %d, hopper %d; want block-wise, tile %d: %s", i,
+               cases[i].dense ? "dense" : "sliding", (long long)cases[i].S, (long long)cases[i].D,
+               cases[i].sm90 ? "cc 9.0" : "cc 8.0", stof_attn_kernel_name(c.kernel), c.tile, c.hopper,
+               cases[i].want, c.why);
+    expect_in_why(&c, cases[i].sm90 ? "Hopper" : "45% non-empty");
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  tu_ctx_free(ctx, &heap);
+}
+
 static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
   (void)state;
   tu_heap heap;
@@ -863,6 +901,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(cpu_attention_matches_interpreter),
       cmocka_unit_test(select_follows_the_papers_rule),
       cmocka_unit_test(select_respects_forced_kernel_tile_and_pipeline),
+      cmocka_unit_test(select_picks_the_tile_per_kernel_path),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
       cmocka_unit_test(select_takes_tma_only_on_the_hopper_kernel),
       cmocka_unit_test(hopper_kernel_compiles_for_sm90a_with_and_without_tma),
