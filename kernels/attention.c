@@ -209,7 +209,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   }
   /* the Hopper kernel runs block-wise on compute capability 9.0 unless asked otherwise */
   int sm90 = out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable;
-  const char *tile_why = "asked for";
+  char tile_why[128] = "asked for";
   if (o.tile) {
     out->tile = o.tile;
   } else {
@@ -217,11 +217,15 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                           : (S >= TILE128_MIN_S_LOOSE && f->frac16 >= TILE128_MIN_FRAC_LOOSE) ||
                                 (S >= TILE128_MIN_S_DENSE && f->frac16 >= TILE128_MIN_FRAC_DENSE);
     out->tile = out->kernel == STOF_ATTN_BLOCK && dense_like ? 128 : 64;
-    tile_why = out->kernel != STOF_ATTN_BLOCK ? "the format's"
-               : sm90 ? (dense_like ? "Hopper: D = 128, S >= 2048, >= 25% non-empty"
-                                    : "Hopper: 128 needs D = 128, S >= 2048, >= 25% non-empty")
-               : dense_like ? "dense-like: >= 45% non-empty at S >= 2048 or >= 75% at S >= 1024"
-                            : "128 needs >= 45% non-empty at S >= 2048 or >= 75% at S >= 1024";
+    if (out->kernel != STOF_ATTN_BLOCK)
+      snprintf(tile_why, sizeof tile_why, "the format's");
+    else if (sm90)
+      snprintf(tile_why, sizeof tile_why, "Hopper: 128 %s D = %d, S >= %d, >= %.0f%% non-empty",
+               dense_like ? "at" : "needs", TILE128_SM90_MIN_D, TILE128_SM90_MIN_S, 100 * TILE128_SM90_MIN_FRAC);
+    else
+      snprintf(tile_why, sizeof tile_why, "128 %s >= %.0f%% non-empty at S >= %d or >= %.0f%% at S >= %d",
+               dense_like ? "at" : "needs", 100 * TILE128_MIN_FRAC_LOOSE, TILE128_MIN_S_LOOSE,
+               100 * TILE128_MIN_FRAC_DENSE, TILE128_MIN_S_DENSE);
   }
   /* block-wise: 16 query rows per warp at tile 64; at tile 128, 32 rows per warp for
    * D = 64 (4 warps: measured 1.5x faster than 8) and 16 for D = 128 (8 warps) */

@@ -540,7 +540,8 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
                cases[i].dense ? "dense" : "sliding", (long long)cases[i].S, (long long)cases[i].D,
                cases[i].sm90 ? "cc 9.0" : "cc 8.0", stof_attn_kernel_name(c.kernel), c.tile, c.hopper,
                cases[i].want, c.why);
-    expect_in_why(&c, cases[i].sm90 ? "Hopper" : "45% non-empty");
+    expect_in_why(&c, cases[i].sm90 ? "Hopper: 128" : "45% non-empty at S >= 2048");
+    expect_in_why(&c, cases[i].want == 128 ? "128 at" : "128 needs");
     stof_mask_format_free(f);
     stof_mask_free(m);
   }
