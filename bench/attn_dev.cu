@@ -552,6 +552,38 @@ namespace ATTN_NS {
 #define STOF_SM90_TMA 1
 #define stof_attn_block_fwd_sm90 g64_t128_s3_pp_tma_bf_block
 #include "attn_dev.cu"
+#define ATTN_NS g64_t64_s3_o_tma
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 3
+#define STOF_SM90_OVERLAP 1
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t64_s3_o_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_m4_tma
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 4
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_m4_tma_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_k_m4_tma
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 4
+#define STOF_SM90_QREG 0
+#define STOF_SM90_TMA 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_block
+#include "attn_dev.cu"
+
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -608,6 +640,9 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t128_s3_pp_tma, 64, 128, 0, 3, 1, 1, 0, 0, 1),
     CFG90(g128_t128_s3_pp_tma, 128, 128, 0, 3, 1, 1, 0, 0, 1),
     CFG90(g64_t64_s2_tma, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s3_o_tma, 64, 64, 0, 3, 1, 1, 0, 1, 0),
+    CFG90(g64_t64_s2_m4_tma, 64, 64, 0, 2, 4, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_k_m4_tma, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g128_t64_s2_tma, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g64_t128_s3_o_tma, 64, 128, 0, 3, 1, 1, 0, 1, 0),
     CFG90(g64_t128_s2_k_tma, 64, 128, 0, 2, 1, 0, 0, 0, 0),

@@ -162,8 +162,18 @@ done:
 static unsigned smem_portable(int T, int64_t D, int stages) {
   return (unsigned)(T * D * 2 + stages * (2 * T * D * 2 + (T / 8) * (T / 8) * 8));
 }
-static unsigned smem_hopper(int T, int64_t D, int stages, int tma) { /* Q in registers */
-  return (unsigned)(1024 + T * D * 2 * (2 * stages) + stages * (T / 8) * (T / 8) * 8 + (tma ? 128 : 0));
+/* Hopper, D = 64, tile 64, TMA: Q is read from shared memory by each S wgmma
+ * (STOF_SM90_QREG=0) instead of held in registers, which leaves 96 registers a thread and
+ * so a 4th CTA per SM (STOF_MIN_BLOCKS=4, no spills): 1-3% faster on dense, causal,
+ * document and bigbird at 16x2048 and 16x4096 (H100, session 3, two rounds of
+ * bench/attn_dev.sh g64_t64_s2_k_m4_tma against g64_t64_s2_tma). Elsewhere Q stays in
+ * registers. */
+static int hopper_q_in_smem(int T, int64_t D, int tma) {
+  return T == 64 && D == 64 && tma;
+}
+static unsigned smem_hopper(int T, int64_t D, int stages, int tma) {
+  return (unsigned)(1024 + (hopper_q_in_smem(T, D, tma) ? T * D * 2 : 0) + T * D * 2 * (2 * stages) +
+                    stages * (T / 8) * (T / 8) * 8 + (tma ? 128 : 0));
 }
 /* Threads of the Hopper kernel: a warpgroup per 64 query rows, plus the TMA producer (a
  * warpgroup at T = 128, a warp at T = 64; kBlockThreads in attention_block_sm90.cu). */
@@ -349,7 +359,7 @@ void stof_attn_engine_free(stof_attn_engine *e) {
 static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
                                stof_dtype dtype, stof_cuda_kernel **fn) {
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
-  char o[8][48];
+  char o[10][48];
   int nopt = 0;
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_HEAD_DIM=%lld", (long long)D);
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
@@ -358,7 +368,11 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   if (block) snprintf(o[nopt++], sizeof o[0], "-DSTOF_STAGES=%d", c->stages);
   if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_PINGPONG=%d", c->tile == 128 && c->stages >= 3);
   if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_TMA=%d", c->tma);
-  const char *opts[8];
+  if (hopper && hopper_q_in_smem(c->tile, D, c->tma)) {
+    snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
+    snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=4");
+  }
+  const char *opts[10];
   char key[320];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {

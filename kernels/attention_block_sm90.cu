@@ -68,7 +68,8 @@
  *   STOF_STAGES (default 3 with ping-pong, else 2; 2..4 within 227 KB), STOF_MIN_BLOCKS
  *   (default 1),
  *   STOF_SM90_QREG (1: Q as A fragments in registers, S via the RS variant, loaded once with
- *   ldmatrix; 0: Q read from shared memory by every S wgmma; default 1),
+ *   ldmatrix; 0: Q read from shared memory by every S wgmma; default 1; the engine passes 0
+ *   with STOF_MIN_BLOCKS=4 at D = 64, T = 64 with TMA: 96 registers, 4 CTAs per SM),
  *   STOF_SM90_PV_SPLIT (1: O += P V as one m64n64 wgmma per 64-column block of D instead of
  *   one m64nD; only differs at D = 128; default 0),
  *   STOF_SM90_OVERLAP (1: FA3-style intra-warpgroup overlap: P V of tile i-1 is issued right

@@ -666,7 +666,8 @@ static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
 }
 
 /* The Hopper kernel compiles with NVRTC for sm_90a (no GPU needed) with its K/V loads by
- * cp.async and by TMA, at both head dims, both tiles and both element types. */
+ * cp.async and by TMA, at both head dims, both tiles and both element types, and with Q in
+ * shared memory at 4 CTAs per SM (the default at D = 64, tile 64, TMA). */
 static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) {
   (void)state;
   tu_heap heap;
@@ -677,19 +678,23 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
   assert_non_null(src);
   assert_non_null(hsrc[0]);
   assert_non_null(strstr(src, "stof_attn_block_fwd_sm90"));
-  static const char *const cases[][4] = {
-      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0"},
-      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1"},
-      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1"},
-      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1"},
-      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1"},
+  static const char *const cases[][6] = {
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "", ""},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "", ""},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "", ""},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "", ""},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "", ""},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *cubin = NULL;
     size_t size = 0;
-    stof_status st = stof_cuda_compile_ex(ctx, src, "attention_block_sm90.cu", "sm_90a", 4, cases[k], 1,
+    int nopt = cases[k][4][0] ? 6 : 4;
+    stof_status st = stof_cuda_compile_ex(ctx, src, "attention_block_sm90.cu", "sm_90a", nopt, cases[k], 1,
                                           hname, hsrc, &cubin, &size);
-    if (st) fail_msg("%s %s %s %s: %s", cases[k][0], cases[k][1], cases[k][2], cases[k][3], stof_ctx_message(ctx));
+    if (st) fail_msg("%s %s %s %s %s: %s", cases[k][0], cases[k][1], cases[k][2], cases[k][3], cases[k][4],
+                     stof_ctx_message(ctx));
     assert_true(size > 4);
     assert_memory_equal(cubin, "\177ELF", 4);
     stof_ctx_dealloc(ctx, cubin, size);
