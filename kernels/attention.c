@@ -261,6 +261,24 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
       out->stages = stages;
     }
   }
+  /* The portable kernel's shared memory must fit the device (an A100 allows 163 KB, sm_89
+   * 99 KB; tile 128 at D = 128 needs 164 KB): an automatic tile 128 falls back to 64, and
+   * what was asked for and does not fit is an error, not a failed launch. */
+  if (out->kernel == STOF_ATTN_BLOCK && !out->hopper && dev && dev->smem_per_block_optin) {
+    unsigned need = smem_portable(out->tile, D, out->stages);
+    if (need > dev->smem_per_block_optin && out->tile == 128 && !o.tile && !o.warps) {
+      snprintf(tile_why, sizeof tile_why, "128 would need %u bytes of shared memory, the device allows %zu",
+               need, (size_t)dev->smem_per_block_optin);
+      out->tile = 64;
+      out->warps = 4;
+      need = smem_portable(out->tile, D, out->stages);
+    }
+    if (need > dev->smem_per_block_optin)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                            "attention: block-wise tile %d at D = %lld with %d stages needs %u bytes of shared "
+                            "memory, the device allows %zu (ask for tile 64 or fewer stages)",
+                            out->tile, (long long)D, out->stages, need, (size_t)dev->smem_per_block_optin);
+  }
   if (o.tma == 1 && !out->tma)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "attention: TMA asked for, but the Hopper kernel is not chosen (%s-wise, tile %d%s%s)",

@@ -525,6 +525,7 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
   } cases[] = {
       {1, 4096, 64, 1, 64},   {1, 4096, 128, 1, 128}, {1, 1024, 128, 1, 64},
       {0, 4096, 128, 1, 64},  {1, 4096, 64, 0, 128},  {0, 4096, 64, 0, 64},
+      {1, 4096, 128, 0, 64}, /* the rule says 128, but 164 KB of shared memory do not fit an A100 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     stof_mask *m;
@@ -540,11 +541,35 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
                cases[i].dense ? "dense" : "sliding", (long long)cases[i].S, (long long)cases[i].D,
                cases[i].sm90 ? "cc 9.0" : "cc 8.0", stof_attn_kernel_name(c.kernel), c.tile, c.hopper,
                cases[i].want, c.why);
-    expect_in_why(&c, cases[i].sm90 ? "Hopper: 128" : "45% non-empty at S >= 2048");
-    expect_in_why(&c, cases[i].want == 128 ? "128 at" : "128 needs");
+    int too_big = !cases[i].sm90 && cases[i].D == 128 && cases[i].dense;
+    if (too_big) {
+      expect_in_why(&c, "128 would need 167936 bytes of shared memory, the device allows 166912");
+    } else {
+      expect_in_why(&c, cases[i].sm90 ? "Hopper: 128" : "45% non-empty at S >= 2048");
+      expect_in_why(&c, cases[i].want == 128 ? "128 at" : "128 needs");
+    }
     stof_mask_format_free(f);
     stof_mask_free(m);
   }
+  /* asked for and too big for the device: an error naming the shared memory */
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_dense(ctx, &m));
+  stof_mask_format *f = format_of(ctx, m, 1024, 1024);
+  stof_attn_choice c;
+  TU_ERR(ctx,
+         stof_attention_select(ctx, f, 1, 8, 128, &a100, &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = 128}, &c),
+         STOF_ERR_UNSUPPORTED, "needs 167936 bytes of shared memory, the device allows 166912");
+  stof_cuda_props ada = {.cc_major = 8, .cc_minor = 9, .sm_count = 128, .smem_per_block_optin = 101376};
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 128, &ada, &(stof_attn_opts){.tile = 64, .stages = 4}, &c),
+         STOF_ERR_UNSUPPORTED, "needs 149504 bytes of shared memory, the device allows 101376");
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 128, &ada, &(stof_attn_opts){.tile = 64, .stages = 2}, &c));
+  assert_int_equal(c.tile, 64);
+  stof_cuda_props big = a100;
+  big.smem_per_block_optin = 232448;
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 128, &big, &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = 128}, &c));
+  assert_int_equal(c.tile, 128);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
   tu_ctx_free(ctx, &heap);
 }
 
