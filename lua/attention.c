@@ -300,8 +300,48 @@ static int plan_tostring(lua_State *L) {
   return 1;
 }
 
+/* GPUs that stof.explain can answer for without one (opts.gpu): compute capability, SMs,
+ * opt-in shared memory per block (the CUDA programming guide's tables). */
+static const struct {
+  const char *name, *full;
+  int cc_major, cc_minor, sms;
+  size_t smem;
+} explain_gpus[] = {
+    {"h100", "NVIDIA H100 SXM (as given)", 9, 0, 132, 232448},
+    {"h200", "NVIDIA H200 (as given)", 9, 0, 132, 232448},
+    {"a100", "NVIDIA A100 (as given)", 8, 0, 108, 166912},
+    {"l40s", "NVIDIA L40S (as given)", 8, 9, 142, 101376},
+    {"rtx4090", "NVIDIA GeForce RTX 4090 (as given)", 8, 9, 128, 101376},
+};
+
+/* opts.gpu at idx (a table), if given: fills *props and returns 1; "none": the CPU's view
+ * (returns 1 with sm_count 0); absent: 0. */
+static int explain_gpu_opt(lua_State *L, int idx, const char *fname, stof_cuda_props *props) {
+  if (!lua_istable(L, idx)) return 0;
+  int found = lua_getfield(L, idx, "gpu") != LUA_TNIL;
+  const char *g = found ? lua_tostring(L, -1) : NULL;
+  lua_pop(L, 1);
+  if (!found) return 0;
+  memset(props, 0, sizeof *props);
+  if (g && strcmp(g, "none") == 0) return 1;
+  for (size_t i = 0; g && i < sizeof explain_gpus / sizeof explain_gpus[0]; i++)
+    if (strcmp(g, explain_gpus[i].name) == 0) {
+      snprintf(props->name, sizeof props->name, "%s", explain_gpus[i].full);
+      props->cc_major = explain_gpus[i].cc_major, props->cc_minor = explain_gpus[i].cc_minor;
+      props->sm_count = explain_gpus[i].sms;
+      props->smem_per_block_optin = explain_gpus[i].smem;
+      return 1;
+    }
+  char names[160] = "";
+  for (size_t i = 0, n = 0; i < sizeof explain_gpus / sizeof explain_gpus[0]; i++)
+    n += (size_t)snprintf(names + n, sizeof names - n, "%s\"%s\"", i ? ", " : "", explain_gpus[i].name);
+  return slua_error(L, "ValueError", "%s: unknown gpu \"%s\" (one of %s, or \"none\" for no GPU)", fname,
+                    g ? g : "?", names);
+}
+
 /* stof.explain(mask, {S=, Sq=, Sk=, B=, H=, D=}, opts) -> text, choice table. CPU only: the
- * device's SM count is used when a GPU is present. */
+ * selector answers for the GPU present, or for opts.gpu (a name of explain_gpus, or
+ * "none"). */
 static int l_explain(lua_State *L) {
   const char *fname = "stof.explain";
   stof_mask *m = slua_check_mask(L, 1, fname);
@@ -324,7 +364,7 @@ static int l_explain(lua_State *L) {
   slua_ctx *lc = slua_state_ctx(L);
   stof_ctx *ctx = lc->ctx;
   stof_cuda_props props = {0};
-  if (stof_cuda_init(ctx) == STOF_OK) stof_cuda_props_get(ctx, &props);
+  if (!explain_gpu_opt(L, 3, fname, &props) && stof_cuda_init(ctx) == STOF_OK) stof_cuda_props_get(ctx, &props);
   stof_ctx_clear_error(ctx);
   stof_mask_format *f = NULL;
   slua_pred_call c;

@@ -100,6 +100,21 @@ local _, c2b = stof.explain(M.sliding(8), {S = 8192})
 assert(c2b.kernel == "block" and c2b.tile == 64, c2b.why)
 local _, c3 = stof.explain(M.dense(), {S = 1024}, {kernel = "row", tile = 128})
 assert(c3.kernel == "row" and c3.tile == 128 and c3.why:find("asked for"))
+-- explain for a named GPU (no GPU needed): the Hopper kernel on an H100, tile 128 at D 128;
+-- the portable kernel on an A100, where tile 128 at D 128 does not fit; "none": no GPU.
+local th, ch = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "h100"})
+assert(ch.hopper and ch.tile == 128 and ch.warps == 8 and th:find("on NVIDIA H100", 1, true), th)
+local _, ch64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h200"})
+assert(ch64.hopper and ch64.tile == 64 and ch64.why:find("TMA"), ch64.why)
+local _, ca = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "a100"})
+assert(not ca.hopper and ca.tile == 64 and ca.why:find("would need 167936 bytes", 1, true), ca.why)
+local _, ca64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "a100"})
+assert(not ca64.hopper and ca64.tile == 128 and ca64.why:find("mma.sync", 1, true), ca64.why)
+local tn, cn = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "none"})
+assert(not cn.hopper and cn.why:find("no GPU seen", 1, true) and not tn:find("on NVIDIA", 1, true), tn)
+expect_error("ValueError", 'unknown gpu "b300"', stof.explain, M.causal(), {S = 128}, {gpu = "b300"})
+expect_error("UnsupportedError", "ask for tile 64", stof.explain, M.dense(), {S = 4096, D = 128},
+             {gpu = "rtx4090", tile = 128, kernel = "block"})
 
 -- Errors.
 expect_error("ValueError", "keeps no", stof.attention, q, k, v, M.causal() - M.causal())

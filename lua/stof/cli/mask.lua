@@ -35,6 +35,8 @@ its densities.
   -o FILE.svg   also write the SVG picture of instance (b 0, h 0)
   --dim D       head dim, for explain (default 64)
   --kernel K    explain with a forced kernel: auto, block or row
+  --gpu NAME    explain for that GPU instead of the one present (h100, h200, a100, l40s,
+                rtx4090; none: no GPU)
   -h, --help    this text
 
 example: stof mask show "causal() & sliding(64)" --seq 512 -o causal_sliding.svg]]
@@ -102,6 +104,8 @@ local function parse_show(args)
       o.dim = positive(name, value(name, inline))
     elseif name == "--kernel" then
       o.kernel = value(name, inline)
+    elseif name == "--gpu" then
+      o.gpu = value(name, inline)
       o.tile_given = o.tile_given
     elseif name == "-o" or name == "--output" then
       o.output = value(name, inline)
@@ -183,7 +187,7 @@ local function explain(args)
   if not o.Sq then fail("missing --seq S (the sequence length)") end
   local m = eval_mask(o.expr, o.Sq, o.Sk)
   local ok, text = pcall(stof.explain, m, {Sq = o.Sq, Sk = o.Sk, B = o.batch, H = o.heads, D = o.dim},
-                         {kernel = o.kernel, tile = o.tile_given and o.tile or nil})
+                         {kernel = o.kernel, tile = o.tile_given and o.tile or nil, gpu = o.gpu})
   if not ok then fail("%s", tostring(text)) end
   print(text)
 end
