@@ -25,9 +25,6 @@
 #include <stof/core.h>
 #include <stof/kernels.h>
 
-#ifndef STOF_VERSION
-#define STOF_VERSION "0.1.0"
-#endif
 
 /* Metatable names (also the __name shown in messages). */
 #define SLUA_STATE "stof.State"

@@ -21,6 +21,11 @@
 extern "C" {
 #endif
 
+/** The library's version (`stof --version`, the tuning database's records). */
+#ifndef STOF_VERSION
+#define STOF_VERSION "0.1.0"
+#endif
+
 /* ---------------------------------------------------------------- status codes */
 
 #define STOF_STATUS_LIST(X)                                  \
