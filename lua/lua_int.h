@@ -184,4 +184,9 @@ int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_m
 /** Sets stof.attention, stof.attention_plan, stof.explain and stof.te.attention. */
 void slua_open_attention(lua_State *L, int idx);
 
+/* ---------------------------------------------------------------- db.c */
+
+/** Sets module.db (stof.db.open) and the stof.Db metatable. */
+void slua_open_db(lua_State *L, int idx);
+
 #endif

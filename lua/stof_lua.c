@@ -380,6 +380,7 @@ int stof_lua_open(lua_State *L) {
   slua_open_mask(L, m);
   slua_open_schedule(L, m);
   slua_open_attention(L, m);
+  slua_open_db(L, m);
 
   lua_newtable(L);
   lua_pushcfunction(L, module_index);
