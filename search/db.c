@@ -273,14 +273,15 @@ stof_status stof_db_open(stof_ctx *ctx, const char *path, stof_db **out) {
     return STOF_ERR_NOMEM;
   }
   db->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (db->fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
-    db->fd = open(path, O_RDONLY | O_CLOEXEC);
+  int why = errno;
+  if (db->fd < 0 && (why == EACCES || why == EROFS || why == EPERM)) {
+    db->fd = open(path, O_RDONLY | O_CLOEXEC); /* an existing file we may only read */
     db->readonly = db->fd >= 0;
   }
   struct stat sb;
   if (db->fd < 0 || fstat(db->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     stof_status st = stof_ctx_error(ctx, STOF_ERR_IO, "tuning database %s: %s", path,
-                                    db->fd < 0 ? strerror(errno) : "not a regular file");
+                                    db->fd < 0 ? strerror(why) : "not a regular file");
     stof_db_free(db);
     return st;
   }
