@@ -38,6 +38,7 @@ struct stof_db {
   char *path;
   int fd;
   int readonly; /* opened read-only (no permission to write): append refuses */
+  pid_t pid;    /* the process that opened fd: a forked child opens its own (flock is per open file) */
   long long consumed;
   long long nline; /* complete lines read, for the line numbers of skip notes */
   int nrec, caprec;
@@ -45,6 +46,8 @@ struct stof_db {
   int nskipped;
   char skip_note[256]; /* the last skipped line's number and why */
 };
+
+static stof_status own_fd(stof_db *db);
 
 /* ---------------------------------------------------------------- records in memory */
 
@@ -218,6 +221,8 @@ static stof_status load_line(stof_db *db, const char *line, size_t len) {
   if (len == 0) return STOF_OK; /* blank lines are not records */
   json_error_t err;
   json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &err);
+  if (!o && json_error_code(&err) == json_error_out_of_memory)
+    return stof_ctx_error(db->ctx, STOF_ERR_NOMEM, "tuning database %s: out of memory (JSON)", db->path);
   if (!o) return skip(db, "not JSON (%s)", err.text), STOF_OK;
   stof_status st = load_object(db, o);
   json_decref(o);
@@ -225,7 +230,9 @@ static stof_status load_line(stof_db *db, const char *line, size_t len) {
 }
 
 /* Reads [consumed, size) and loads its complete lines; with `close_tail` (under the lock,
- * about to append after a newline) an unterminated tail counts as a malformed line too. */
+ * about to append after the newline that terminates it) an unterminated tail is loaded as
+ * a line too. A line whose record cannot be stored for want of memory is not consumed: the
+ * next load reads it again. */
 static stof_status load_from(stof_db *db, long long size, int close_tail, int *nnew) {
   int before = db->nrec;
   if (nnew) *nnew = 0;
@@ -234,23 +241,26 @@ static stof_status load_from(stof_db *db, long long size, int close_tail, int *n
   char *buf = stof_ctx_alloc(db->ctx, n);
   if (!buf) return stof_ctx_error(db->ctx, STOF_ERR_NOMEM, "tuning database %s: out of memory", db->path);
   size_t got = 0;
+  stof_status st = STOF_OK;
   while (got < n) {
     ssize_t r = pread(db->fd, buf + got, n - got, (off_t)(db->consumed + (long long)got));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break; /* shrunk under us (not by stof): read what is there */
+    if (r < 0) st = stof_ctx_error(db->ctx, STOF_ERR_IO, "tuning database %s: read: %s", db->path, strerror(errno));
+    if (r <= 0) break; /* 0: shrunk under us (not by stof); what was read is used */
     got += (size_t)r;
   }
-  stof_status st = STOF_OK;
   size_t start = 0;
   for (size_t i = 0; i < got && !st; i++)
     if (buf[i] == '\n') {
-      st = load_line(db, buf + start, i - start);
+      if ((st = load_line(db, buf + start, i - start))) {
+        db->nline--; /* not consumed: read again next time */
+        break;
+      }
       start = i + 1;
     }
   if (!st && close_tail && start < got) {
-    db->nline++;
-    skip(db, "an unterminated line (a writer stopped mid-record)");
-    start = got;
+    if ((st = load_line(db, buf + start, got - start))) db->nline--;
+    else start = got;
   }
   db->consumed += (long long)start;
   stof_ctx_dealloc(db->ctx, buf, n);
@@ -285,6 +295,7 @@ stof_status stof_db_open(stof_ctx *ctx, const char *path, stof_db **out) {
     stof_db_free(db);
     return st;
   }
+  db->pid = getpid();
   stof_status st = load_from(db, (long long)sb.st_size, 0, NULL);
   if (st) {
     stof_db_free(db);
@@ -305,10 +316,33 @@ void stof_db_free(stof_db *db) {
 }
 
 stof_status stof_db_refresh(stof_db *db, int *nnew) {
+  if (nnew) *nnew = 0;
+  stof_status st = own_fd(db);
+  if (st) return st;
   struct stat sb;
   if (fstat(db->fd, &sb) != 0)
     return stof_ctx_error(db->ctx, STOF_ERR_IO, "tuning database %s: %s", db->path, strerror(errno));
   return load_from(db, (long long)sb.st_size, 0, nnew);
+}
+
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlongs, surrogates or code points past
+ * U+10FFFF), as JSON strings must be. */
+static int utf8_valid(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    unsigned c = *p++;
+    if (c < 0x80) continue;
+    int n = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC2 ? 1 : -1;
+    if (n < 0 || c > 0xF4) return 0;
+    unsigned cp = c & (0x3F >> n);
+    for (int k = 0; k < n; k++, p++) {
+      if ((*p & 0xC0) != 0x80) return 0;
+      cp = cp << 6 | (*p & 0x3F);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+      return 0;
+  }
+  return 1;
 }
 
 static stof_status check_record(stof_db *db, const stof_db_record *r) {
@@ -333,6 +367,23 @@ static stof_status check_record(stof_db *db, const stof_db_record *r) {
   if (r->status == STOF_OK && r->ntime == 0)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "tuning database: record of %s: a successful record needs times",
                           r->workload);
+  const char *strs[4] = {r->workload, r->device, r->scheme ? r->scheme : "", r->message ? r->message : ""};
+  for (int i = 0; i < 4 + r->nknob; i++)
+    if (!utf8_valid(i < 4 ? strs[i] : r->knob_name[i - 4]))
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "tuning database: a record's %s is not UTF-8",
+                            i == 0 ? "workload" : i == 1 ? "device" : i == 2 ? "scheme" : i == 3 ? "message" : "knob name");
+  return STOF_OK;
+}
+
+/* A child of fork() shares the parent's open file, and so its flock: it reopens the file.
+ * The view (records, consumed) carries over: it is the same file. */
+static stof_status own_fd(stof_db *db) {
+  if (db->pid == getpid()) return STOF_OK;
+  int fd = open(db->path, (db->readonly ? O_RDONLY : O_RDWR | O_APPEND) | O_CLOEXEC);
+  if (fd < 0) return stof_ctx_error(db->ctx, STOF_ERR_IO, "tuning database %s: reopen: %s", db->path, strerror(errno));
+  close(db->fd);
+  db->fd = fd;
+  db->pid = getpid();
   return STOF_OK;
 }
 
@@ -382,13 +433,15 @@ stof_status stof_db_append(stof_db *db, const stof_db_record *r) {
     return stof_ctx_error(ctx, st, "tuning database %s: out of memory", db->path);
   size_t len = 0;
   char *line = record_line(ctx, r, &len);
-  if (!line) rec_clear(ctx, &mine);
-  if (!line)
-    return stof_ctx_status(ctx) == STOF_ERR_NOMEM
-               ? STOF_ERR_NOMEM
-               : stof_ctx_error(ctx, STOF_ERR_ARG,
-                                "tuning database: record of %s: not encodable as JSON (strings must be UTF-8)",
-                                r->workload);
+  if (!line) { /* the strings were checked: only memory can fail here */
+    rec_clear(ctx, &mine);
+    return stof_ctx_error(ctx, STOF_ERR_NOMEM, "tuning database %s: out of memory (JSON)", db->path);
+  }
+  if ((st = own_fd(db))) {
+    stof_ctx_dealloc(ctx, line, len);
+    rec_clear(ctx, &mine);
+    return st;
+  }
   while (flock(db->fd, LOCK_EX) != 0)
     if (errno != EINTR) {
       stof_ctx_dealloc(ctx, line, len);
@@ -403,6 +456,10 @@ stof_status stof_db_append(stof_db *db, const stof_db_record *r) {
   /* the others' records first, so that ours is read once (ours is added below, not reread);
    * an unterminated tail (a writer died mid-line) is closed by our leading newline */
   if ((st = load_from(db, (long long)sb.st_size, 1, NULL))) goto unlock;
+  if (db->consumed != (long long)sb.st_size) {
+    st = stof_ctx_error(ctx, STOF_ERR_IO, "tuning database %s: the file shrank during the append", db->path);
+    goto unlock;
+  }
   if ((st = reserve(db))) {
     stof_ctx_error(ctx, st, "tuning database %s: out of memory", db->path);
     goto unlock;
@@ -425,12 +482,16 @@ stof_status stof_db_append(stof_db *db, const stof_db_record *r) {
   if (done < n) {
     st = stof_ctx_error(ctx, STOF_ERR_IO, "tuning database %s: write: %s", db->path,
                         errno ? strerror(errno) : "short write");
-    goto unlock; /* a partial line: the next append closes it, loading skips it */
-  }
-  if (fdatasync(db->fd) != 0 && errno != EINVAL && errno != EROFS) {
-    st = stof_ctx_error(ctx, STOF_ERR_IO, "tuning database %s: fdatasync: %s", db->path, strerror(errno));
+    if (done && ftruncate(db->fd, sb.st_size) != 0) /* still locked: take the partial line back */
+      st = stof_ctx_error(ctx, STOF_ERR_IO, "tuning database %s: write: %s; the partial line stays (skipped when read)",
+                          db->path, errno ? strerror(errno) : "short write");
     goto unlock;
   }
+  /* written: a failed sync is reported, but the record stays (in the file and here), so
+   * that a caller that retries does not write it twice */
+  if (fdatasync(db->fd) != 0 && errno != EINVAL && errno != EROFS)
+    st = stof_ctx_error(ctx, STOF_ERR_IO, "tuning database %s: written, but fdatasync failed: %s", db->path,
+                        strerror(errno));
   db->consumed += (long long)n;
   db->nline++;
   db->rec[db->nrec++] = mine; /* reserved above */

@@ -10,11 +10,15 @@
  *
  * (one line; "message" is added for a failed candidate). Invariants:
  *  - A record is never rewritten or removed; the file only grows, by whole lines.
- *  - Loading tolerates a truncated last line (a writer that died mid-line: ignored until it
- *    is terminated) and malformed lines (skipped and counted, never fatal), so one bad line
- *    never loses the others.
+ *  - Loading tolerates an unterminated last line (ignored until it is terminated: it may be
+ *    being written; the next append terminates it and loads it, as a record if it is one)
+ *    and malformed lines (skipped and counted, never fatal), so one bad line never loses
+ *    the others. A line that cannot be stored for want of memory is read again next time.
  *  - Several processes may append at once: each record is one write() under an exclusive
- *    flock on the file, preceded by a newline when the file's last line is unterminated.
+ *    flock on the file, preceded by a newline when the file's last line is unterminated; a
+ *    short write is truncated away under the lock. A handle used after fork() reopens the
+ *    file in the child (flock belongs to the open file). Use a local file system. A handle
+ *    is not for concurrent use by several threads.
  *  - The best record of a (workload, device) is the successful one (status OK) written by
  *    this version of stof with the smallest median time; ties go to the earliest.
  */
@@ -62,9 +66,10 @@ void stof_db_free(stof_db *db);
 /**
  * Appends r as one line (its version and median are this stof's and computed) and adds it
  * to db, after loading what other processes appended since. STOF_ERR_ARG for an empty
- * workload or device, a knob name empty or given twice, a negative or non-finite time, or a
- * successful record without times; STOF_ERR_IO if the write fails (the file keeps its
- * complete lines).
+ * workload or device, a knob name empty or given twice, a string that is not UTF-8, a
+ * negative or non-finite time, or a successful record without times (nothing written);
+ * STOF_ERR_NOMEM before anything is written; STOF_ERR_IO if the write fails (nothing of the
+ * record stays) or, the record written and kept, if fdatasync fails.
  */
 stof_status stof_db_append(stof_db *db, const stof_db_record *r);
 

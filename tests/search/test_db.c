@@ -336,7 +336,13 @@ static void db_rejects_bad_records_and_paths(void **state) {
   TU_ERR(ctx, stof_db_append(db, &(stof_db_record){.workload = "w", .device = "d", .status = (stof_status)999}),
          STOF_ERR_ARG, "status 999");
   TU_ERR(ctx, stof_db_append(db, &(stof_db_record){.workload = "w\xff", .device = "d", .ntime = 1, .time_ms = t}),
-         STOF_ERR_ARG, "UTF-8");
+         STOF_ERR_ARG, "workload is not UTF-8");
+  TU_ERR(ctx, stof_db_append(db, &(stof_db_record){.workload = "w", .device = "d", .ntime = 1, .time_ms = t,
+                                                   .message = "overlong \xc0\xaf"}),
+         STOF_ERR_ARG, "message is not UTF-8");
+  TU_ERR(ctx, stof_db_append(db, &(stof_db_record){.workload = "w", .device = "d", .ntime = 1, .time_ms = t,
+                                                   .message = "surrogate \xed\xa0\x80"}),
+         STOF_ERR_ARG, "message is not UTF-8");
   assert_int_equal(file_size(path), 0); /* nothing written */
   assert_int_equal(stof_db_count(db), 0);
   stof_db_free(db);
@@ -406,6 +412,129 @@ static void db_out_of_memory_is_clean(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* A refresh that runs out of memory consumes nothing: the next one loads the record. */
+static void db_refresh_out_of_memory_loses_nothing(void **state) {
+  (void)state;
+  char path[256];
+  tmp_path(path, sizeof path, "tune.jsonl");
+  const double t[] = {0.5};
+  stof_ctx *wctx = stof_ctx_new(NULL, NULL);
+  stof_db *writer;
+  assert_int_equal(stof_db_open(wctx, path, &writer), STOF_OK);
+  int nfail = 0, done = 0;
+  for (long n = 1; !done && n < 1000; n++) {
+    tu_heap heap;
+    stof_ctx *ctx = tu_ctx_new(&heap);
+    stof_db *reader;
+    TU_OK(ctx, stof_db_open(ctx, path, &reader));
+    int had = stof_db_count(reader);
+    stof_db_record r = rec("w", "d", "0", t, 1);
+    assert_int_equal(stof_db_append(writer, &r), STOF_OK); /* another process's record */
+    heap.fail_at = heap.nalloc + n;
+    int nnew = -1;
+    stof_status st = stof_db_refresh(reader, &nnew);
+    done = !heap.failed;
+    heap.fail_at = 0;
+    if (st) {
+      assert_int_equal(st, STOF_ERR_NOMEM);
+      stof_ctx_clear_error(ctx);
+      nfail++;
+      TU_OK(ctx, stof_db_refresh(reader, &nnew)); /* memory is back: the line is read now */
+    }
+    assert_int_equal(nnew, 1);
+    assert_int_equal(stof_db_count(reader), had + 1);
+    assert_int_equal(stof_db_nskipped(reader), 0);
+    stof_db_free(reader);
+    tu_ctx_free(ctx, &heap);
+  }
+  assert_true(done && nfail > 0);
+  stof_db_free(writer);
+  stof_ctx_free(wctx);
+}
+
+/* A complete record missing only its newline (another tool, or a writer killed just
+ * before it) is loaded by the next append, as every later reader will load it. */
+static void db_append_loads_an_unterminated_record(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  char path[256];
+  tmp_path(path, sizeof path, "tune.jsonl");
+  write_file(path,
+             "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"w\",\"device\":\"d\",\"scheme\":\"0\","
+             "\"knobs\":{},\"times_ms\":[0.01],\"status\":\"OK\"}",
+             "w");
+  stof_db *db;
+  TU_OK(ctx, stof_db_open(ctx, path, &db));
+  assert_int_equal(stof_db_count(db), 0); /* not terminated yet: maybe still being written */
+  const double t[] = {1.0};
+  stof_db_record r = rec("w", "d", "1", t, 1);
+  TU_OK(ctx, stof_db_append(db, &r));
+  assert_int_equal(stof_db_count(db), 2);
+  assert_int_equal(stof_db_nskipped(db), 0);
+  int best;
+  TU_OK(ctx, stof_db_best(db, "w", "d", &best));
+  assert_int_equal(best, 0);
+  stof_db_free(db);
+  TU_OK(ctx, stof_db_open(ctx, path, &db)); /* a fresh reader agrees */
+  assert_int_equal(stof_db_count(db), 2);
+  assert_int_equal(stof_db_nskipped(db), 0);
+  TU_OK(ctx, stof_db_best(db, "w", "d", &best));
+  assert_int_equal(best, 0);
+  stof_db_free(db);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* A handle opened before fork() and used by the children: each reopens the file, so the
+ * lock holds between them and every child's own view stays exact. */
+static void db_handle_shared_across_fork(void **state) {
+  (void)state;
+  char path[256];
+  tmp_path(path, sizeof path, "tune.jsonl");
+  enum { NPROC = 4, NREC = 120 };
+  stof_ctx *ctx = stof_ctx_new(NULL, NULL);
+  stof_db *db;
+  assert_int_equal(stof_db_open(ctx, path, &db), STOF_OK);
+  pid_t pid[NPROC];
+  for (int p = 0; p < NPROC; p++) {
+    pid[p] = fork();
+    assert_true(pid[p] >= 0);
+    if (pid[p] == 0) {
+      char msg[3000];
+      memset(msg, 'a' + p, sizeof msg - 1);
+      msg[sizeof msg - 1] = '\0';
+      for (int i = 0; i < NREC; i++) {
+        double t[1] = {1.0 + i};
+        int64_t kv[1] = {p};
+        const char *kn[1] = {"proc"};
+        stof_db_record r = {.workload = "w", .device = "d", .nknob = 1, .knob_name = kn, .knob_value = kv,
+                            .ntime = 1, .time_ms = t, .message = msg};
+        if (stof_db_append(db, &r)) _exit(3);
+      }
+      if (stof_db_refresh(db, NULL) || stof_db_nskipped(db) != 0) _exit(4);
+      int mine = 0;
+      for (int i = 0; i < stof_db_count(db); i++) {
+        stof_db_record r;
+        if (stof_db_get(db, i, &r)) _exit(5);
+        mine += r.knob_value[0] == p;
+      }
+      _exit(mine == NREC ? 0 : 6);
+    }
+  }
+  for (int p = 0; p < NPROC; p++) {
+    int ws = 0;
+    assert_int_equal(waitpid(pid[p], &ws, 0), pid[p]);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+  }
+  int nnew = 0;
+  assert_int_equal(stof_db_refresh(db, &nnew), STOF_OK); /* the parent's handle too */
+  assert_int_equal(nnew, NPROC * NREC);
+  assert_int_equal(stof_db_nskipped(db), 0);
+  stof_db_free(db);
+  stof_ctx_free(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(db_round_trips_records_and_finds_the_best),
@@ -415,6 +544,9 @@ int main(void) {
       cmocka_unit_test(db_concurrent_appends_keep_every_record),
       cmocka_unit_test(db_rejects_bad_records_and_paths),
       cmocka_unit_test(db_out_of_memory_is_clean),
+      cmocka_unit_test(db_refresh_out_of_memory_loses_nothing),
+      cmocka_unit_test(db_append_loads_an_unterminated_record),
+      cmocka_unit_test(db_handle_shared_across_fork),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
