@@ -514,20 +514,24 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   if ((st = get_variant(e, &p->choice, D, dtype, &p->fn))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.kernel == STOF_ATTN_BLOCK) {
-    p->grid[0] = (unsigned)((Sq + T - 1) / T), p->grid[1] = (unsigned)(B * H), p->grid[2] = 1;
+    p->grid[0] = (unsigned)((Sq + T - 1) / T);
     p->block[0] = p->choice.hopper ? threads_hopper(T, p->choice.tma) : 32u * (unsigned)W;
     p->block[1] = p->block[2] = 1;
     p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages, p->choice.tma)
                                : smem_portable(T, D, p->choice.stages);
   } else {
-    p->grid[0] = (unsigned)((Sq + W - 1) / W), p->grid[1] = (unsigned)(B * H), p->grid[2] = 1;
+    p->grid[0] = (unsigned)((Sq + W - 1) / W);
     p->block[0] = 32u * (unsigned)W, p->block[1] = p->block[2] = 1;
     p->smem = 0;
   }
-  if (p->grid[1] > 65535) { /* blockIdx.y: the (batch, head) pairs */
-    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: B * H = %u (batch, head) pairs exceed the grid limit 65535", p->grid[1]);
+  /* the (batch, head) pairs over grid y and z (each at most 65535) */
+  long long bh = (long long)(B * H), gy = bh < 65535 ? bh : 65535, gz = (bh + gy - 1) / gy;
+  if (gz > 65535 || bh > INT32_MAX) {
+    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: B * H = %lld (batch, head) pairs: at most %d", bh,
+                        INT32_MAX);
     goto fail;
   }
+  p->grid[1] = (unsigned)gy, p->grid[2] = (unsigned)gz;
   p->prepare_ms = kernels_now_ms() - t0;
   *out = p;
   return STOF_OK;

@@ -23,9 +23,10 @@
  *   (STOF_BF16). Head h reads K/V head h / (H / Hkv) (Hkv = H for plain multi-head).
  *   scale > 0 (usually 1/sqrt(D)). The mask instance of (b, h) is
  *   (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0).
- *   grid  = (ceil(Sq / T), B * H); blockIdx.x = x owns tile-row ceil(Sq/T) - 1 - x of head
- *           blockIdx.y (heavier rows of causal-like masks are scheduled first; a head's
- *           tile-rows run together, so that its K and V stay in L2)
+ *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)); blockIdx.x = x owns
+ *           tile-row ceil(Sq/T) - 1 - x of head bh = blockIdx.y + gridDim.y * blockIdx.z
+ *           (heavier rows of causal-like masks are scheduled first; a head's tile-rows run
+ *           together, so that its K and V stay in L2); CTAs with bh >= B * H return
  *   block = 32 * STOF_WARPS threads
  *   dynamic shared memory = T*D*2 + STOF_STAGES * (2*T*D*2 + (T/8)^2 * 8) bytes
  *           (stof_attn::blk::kSmemBytes; above 48 KB the launcher must raise
@@ -289,7 +290,9 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-  const int bh = blockIdx.y, b = bh / H, h = bh - b * H;
+  const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
+  if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
+  const int b = bh / H, h = bh - b * H;
   const int nrow = (Sq + kT - 1) / kT;
   const int r = nrow - 1 - (int)blockIdx.x;
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);

@@ -10,8 +10,7 @@
  *       const int *row_ptr, const int *col_idx, const int *bmp_off,
  *       const unsigned long long *bitmap,
  *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
- *   grid  = (ceil(Sq / T), B * H); blockIdx.x = x owns tile-row ceil(Sq/T) - 1 - x of head
- *           blockIdx.y (as stof_attn_block_fwd)
+ *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)): as stof_attn_block_fwd
  *   block = 128 * (T / 64) threads: one warpgroup (4 warps) per 64 query rows
  *           (STOF_SM90_TMA=1: plus the producer, 128 threads at T = 128, 32 at T = 64;
  *           stof_attn::sm90::kBlockThreads)
@@ -362,7 +361,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-  const int bh = blockIdx.y, b = bh / H, h = bh - b * H;
+  const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
+  if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
+  const int b = bh / H, h = bh - b * H;
   const int nrow = (Sq + kT - 1) / kT;
   const int r = nrow - 1 - (int)blockIdx.x;
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);

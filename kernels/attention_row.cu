@@ -22,9 +22,10 @@
  *       const unsigned long long *bitmap,
  *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
  *   the same parameters and layouts as stof_attn_block_fwd (attention_block.cu).
- *   grid  = (ceil(Sq / STOF_ROW_WARPS), B * H); blockIdx.x = x owns query rows
- *           (ceil(Sq/W) - 1 - x) * W + warp of head blockIdx.y, W = STOF_ROW_WARPS (last
- *           rows first; a head's rows run together, so that its K and V stay in L2)
+ *   grid  = (ceil(Sq / STOF_ROW_WARPS), min(B * H, 65535), ceil(B * H / 65535));
+ *           blockIdx.x = x owns query rows (ceil(Sq/W) - 1 - x) * W + warp of head
+ *           bh = blockIdx.y + gridDim.y * blockIdx.z, W = STOF_ROW_WARPS (last rows first; a
+ *           head's rows run together, so that its K and V stay in L2)
  *   block = 32 * STOF_ROW_WARPS threads; no dynamic shared memory (static: W * 4 KB)
  *
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128: the
@@ -138,7 +139,9 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
   __shared__ unsigned short list_all[kRW][kList];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int bh = blockIdx.y, b = bh / H, h = bh - b * H;
+  const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
+  if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
+  const int b = bh / H, h = bh - b * H;
   const int nyb = (Sq + kRW - 1) / kRW;
   const int i = (nyb - 1 - (int)blockIdx.x) * kRW + warp;
   if (i >= Sq) return; /* whole warp; no CTA-wide barrier below */

@@ -319,24 +319,26 @@ static const struct {
 static int explain_gpu_opt(lua_State *L, int idx, const char *fname, stof_cuda_props *props) {
   if (!lua_istable(L, idx)) return 0;
   int found = lua_getfield(L, idx, "gpu") != LUA_TNIL;
-  const char *g = found ? lua_tostring(L, -1) : NULL;
-  lua_pop(L, 1);
-  if (!found) return 0;
+  const char *g = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* stays on the stack */
+  if (!found) return lua_pop(L, 1), 0;
   memset(props, 0, sizeof *props);
-  if (g && strcmp(g, "none") == 0) return 1;
-  for (size_t i = 0; g && i < sizeof explain_gpus / sizeof explain_gpus[0]; i++)
+  if (!g) return slua_error(L, "TypeError", "%s: option gpu must be a string (a GPU's name), got %s", fname,
+                            slua_typename(L, -1));
+  if (strcmp(g, "none") == 0) return lua_pop(L, 1), 1;
+  for (size_t i = 0; i < sizeof explain_gpus / sizeof explain_gpus[0]; i++)
     if (strcmp(g, explain_gpus[i].name) == 0) {
       snprintf(props->name, sizeof props->name, "%s", explain_gpus[i].full);
       props->cc_major = explain_gpus[i].cc_major, props->cc_minor = explain_gpus[i].cc_minor;
       props->sm_count = explain_gpus[i].sms;
       props->smem_per_block_optin = explain_gpus[i].smem;
+      lua_pop(L, 1);
       return 1;
     }
   char names[160] = "";
   for (size_t i = 0, n = 0; i < sizeof explain_gpus / sizeof explain_gpus[0]; i++)
     n += (size_t)snprintf(names + n, sizeof names - n, "%s\"%s\"", i ? ", " : "", explain_gpus[i].name);
-  return slua_error(L, "ValueError", "%s: unknown gpu \"%s\" (one of %s, or \"none\" for no GPU)", fname,
-                    g ? g : "?", names);
+  return slua_error(L, "ValueError", "%s: unknown gpu \"%s\" (one of %s, or \"none\" for no GPU)", fname, g,
+                    names);
 }
 
 /* stof.explain(mask, {S=, Sq=, Sk=, B=, H=, D=}, opts) -> text, choice table. CPU only: the

@@ -113,6 +113,7 @@ assert(not ca64.hopper and ca64.tile == 128 and ca64.why:find("mma.sync", 1, tru
 local tn, cn = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "none"})
 assert(not cn.hopper and cn.why:find("no GPU seen", 1, true) and not tn:find("on NVIDIA", 1, true), tn)
 expect_error("ValueError", 'unknown gpu "b300"', stof.explain, M.causal(), {S = 128}, {gpu = "b300"})
+expect_error("TypeError", "option gpu must be a string", stof.explain, M.causal(), {S = 128}, {gpu = 5})
 expect_error("UnsupportedError", "ask for tile 64", stof.explain, M.dense(), {S = 4096, D = 128},
              {gpu = "rtx4090", tile = 128, kernel = "block"})
 
