@@ -20,8 +20,8 @@ records, skipped lines, and per (workload, device) the best record of this stof 
 
 example: stof db show tune.jsonl --device cpu]]
 
-local Fail = {}
-local function fail(fmt, ...) error(setmetatable({msg = fmt:format(...)}, Fail), 0) end
+local common = require("stof.cli.common")
+local fail = common.fail
 
 local function parse(args)
   local o = {}
@@ -93,33 +93,4 @@ local function show(args)
   db:close()
 end
 
-local function main(...)
-  local args = {...}
-  local cmd = args[1]
-  if cmd == nil then
-    io.stderr:write(USAGE, "\n")
-    return 1
-  end
-  if cmd == "-h" or cmd == "--help" or cmd == "help" then
-    print(USAGE)
-    return 0
-  end
-  table.remove(args, 1)
-  local ok, err = pcall(function()
-    if cmd == "show" then show(args)
-    elseif cmd:sub(1, 1) == "-" then fail("unknown option '%s' (see stof db --help)", cmd)
-    else fail("unknown subcommand '%s' (show; see stof db --help)", cmd) end
-  end)
-  if ok then return 0 end
-  if getmetatable(err) == Fail then
-    io.stderr:write("stof db: ", err.msg, "\n")
-    return 1
-  end
-  error(err, 0)
-end
-
-local status = main(...)
-if status ~= 0 then
-  io.stdout:flush()
-  os.exit(status, true)
-end
+common.main("db", USAGE, {show = show}, ...)

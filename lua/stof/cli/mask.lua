@@ -57,10 +57,8 @@ local CONSTRUCTORS = {
 }
 
 -- Raised for user errors: printed without a traceback.
-local Fail = {}
-local function fail(fmt, ...)
-  error(setmetatable({msg = fmt:format(...)}, Fail), 0)
-end
+local common = require("stof.cli.common")
+local fail = common.fail
 
 local function positive(opt, v)
   local n = math.tointeger(tonumber(v))
@@ -198,35 +196,4 @@ local function list()
   print("canonical suite: " .. table.concat(M.suite_names(), ", "))
 end
 
-local function main(...)
-  local args = {...}
-  local cmd = args[1]
-  if cmd == nil then
-    io.stderr:write(USAGE, "\n")
-    return 1
-  end
-  if cmd == "-h" or cmd == "--help" or cmd == "help" then
-    print(USAGE)
-    return 0
-  end
-  table.remove(args, 1)
-  local ok, err = pcall(function()
-    if cmd == "show" then show(args)
-    elseif cmd == "explain" then explain(args)
-    elseif cmd == "list" then list()
-    elseif cmd:sub(1, 1) == "-" then fail("unknown option '%s' (see stof mask --help)", cmd)
-    else fail("unknown subcommand '%s' (show, explain, list; see stof mask --help)", cmd) end
-  end)
-  if ok then return 0 end
-  if getmetatable(err) == Fail then
-    io.stderr:write("stof mask: ", err.msg, "\n")
-    return 1
-  end
-  error(err, 0) -- a bug: let the executable print it with a traceback
-end
-
-local status = main(...)
-if status ~= 0 then
-  io.stdout:flush()
-  os.exit(status, true)
-end
+common.main("mask", USAGE, {show = show, explain = explain, list = list}, ...)
