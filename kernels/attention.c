@@ -220,9 +220,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   /* the Hopper kernel runs block-wise on compute capability 9.0 unless asked otherwise */
   int sm90 = out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable;
   char tile_why[128] = "asked for";
-  if (o.tile) {
-    out->tile = o.tile;
-  } else {
+  out->tile = o.tile;
+  /* the tile rule of the kernel that will run; forced warps that the Hopper kernel cannot
+   * take at its tile (a warpgroup per 64 rows) send it to the portable kernel and rule */
+  for (int pass = 0; !o.tile && pass < 2; pass++) {
     int dense_like = sm90 ? D >= TILE128_SM90_MIN_D && S >= TILE128_SM90_MIN_S && f->frac16 >= TILE128_SM90_MIN_FRAC
                           : (S >= TILE128_MIN_S_LOOSE && f->frac16 >= TILE128_MIN_FRAC_LOOSE) ||
                                 (S >= TILE128_MIN_S_DENSE && f->frac16 >= TILE128_MIN_FRAC_DENSE);
@@ -236,6 +237,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
       snprintf(tile_why, sizeof tile_why, "128 %s >= %.0f%% non-empty at S >= %d or >= %.0f%% at S >= %d",
                dense_like ? "at" : "needs", 100 * TILE128_MIN_FRAC_LOOSE, TILE128_MIN_S_LOOSE,
                100 * TILE128_MIN_FRAC_DENSE, TILE128_MIN_S_DENSE);
+    if (!sm90 || !o.warps || o.warps == out->tile / 16) break;
+    sm90 = 0;
   }
   /* block-wise: 16 query rows per warp at tile 64; at tile 128, 32 rows per warp for
    * D = 64 (4 warps: measured 1.5x faster than 8) and 16 for D = 128 (8 warps) */

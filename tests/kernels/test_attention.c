@@ -551,6 +551,24 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
     stof_mask_format_free(f);
     stof_mask_free(m);
   }
+  /* forced warps the Hopper kernel cannot take at its tile: the portable kernel with its
+   * own tile rule (dense D 64 at S 4096: Hopper would take tile 64 = 4 warps; 8 warps ->
+   * portable, whose rule says tile 128) */
+  {
+    stof_mask *dm;
+    TU_OK(ctx, stof_mask_dense(ctx, &dm));
+    stof_mask_format *df = format_of(ctx, dm, 4096, 4096);
+    stof_attn_choice dc;
+    TU_OK(ctx, stof_attention_select(ctx, df, 1, 8, 64, &h100, &(stof_attn_opts){.warps = 8}, &dc));
+    assert_false(dc.hopper);
+    assert_int_equal(dc.tile, 128);
+    assert_int_equal(dc.warps, 8);
+    expect_in_why(&dc, "128 at >= 45% non-empty");
+    TU_OK(ctx, stof_attention_select(ctx, df, 1, 8, 64, &h100, &(stof_attn_opts){.warps = 4}, &dc));
+    assert_true(dc.hopper && dc.tile == 64 && dc.warps == 4);
+    stof_mask_format_free(df);
+    stof_mask_free(dm);
+  }
   /* asked for and too big for the device: an error naming the shared memory */
   stof_mask *m;
   TU_OK(ctx, stof_mask_dense(ctx, &m));
