@@ -34,6 +34,19 @@ static void write_file(const char *path, const char *text, const char *mode) {
   fclose(f);
 }
 
+/* Waits for the n children; each must have exited with status 0. */
+static void wait_all(const pid_t *pid, int n) {
+  for (int p = 0; p < n; p++) {
+    int ws = 0;
+    assert_int_equal(waitpid(pid[p], &ws, 0), pid[p]);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+  }
+}
+
+/* The start of a valid line of this version for workload "w" on device "d". */
+#define LINE_WD "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"w\",\"device\":\"d\","
+
 static stof_db_record rec(const char *workload, const char *device, const char *scheme, const double *t, int nt) {
   static const char *const names[] = {"C.tile_i", "C.tile_j", "B.location"};
   static const int64_t values[] = {2, 0, -1};
@@ -120,9 +133,9 @@ static void db_best_skips_failures_and_other_versions(void **state) {
   write_file(path,
              "{\"v\":1,\"stof\":\"0.0.9\",\"workload\":\"w\",\"device\":\"d\",\"scheme\":\"0\",\"knobs\":{},"
              "\"times_ms\":[0.01],\"status\":\"OK\"}\n"
-             "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"w\",\"device\":\"d\",\"scheme\":\"1\",\"knobs\":{},"
+             LINE_WD "\"scheme\":\"1\",\"knobs\":{},"
              "\"times_ms\":[0.02],\"status\":\"ERR_CUDA\",\"message\":\"launch failed\"}\n"
-             "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"w\",\"device\":\"d\",\"scheme\":\"2\",\"knobs\":{},"
+             LINE_WD "\"scheme\":\"2\",\"knobs\":{},"
              "\"times_ms\":[5],\"status\":\"OK\"}\n",
              "w");
   stof_db *db;
@@ -144,7 +157,7 @@ static void db_skips_malformed_lines_and_closes_a_truncated_one(void **state) {
   stof_ctx *ctx = tu_ctx_new(&heap);
   char path[256];
   tmp_path(path, sizeof path, "tune.jsonl");
-  const char *good = "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"w\",\"device\":\"d\",\"scheme\":\"01\","
+  const char *good = LINE_WD "\"scheme\":\"01\","
                      "\"knobs\":{\"k\":3},\"times_ms\":[1.5],\"status\":\"OK\"}\n";
   char text[4096];
   snprintf(text, sizeof text,
@@ -270,12 +283,7 @@ static void db_concurrent_appends_keep_every_record(void **state) {
       _exit(0);
     }
   }
-  for (int p = 0; p < NPROC; p++) {
-    int ws = 0;
-    assert_int_equal(waitpid(pid[p], &ws, 0), pid[p]);
-    assert_true(WIFEXITED(ws));
-    assert_int_equal(WEXITSTATUS(ws), 0);
-  }
+  wait_all(pid, NPROC);
   tu_heap heap;
   stof_ctx *ctx = tu_ctx_new(&heap);
   stof_db *db;
@@ -357,7 +365,7 @@ static void db_rejects_bad_records_and_paths(void **state) {
     char ro[256];
     tmp_path(ro, sizeof ro, "ro.jsonl");
     write_file(ro,
-               "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"w\",\"device\":\"d\",\"scheme\":\"\","
+               LINE_WD "\"scheme\":\"\","
                "\"knobs\":{},\"times_ms\":[1],\"status\":\"OK\"}\n",
                "w");
     assert_int_equal(chmod(ro, 0444), 0);
@@ -461,7 +469,7 @@ static void db_append_loads_an_unterminated_record(void **state) {
   char path[256];
   tmp_path(path, sizeof path, "tune.jsonl");
   write_file(path,
-             "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"w\",\"device\":\"d\",\"scheme\":\"0\","
+             LINE_WD "\"scheme\":\"0\","
              "\"knobs\":{},\"times_ms\":[0.01],\"status\":\"OK\"}",
              "w");
   stof_db *db;
@@ -521,12 +529,7 @@ static void db_handle_shared_across_fork(void **state) {
       _exit(mine == NREC ? 0 : 6);
     }
   }
-  for (int p = 0; p < NPROC; p++) {
-    int ws = 0;
-    assert_int_equal(waitpid(pid[p], &ws, 0), pid[p]);
-    assert_true(WIFEXITED(ws));
-    assert_int_equal(WEXITSTATUS(ws), 0);
-  }
+  wait_all(pid, NPROC);
   int nnew = 0;
   assert_int_equal(stof_db_refresh(db, &nnew), STOF_OK); /* the parent's handle too */
   assert_int_equal(nnew, NPROC * NREC);
