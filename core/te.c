@@ -61,6 +61,8 @@ const stof_op *stof_graph_op(const stof_graph *g, int i) {
   return i >= 0 && i < g->nop ? g->ops[i] : NULL;
 }
 
+void *stof_graph_alloc(stof_graph *g, size_t size) { return stof_arena_alloc(&g->arena, size); }
+
 /* Reserves room for one more op, so that adding it cannot fail afterwards. */
 static stof_status reserve_op(stof_graph *g) {
   if (g->nop < g->capop) return STOF_OK;
@@ -683,4 +685,238 @@ stof_status core_graph_collect(stof_graph *g, int nout, const stof_op *const *ou
 stof_status stof_graph_collect(stof_graph *g, int nout, const stof_op *const *outputs,
                                const stof_op ***ops, int *nops) {
   return core_graph_collect(g, nout, outputs, 0, ops, nops);
+}
+
+/* ---------------------------------------------------------------- metadata */
+
+stof_status stof_te_set_tag(stof_graph *g, const stof_op *op, const char *tag) {
+  if (!op || op->id >= g->nop || g->ops[op->id] != op)
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "set_tag: not an op of this graph");
+  char *t = NULL;
+  if (tag && !(t = stof_arena_strdup(&g->arena, tag))) return STOF_ERR_NOMEM;
+  g->ops[op->id]->tag = t;
+  return STOF_OK;
+}
+
+stof_status stof_te_set_intrin(stof_graph *g, const stof_op *op, const char *name,
+                               const void *attrs) {
+  if (!op || op->id >= g->nop || g->ops[op->id] != op)
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "set_intrin: not an op of this graph");
+  if (op->kind != STOF_OP_EXTERN)
+    return stof_ctx_error(g->ctx, STOF_ERR_ARG, "set_intrin: %s is not an extern op", op->name);
+  char *n = NULL;
+  if (name && !(n = stof_arena_strdup(&g->arena, name))) return STOF_ERR_NOMEM;
+  g->ops[op->id]->intrin = n;
+  g->ops[op->id]->intrin_attrs = attrs;
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- extraction */
+
+/* Copies expressions of g into another graph node by node (kinds and dtypes exactly as
+ * they are), loads redirected through the op map and vars through the var map; shared
+ * subexpressions stay shared (a pointer-keyed memo). */
+typedef struct extract_state {
+  stof_graph *src, *dst;
+  const stof_op **opmap;   /* by src op id */
+  const stof_var **varmap; /* by src var id */
+  const stof_expr **memo_key, **memo_val;
+  size_t memo_cap, memo_n;
+  stof_status st;
+} extract_state;
+
+static size_t memo_slot(const extract_state *x, const stof_expr *e) {
+  size_t h = (size_t)((uintptr_t)e >> 4) * 0x9e3779b97f4a7c15ull;
+  size_t i = h & (x->memo_cap - 1);
+  while (x->memo_key[i] && x->memo_key[i] != e) i = (i + 1) & (x->memo_cap - 1);
+  return i;
+}
+
+static stof_status memo_grow(extract_state *x) {
+  size_t ncap = x->memo_cap ? x->memo_cap * 2 : 256;
+  stof_ctx *ctx = x->src->ctx;
+  const stof_expr **k = stof_ctx_alloc(ctx, sizeof *k * ncap), **v = stof_ctx_alloc(ctx, sizeof *v * ncap);
+  if (!k || !v) {
+    stof_ctx_dealloc(ctx, k, sizeof *k * ncap);
+    stof_ctx_dealloc(ctx, v, sizeof *v * ncap);
+    return STOF_ERR_NOMEM;
+  }
+  const stof_expr **ok = x->memo_key, **ov = x->memo_val;
+  size_t ocap = x->memo_cap;
+  x->memo_key = k;
+  x->memo_val = v;
+  x->memo_cap = ncap;
+  for (size_t i = 0; i < ocap; i++)
+    if (ok[i]) {
+      size_t s = memo_slot(x, ok[i]);
+      k[s] = ok[i];
+      v[s] = ov[i];
+    }
+  stof_ctx_dealloc(ctx, ok, sizeof *ok * ocap);
+  stof_ctx_dealloc(ctx, ov, sizeof *ov * ocap);
+  return STOF_OK;
+}
+
+static const stof_var *extract_var(extract_state *x, const stof_var *v) {
+  if (x->varmap[v->id]) return x->varmap[v->id];
+  stof_var *nv = stof_arena_alloc(&x->dst->arena, sizeof *nv);
+  char *nm = stof_arena_strdup(&x->dst->arena, v->name ? v->name : "v");
+  if (!nv || !nm) {
+    x->st = STOF_ERR_NOMEM;
+    return NULL;
+  }
+  nv->name = nm;
+  nv->extent = v->extent;
+  nv->kind = v->kind;
+  nv->id = x->dst->nvar++;
+  x->varmap[v->id] = nv;
+  return nv;
+}
+
+static const stof_expr *extract_expr(extract_state *x, const stof_expr *e, int depth) {
+  if (x->st || !e) return NULL;
+  if (depth > STOF_TE_MAX_DEPTH) {
+    x->st = stof_ctx_error(x->src->ctx, STOF_ERR_UNSUPPORTED,
+                           "extract: an expression is nested deeper than %d levels", STOF_TE_MAX_DEPTH);
+    return NULL;
+  }
+  if (x->memo_cap) {
+    size_t s = memo_slot(x, e);
+    if (x->memo_key[s]) return x->memo_val[s];
+  }
+  stof_expr *n = new_expr(x->dst, e->kind, e->dtype);
+  if (!n) {
+    x->st = STOF_ERR_NOMEM;
+    return NULL;
+  }
+  n->u = e->u;
+  switch (e->kind) {
+  case STOF_EXPR_INT:
+  case STOF_EXPR_FLOAT: break;
+  case STOF_EXPR_VAR: n->u.var = extract_var(x, e->u.var); break;
+  case STOF_EXPR_LOAD: {
+    int k = e->u.load.nidx;
+    const stof_expr **idx = stof_arena_alloc(&x->dst->arena, sizeof *idx * (size_t)(k ? k : 1));
+    if (!idx) {
+      x->st = STOF_ERR_NOMEM;
+      return NULL;
+    }
+    for (int d = 0; d < k; d++) idx[d] = extract_expr(x, e->u.load.idx[d], depth + 1);
+    n->u.load.idx = idx;
+    n->u.load.tensor = x->opmap[e->u.load.tensor->id];
+    if (!n->u.load.tensor && !x->st)
+      x->st = stof_ctx_error(x->src->ctx, STOF_ERR_INTERNAL, "extract: %s has no copy", e->u.load.tensor->name);
+    break;
+  }
+  case STOF_EXPR_REDUCE: {
+    int k = e->u.reduce.naxis;
+    const stof_var **ax = stof_arena_alloc(&x->dst->arena, sizeof *ax * (size_t)k);
+    if (!ax) {
+      x->st = STOF_ERR_NOMEM;
+      return NULL;
+    }
+    for (int i = 0; i < k; i++) ax[i] = extract_var(x, e->u.reduce.axis[i]);
+    n->u.reduce.axis = ax;
+    n->u.reduce.src = extract_expr(x, e->u.reduce.src, depth + 1);
+    break;
+  }
+  default:
+    n->u.op.a = extract_expr(x, e->u.op.a, depth + 1);
+    n->u.op.b = extract_expr(x, e->u.op.b, depth + 1);
+    n->u.op.c = extract_expr(x, e->u.op.c, depth + 1);
+  }
+  if (x->st) return NULL;
+  if (2 * (x->memo_n + 1) > x->memo_cap && (x->st = memo_grow(x))) return NULL;
+  size_t s = memo_slot(x, e);
+  x->memo_key[s] = e;
+  x->memo_val[s] = n;
+  x->memo_n++;
+  return n;
+}
+
+static stof_status extract_op(extract_state *x, const stof_op *op) {
+  stof_graph *d = x->dst;
+  stof_status st = reserve_op(d);
+  if (st) return st;
+  stof_op *n = new_op(d, op->kind, op->name, op->dtype, op->ndim, op->shape);
+  if (!n) return STOF_ERR_NOMEM;
+  n->pattern = op->pattern;
+  n->compute_intensive = op->compute_intensive;
+  n->cpu_fn = op->cpu_fn;
+  n->cpu_ud = op->cpu_ud;
+  n->intrin = op->intrin ? stof_arena_strdup(&d->arena, op->intrin) : NULL;
+  n->intrin_attrs = op->intrin_attrs;
+  n->tag = op->tag ? stof_arena_strdup(&d->arena, op->tag) : NULL;
+  if ((op->intrin && !n->intrin) || (op->tag && !n->tag)) return STOF_ERR_NOMEM;
+  if (op->kind == STOF_OP_EXTERN && op->semantics)
+    return stof_ctx_error(x->src->ctx, STOF_ERR_UNSUPPORTED,
+                          "extract: extern %s is defined by semantics; extract its semantics' ops too", op->name);
+  if (op->ninput) {
+    const stof_op **in = stof_arena_alloc(&d->arena, sizeof *in * (size_t)op->ninput);
+    if (!in) return STOF_ERR_NOMEM;
+    for (int i = 0; i < op->ninput; i++) in[i] = x->opmap[op->input[i]->id];
+    n->input = in;
+    n->ninput = op->ninput;
+  }
+  if (op->kind == STOF_OP_COMPUTE) {
+    const stof_var **axis = stof_arena_alloc(&d->arena, sizeof *axis * (size_t)(op->ndim ? op->ndim : 1));
+    if (!axis) return STOF_ERR_NOMEM;
+    for (int k = 0; k < op->ndim; k++) axis[k] = extract_var(x, op->axis[k]);
+    n->axis = axis;
+    n->body = extract_expr(x, op->body, 0);
+    if (x->st) return x->st;
+    for (int k = 0; k < op->ndim; k++) ((stof_var *)axis[k])->owner = n;
+  }
+  add_op(d, n);
+  x->opmap[op->id] = n;
+  return STOF_OK;
+}
+
+stof_status stof_graph_extract(stof_graph *g, int nop, const stof_op *const *ops,
+                               stof_graph **out, const stof_op **map) {
+  stof_ctx *ctx = g->ctx;
+  *out = NULL;
+  size_t nall = (size_t)(g->nop ? g->nop : 1);
+  unsigned char *in_set = stof_ctx_alloc(ctx, nall);
+  extract_state x = {.src = g};
+  x.opmap = stof_ctx_alloc(ctx, sizeof *x.opmap * nall);
+  x.varmap = stof_ctx_alloc(ctx, sizeof *x.varmap * (size_t)(g->nvar ? g->nvar : 1));
+  stof_status st = STOF_OK;
+  if (!in_set || !x.opmap || !x.varmap) st = STOF_ERR_NOMEM;
+  for (int i = 0; i < nop && !st; i++) {
+    const stof_op *op = ops[i];
+    if (!op || op->id >= g->nop || g->ops[op->id] != op)
+      st = stof_ctx_error(ctx, STOF_ERR_ARG, "extract: op %d is not an op of this graph", i);
+    else if (op->kind == STOF_OP_PLACEHOLDER)
+      st = stof_ctx_error(ctx, STOF_ERR_ARG, "extract: %s is a placeholder (its readers bring it along)", op->name);
+    else
+      in_set[op->id] = 1;
+  }
+  if (!st) st = stof_graph_new(ctx, &x.dst);
+  /* ids ascending: producers before readers; outside inputs become placeholders first */
+  for (int id = 0; id < g->nop && !st; id++) {
+    if (!in_set[id]) continue;
+    const stof_op *op = g->ops[id];
+    for (int i = 0; i < op->ninput && !st; i++) {
+      const stof_op *in = op->input[i];
+      if (in_set[in->id] || x.opmap[in->id]) continue;
+      const stof_op *ph;
+      st = stof_te_placeholder(x.dst, in->ndim, in->shape, in->dtype, in->name, &ph);
+      if (!st) x.opmap[in->id] = ph;
+    }
+    if (!st) st = extract_op(&x, op);
+  }
+  if (!st && x.st) st = x.st;
+  if (!st && map) memcpy(map, x.opmap, sizeof *map * (size_t)g->nop);
+  stof_ctx_dealloc(ctx, in_set, nall);
+  stof_ctx_dealloc(ctx, x.opmap, sizeof *x.opmap * nall);
+  stof_ctx_dealloc(ctx, x.varmap, sizeof *x.varmap * (size_t)(g->nvar ? g->nvar : 1));
+  stof_ctx_dealloc(ctx, x.memo_key, sizeof *x.memo_key * x.memo_cap);
+  stof_ctx_dealloc(ctx, x.memo_val, sizeof *x.memo_val * x.memo_cap);
+  if (st) {
+    stof_graph_free(x.dst);
+    return st;
+  }
+  *out = x.dst;
+  return STOF_OK;
 }

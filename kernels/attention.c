@@ -566,8 +566,14 @@ stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const st
     if (!stof_tensor_is_contiguous(t[i]))
       return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %s is not contiguous", names[i]);
   }
-  uint64_t pq = (uint64_t)(uintptr_t)q->data, pk = (uint64_t)(uintptr_t)k->data,
-           pv = (uint64_t)(uintptr_t)v->data, po = (uint64_t)(uintptr_t)out->data;
+  return stof_attn_plan_launch(p, (uint64_t)(uintptr_t)q->data, (uint64_t)(uintptr_t)k->data,
+                               (uint64_t)(uintptr_t)v->data, (uint64_t)(uintptr_t)out->data);
+}
+
+stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,
+                                  uint64_t po) {
+  stof_ctx *ctx = p->e->ctx;
+  stof_status st;
   int iB = (int)p->B, iH = (int)p->H, iHkv = (int)p->Hkv, iSq = (int)p->Sq, iSk = (int)p->Sk,
       mb = p->mask_b, mh = p->mask_h;
   float scale = p->scale;
@@ -597,5 +603,6 @@ stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const st
 }
 
 const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p) { return &p->choice; }
+stof_ctx *stof_attn_plan_ctx(const stof_attn_plan *p) { return p->e->ctx; }
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p) { return p->prepare_ms; }
 int64_t stof_attn_plan_nvalid(const stof_attn_plan *p) { return p->nvalid; }

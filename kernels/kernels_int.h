@@ -154,6 +154,9 @@ stof_status kernels_format_dims_check(stof_ctx *ctx, const char *who, const stof
                                       const void *out, int64_t B, int64_t H, int64_t Sq,
                                       int64_t Sk, int T, kernels_format_dims *d);
 
+/* The built-in intrinsics (kernels/intrinsic_*.c). */
+extern const stof_intrin kernels_intrin_attention;
+
 /* A monotonic clock in milliseconds, for build and preparation times. */
 double kernels_now_ms(void);
 

@@ -395,25 +395,6 @@ static int l_explain(lua_State *L) {
   return 2;
 }
 
-/* The extern op's CPU implementation: ud is the mask, kept alive by the graph handle. */
-typedef struct attn_extern {
-  const stof_mask *mask;
-  float scale;
-} attn_extern;
-
-static stof_status attention_cpu_fn(stof_ctx *ctx, int ninput, const stof_tensor *const *in,
-                                    stof_tensor *out, void *ud) {
-  const attn_extern *a = ud;
-  if (ninput != 3) return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention extern: %d inputs", ninput);
-  stof_mask_format *f;
-  stof_status st = stof_mask_format_build(ctx, a->mask, in[0]->shape[0], in[0]->shape[1], in[0]->shape[2],
-                                          in[1]->shape[2], 64, &f);
-  if (st) return st;
-  st = stof_attention_cpu(ctx, in[0], in[1], in[2], f, a->scale, out);
-  stof_mask_format_free(f);
-  return st;
-}
-
 /* stof.te.attention(q, k, v, mask[, scale]) -> TE tensor [B, H, Sq, D] */
 static int te_attention(lua_State *L) {
   const char *fname = "te.attention";
@@ -429,12 +410,14 @@ static int te_attention(lua_State *L) {
   slua_check_mask(L, 4, fname);
   double scale = slua_opt_number(L, 5, fname, "scale", 0);
   const stof_op *q = t[0]->op, *k = t[1]->op, *v = t[2]->op;
-  if (k->shape[0] != q->shape[0] || k->shape[3] != q->shape[3] || memcmp(k->shape, v->shape, sizeof k->shape[0] * 4) ||
-      k->shape[1] <= 0 || q->shape[1] % k->shape[1])
-    return slua_error(L, "ShapeError", "%s: q [B, H, Sq, D], k and v [B, Hkv, Sk, D] with H a multiple of Hkv expected", fname);
+  const stof_mask *mask = slua_check_mask(L, 4, fname);
+  stof_graph *g = t[0]->g;
+  const stof_op *op;
+  stof_status st = stof_attention_op(g, q, k, v, mask, (float)scale, &op);
+  if (st) return slua_raise(L, stof_graph_ctx(g), st, fname);
   lua_getiuservalue(L, 1, 1); /* the graph handle */
   int gidx = lua_gettop(L);
-  /* keep the mask alive with the graph */
+  /* the graph borrows the mask: keep it alive with the graph */
   slua_registry_table(L, REG_GRAPH_MASKS, "k");
   lua_pushvalue(L, gidx);
   if (lua_rawget(L, -2) != LUA_TTABLE) {
@@ -446,16 +429,7 @@ static int te_attention(lua_State *L) {
   }
   lua_pushvalue(L, 4);
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-  /* the extern's ud lives in the same table, as a full userdata */
-  attn_extern *a = lua_newuserdatauv(L, sizeof *a, 0);
-  a->mask = slua_check_mask(L, 4, fname);
-  a->scale = (float)scale;
-  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   lua_pop(L, 2);
-  stof_graph *g = t[0]->g;
-  const stof_op *ins[3] = {q, k, v}, *op;
-  stof_status st = stof_te_extern(g, "attention", 3, ins, 4, q->shape, q->dtype, attention_cpu_fn, a, NULL, 1, &op);
-  if (st) return slua_raise(L, stof_graph_ctx(g), st, fname);
   slua_push_teop(L, op, gidx);
   return 1;
 }

@@ -520,8 +520,9 @@ static int te_reduce_axis(lua_State *L) {
   return 1;
 }
 
-/* te.compute(shape, fn[, name][, dtype]): fn receives one axis per dim (named after fn's
- * parameters) and returns the body, an expression or a number. */
+/* te.compute(shape, fn[, name][, dtype][, tag]): fn receives one axis per dim (named after
+ * fn's parameters) and returns the body, an expression or a number; tag names the layer
+ * that built it ("gemm", "gelu", ...: metadata the runtime's templates read, as TVM's). */
 static int te_compute(lua_State *L) {
   const char *fname = "te.compute";
   int64_t shape[STOF_MAX_DIMS];
@@ -529,7 +530,8 @@ static int te_compute(lua_State *L) {
   if (!lua_isfunction(L, 2)) return slua_typeerror(L, 2, fname, "function");
   const char *name = slua_opt_string(L, 3, fname, "name", "compute");
   int dt = slua_opt_dtype(L, 4, fname, -1);
-  lua_settop(L, 4);
+  const char *tag = slua_opt_string(L, 5, fname, "tag", NULL);
+  lua_settop(L, 5);
   slua_graph *sg = slua_current_graph(L);
   int gidx = lua_gettop(L);
   stof_graph *g = sg->g;
@@ -567,6 +569,7 @@ static int te_compute(lua_State *L) {
   }
   const stof_op *op = NULL;
   st = stof_te_compute(g, name, ndim, axes, body, dt, &op);
+  if (!st && tag) st = stof_te_set_tag(g, op, tag);
   if (st) slua_raise(L, sg->lc->ctx, st, NULL);
   slua_push_teop(L, op, gidx);
   return 1;
@@ -718,6 +721,14 @@ static int teop_index(lua_State *L) {
     lua_pushstring(L, stof_pattern_name(op->pattern));
   } else if (strcmp(k, "compute_intensive") == 0) {
     lua_pushboolean(L, op->compute_intensive);
+  } else if (strcmp(k, "tag") == 0) {
+    if (!op->tag) return 0;
+    lua_pushstring(L, op->tag);
+  } else if (strcmp(k, "intrin") == 0) {
+    if (!op->intrin) return 0;
+    lua_pushstring(L, op->intrin);
+  } else if (strcmp(k, "id") == 0) {
+    lua_pushinteger(L, op->id);
   } else if (strcmp(k, "axis") == 0 && op->kind == STOF_OP_COMPUTE && op->axis) {
     /* {{name = "i", extent = 4}, ...}: the data-parallel axes */
     lua_createtable(L, op->ndim, 0);

@@ -328,6 +328,14 @@ struct stof_op {
   stof_extern_cpu_fn cpu_fn;   /* may be NULL when semantics is set */
   void *cpu_ud;
   const stof_op *semantics;    /* a compute giving the same values, or NULL */
+  /* Metadata that does not change what the op computes (the structural hash ignores it):
+   * tag names the layer that built a compute ("gemm", "gelu", "layer_norm", ...; TVM's op
+   * tag), for the runtime's templates; intrin names the registered intrinsic that runs an
+   * extern op (kernels/: "attention"), intrin_attrs its parameters (owned by whoever built
+   * the op, alive as long as the graph). */
+  const char *tag;
+  const char *intrin;
+  const void *intrin_attrs;
 };
 
 /** A graph: the arena that owns every expr, var and op built in it. Owned. */
@@ -337,6 +345,9 @@ stof_ctx *stof_graph_ctx(const stof_graph *g);
 int stof_graph_nop(const stof_graph *g);
 /** The op with id i. Borrowed. */
 const stof_op *stof_graph_op(const stof_graph *g, int i);
+/** Zeroed memory that lives as long as the graph (parameters of its ops). NULL on NOMEM.
+ *  Borrowed. */
+void *stof_graph_alloc(stof_graph *g, size_t size);
 
 /* Expression builders. Results are borrowed from the graph. They check their operands
  * (dtypes, arity) and report STOF_ERR_TYPE / _ARG with a message naming the operation. */
@@ -386,6 +397,26 @@ stof_status stof_te_extern(stof_graph *g, const char *name, int ninput,
                            stof_dtype dtype, stof_extern_cpu_fn cpu_fn, void *cpu_ud,
                            const stof_op *semantics, int compute_intensive,
                            const stof_op **out);
+
+/** Sets op's tag (copied into the graph; NULL clears it). Tags are metadata: they never change
+ *  what the graph computes. */
+stof_status stof_te_set_tag(stof_graph *g, const stof_op *op, const char *tag);
+/** Marks an extern op as run by the registered intrinsic name (copied), with attrs
+ *  (borrowed: must live as long as the graph). */
+stof_status stof_te_set_intrin(stof_graph *g, const stof_op *op, const char *name,
+                               const void *attrs);
+
+/**
+ * A graph of its own for a part of g: ops[0..nop) (computes and externs of g, any order)
+ * are copied into a new graph *out, and every op they read that is not among them becomes
+ * a placeholder there (same name, shape and dtype). map (g's op count entries, may be NULL)
+ * gets, for each op id of g, its copy in *out or NULL. Tags and intrinsic marks are kept.
+ * An expression nested deeper than STOF_TE_MAX_DEPTH is STOF_ERR_UNSUPPORTED. Owned:
+ * stof_graph_free.
+ */
+#define STOF_TE_MAX_DEPTH 10000
+stof_status stof_graph_extract(stof_graph *g, int nop, const stof_op *const *ops,
+                               stof_graph **out, const stof_op **map);
 
 /** The ops that outputs depend on, in topological order (ids ascending). Owned array:
  *  stof_ctx_dealloc(ctx, ops, n * sizeof *ops). */
@@ -476,23 +507,85 @@ typedef struct stof_cuda_props {
 } stof_cuda_props;
 stof_status stof_cuda_props_get(stof_ctx *ctx, stof_cuda_props *out);
 
+/** Streams: work is queued on the context's current stream (stof_cuda_set_stream), the
+ *  legacy default stream until one is set. Owned: stof_cuda_stream_free. */
+typedef struct stof_cuda_stream stof_cuda_stream;
+/** A new non-blocking stream (cuStreamCreate, CU_STREAM_NON_BLOCKING: it does not wait for
+ *  the legacy default stream, nor the default stream for it). Owned: stof_cuda_stream_free. */
+stof_status stof_cuda_stream_new(stof_ctx *ctx, stof_cuda_stream **out);
+/** Destroys the stream (work already queued on it still runs); ends a capture still open
+ *  on it (the graph is dropped). A stream that is its context's current stream stops being
+ *  it. NULL does nothing. */
+void stof_cuda_stream_free(stof_cuda_stream *s);
+/** Waits until everything queued on s has run (errors in s's context). */
+stof_status stof_cuda_stream_synchronize(stof_cuda_stream *s);
+/** The driver's CUstream (for libraries such as cuBLASLt); NULL for s NULL (the default
+ *  stream). Borrowed. */
+void *stof_cuda_stream_handle(const stof_cuda_stream *s);
+/** Makes s (borrowed, from this context; NULL: the default stream) the stream that
+ *  launches, memsets, async copies and timers of ctx use. */
+void stof_cuda_set_stream(stof_ctx *ctx, stof_cuda_stream *s);
+/** The current stream (NULL: the default stream). Borrowed. */
+stof_cuda_stream *stof_cuda_current_stream(stof_ctx *ctx);
+
 /** Device memory. */
 stof_status stof_cuda_malloc(stof_ctx *ctx, size_t size, uint64_t *dptr);
 void stof_cuda_mem_free(stof_ctx *ctx, uint64_t dptr);
+/** Synchronous copies: ordered after the work queued on the current stream, complete on
+ *  return (so they are illegal while that stream is being captured into a graph). */
 stof_status stof_cuda_htod(stof_ctx *ctx, uint64_t dst, const void *src, size_t size);
 stof_status stof_cuda_dtoh(stof_ctx *ctx, void *dst, uint64_t src, size_t size);
 stof_status stof_cuda_dtod(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size);
+/** Queued on the current stream, asynchronous to the host: host memory must stay valid
+ *  (and, for dtoh, unread) until the stream has run the copy. Pageable host memory makes
+ *  the driver stage the copy (the call may then block); only device-to-device copies and
+ *  copies of pinned memory can be captured into a graph. */
+stof_status stof_cuda_htod_async(stof_ctx *ctx, uint64_t dst, const void *src, size_t size);
+stof_status stof_cuda_dtoh_async(stof_ctx *ctx, void *dst, uint64_t src, size_t size);
+stof_status stof_cuda_dtod_async(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size);
+/** Waits for all work of the device (every stream). */
 stof_status stof_cuda_synchronize(stof_ctx *ctx);
-/** Sets count 16-bit words at dst to value (poisoning f16 outputs with NaN: 0x7e00). */
+/** Sets count 16-bit words at dst to value (poisoning f16 outputs with NaN: 0x7e00; bf16:
+ *  0x7fc0). Queued on the current stream (cuMemsetD16Async), asynchronous to the host as
+ *  the driver's memsets of device memory always are: later work on the same stream, and
+ *  the synchronous copies above, see the values. memset8 and memset32 likewise (f32 NaN:
+ *  0x7fc00000). */
 stof_status stof_cuda_memset16(stof_ctx *ctx, uint64_t dst, uint16_t value, size_t count);
+stof_status stof_cuda_memset8(stof_ctx *ctx, uint64_t dst, uint8_t value, size_t count);
+stof_status stof_cuda_memset32(stof_ctx *ctx, uint64_t dst, uint32_t value, size_t count);
+/** Free and total bytes of device memory (cuMemGetInfo), for peak-memory reports. */
+stof_status stof_cuda_mem_get_info(stof_ctx *ctx, size_t *free_bytes, size_t *total_bytes);
 
-/** Device-event timing on the default stream. Owned: stof_cuda_timer_free. */
+/** Device-event timing. start records on the context's current stream at the time of the
+ *  call, stop on that same stream (whatever is current then). Owned: stof_cuda_timer_free. */
 typedef struct stof_cuda_timer stof_cuda_timer;
 stof_status stof_cuda_timer_new(stof_ctx *ctx, stof_cuda_timer **out);
 stof_status stof_cuda_timer_start(stof_cuda_timer *t);
 /** Records the stop event, waits for it, and gives the milliseconds since start. */
 stof_status stof_cuda_timer_stop(stof_cuda_timer *t, float *ms);
 void stof_cuda_timer_free(stof_cuda_timer *t);
+
+/*
+ * CUDA graphs by stream capture. Between capture_begin and capture_end, work queued on the
+ * stream (launches, async copies of device or pinned memory, memsets, cuBLASLt calls) is
+ * recorded instead of run; capture_end instantiates it, and graph_launch replays it with
+ * the same arguments (device pointers and kernel parameters are frozen; change inputs by
+ * writing into the same buffers between replays). The capture is thread-local
+ * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL): on the capturing thread, calls that would
+ * synchronise or allocate (synchronous copies, stof_cuda_synchronize, cuMemAlloc) fail and
+ * invalidate the capture; other threads are not restricted. The default stream cannot be
+ * captured. STOF_ERR_UNSUPPORTED when the driver lacks graph entry points.
+ */
+typedef struct stof_cuda_graph stof_cuda_graph;
+stof_status stof_cuda_capture_begin(stof_ctx *ctx, stof_cuda_stream *s);
+/** Ends the capture on s and instantiates the graph. Owned: stof_cuda_graph_free. On any
+ *  failure (an operation during the capture invalidated it, instantiation failed) the
+ *  capture is still ended (s usable again), what it made is freed, *out is NULL and the
+ *  message names the cause (the first failure during the capture when there was one). */
+stof_status stof_cuda_capture_end(stof_ctx *ctx, stof_cuda_stream *s, stof_cuda_graph **out);
+/** Replays g on s (NULL: the default stream); asynchronous. */
+stof_status stof_cuda_graph_launch(stof_cuda_graph *g, stof_cuda_stream *s);
+void stof_cuda_graph_free(stof_cuda_graph *g);
 
 /**
  * Compiles CUDA C with NVRTC for arch ("sm_90", "sm_90a", ...) to a cubin. name names the
@@ -547,9 +640,63 @@ typedef struct stof_cuda_tmap {
 stof_status stof_cuda_tmap_encode_3d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
                                      const uint64_t dims[3], const uint64_t strides[2],
                                      const uint32_t box[3], int swizzle);
-/** Launches: args[i] points to the i-th parameter's value, as cuLaunchKernel takes them. */
+/** Launches on the context's current stream: args[i] points to the i-th parameter's value,
+ *  as cuLaunchKernel takes them. */
 stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned grid[3],
                              const unsigned block[3], unsigned smem, void **args);
+
+/* ---------------------------------------------------------------- safetensors */
+
+/*
+ * Weights in Hugging Face's safetensors format (core/safetensors.c): an 8-byte
+ * little-endian header length N, N bytes of JSON (name -> {"dtype", "shape",
+ * "data_offsets"}, optional "__metadata__" of string -> string), then the data. dtypes
+ * F32 F16 BF16 F64 I64 I32 BOOL, and U8 (loaded as bool).
+ */
+typedef struct stof_st_file stof_st_file;
+
+/**
+ * Opens and maps path, checking the whole header: STOF_ERR_IO (missing or unreadable file,
+ * with the system's reason), STOF_ERR_PARSE (short file, header length past the end, bad
+ * JSON with its line and column, not an object, bad or overlapping data_offsets, offsets
+ * past the data section), STOF_ERR_TYPE (unknown dtype), STOF_ERR_SHAPE (shape not a list
+ * of non-negative integers, too many dims, byte count not matching the shape); messages
+ * name the file and the tensor. Owned: stof_st_close.
+ */
+stof_status stof_st_open(stof_ctx *ctx, const char *path, stof_st_file **out);
+/** Tensors in the file; stof_st_name(f, i) for i in [0, count), sorted by name (borrowed,
+ *  NULL out of range); stof_st_find: the index of name, or -1. */
+int stof_st_count(const stof_st_file *f);
+const char *stof_st_name(const stof_st_file *f, int i);
+int stof_st_find(const stof_st_file *f, const char *name);
+/**
+ * Tensor i as a contiguous CPU tensor over the mapped bytes (no copy; one copy only for
+ * a tensor whose offset is not aligned to its element size). Owned handle, borrowed
+ * storage: valid while f is open. The pages are copy-on-write: writing into the tensor
+ * changes this process's view only, never the file. STOF_ERR_RANGE for a bad i.
+ */
+stof_status stof_st_tensor(stof_st_file *f, int i, stof_tensor **out);
+/** The metadata value of key, or NULL. Borrowed. Keys: stof_st_metadata_key(f, i) for i
+ *  in [0, stof_st_metadata_count(f)), sorted. */
+const char *stof_st_metadata(const stof_st_file *f, const char *key);
+int stof_st_metadata_count(const stof_st_file *f);
+const char *stof_st_metadata_key(const stof_st_file *f, int i);
+/** The path the file was opened with. Borrowed. */
+const char *stof_st_path(const stof_st_file *f);
+/** Unmaps and frees f; tensors borrowing its storage must be gone. NULL is ignored. */
+void stof_st_close(stof_st_file *f);
+/**
+ * Writes n tensors (names[i] -> tensors[i], any device or strides: copied to contiguous
+ * host memory first when needed) and nmeta metadata entries to path, atomically (a
+ * temporary file in the same folder, then rename). The header lists metadata first, then
+ * the tensors in the given order with contiguous data_offsets; it is padded with spaces
+ * to a multiple of 8 bytes. STOF_ERR_ARG for an empty, duplicate or reserved
+ * ("__metadata__") name, a duplicate metadata key or text that is not UTF-8; STOF_ERR_IO
+ * naming the path. On failure path is untouched.
+ */
+stof_status stof_st_save(stof_ctx *ctx, const char *path, int n, const char *const *names,
+                         const stof_tensor *const *tensors, int nmeta,
+                         const char *const *meta_keys, const char *const *meta_values);
 
 #ifdef __cplusplus
 }

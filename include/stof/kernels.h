@@ -315,6 +315,13 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
  *  plan's shapes and dtype (STOF_ERR_SHAPE / _TYPE / _ARG naming the argument). */
 stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
                                const stof_tensor *v, stof_tensor *out);
+/** stof_attn_plan_run on raw device addresses of contiguous tensors of the plan's shapes
+ *  and dtype (unchecked: the caller, exec/, planned them); on the context's current
+ *  stream, no allocation, no synchronisation (capturable in a CUDA graph). */
+stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t q, uint64_t k, uint64_t v,
+                                  uint64_t out);
+/** The context the plan's engine was made with. Borrowed. */
+stof_ctx *stof_attn_plan_ctx(const stof_attn_plan *p);
 /** The choice and its reasons. Borrowed. */
 const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p);
 /** The (query, key) pairs the mask keeps over all B x H: the useful work is
@@ -324,6 +331,71 @@ int64_t stof_attn_plan_nvalid(const stof_attn_plan *p);
  *  attention time). */
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p);
 void stof_attn_plan_free(stof_attn_plan *p);
+
+/* ---------------------------------------------------------------- intrinsics */
+
+/*
+ * An intrinsic is an opaque kernel registered once (by name) with everything the rest of
+ * stof needs to put it into a graph and run it: its CPU implementation (the CPU backend and
+ * the reference), its GPU implementation (prepared once per op and knob setting, then
+ * launched on raw device addresses: capturable, no allocation), and its knobs (tunable
+ * parameters whose default decision the intrinsic's own selector makes). An extern op is
+ * run by intrinsic op->intrin with parameters op->intrin_attrs (core/). Built in:
+ * "attention" (kernels/intrinsic_attention.c).
+ */
+#define STOF_INTRIN_MAX_KNOBS 8
+#define STOF_INTRIN_MAX_CAND 8
+typedef struct stof_intrin_knob {
+  const char *name;              /* "tile", "warps", ... */
+  int ncand;
+  int cand[STOF_INTRIN_MAX_CAND]; /* the values a search may try; 0 = "the selector's" */
+} stof_intrin_knob;
+
+typedef struct stof_intrin {
+  const char *name;
+  int nknob;
+  stof_intrin_knob knob[STOF_INTRIN_MAX_KNOBS];
+  /** CPU implementation: in[0..op->ninput) contiguous CPU tensors of the inputs' dtypes,
+   *  out a contiguous CPU tensor of op's shape and dtype (poisoned by the caller). */
+  stof_status (*cpu)(stof_ctx *ctx, const stof_op *op, const stof_tensor *const *in,
+                     stof_tensor *out);
+  /** A GPU instance for op. knobs[0..nknob): decisions, 0 for the selector's; on return
+   *  they hold the decisions taken (the selector's filled in). *shared is the intrinsic's
+   *  state shared by every instance of one runtime plan (created here when NULL, freed with
+   *  shared_free after the instances). Owned: gpu_free. */
+  stof_status (*gpu_new)(stof_ctx *ctx, const stof_op *op, int *knobs, void **shared,
+                         void **inst);
+  /** Launches on the context's current stream: in[i] the device address of input i, out the
+   *  output's (contiguous). */
+  stof_status (*gpu_launch)(void *inst, const uint64_t *in, uint64_t out);
+  void (*gpu_free)(void *inst);
+  void (*shared_free)(void *shared);
+  /** What the instance chose and why, one line (borrowed from the instance). */
+  const char *(*gpu_describe)(void *inst);
+} stof_intrin;
+
+/** The registered intrinsic name, or NULL. Borrowed, process-wide. */
+const stof_intrin *stof_intrin_find(const char *name);
+/** Registers an intrinsic (borrowed: it must outlive the process's use of it), process-wide.
+ *  STOF_ERR_ARG when the name is taken or a required function is missing. Thread-safe. */
+stof_status stof_intrin_register(stof_ctx *ctx, const stof_intrin *in);
+
+/* The attention intrinsic's parameters (op->intrin_attrs). */
+typedef struct stof_attn_attrs {
+  const stof_mask *mask; /* borrowed: must outlive the graph */
+  float scale;           /* 0: 1 / sqrt(D) */
+} stof_attn_attrs;
+
+/**
+ * Puts sparse attention into graph g as an extern op run by the "attention" intrinsic:
+ * q [B, H, Sq, D], k and v [B, Hkv, Sk, D] (H a multiple of Hkv), float dtypes, output
+ * [B, H, Sq, D] of q's dtype; mask borrowed (must outlive g); scale 0 for 1/sqrt(D). The
+ * interpreter evaluates it through the CPU implementation. STOF_ERR_SHAPE / _TYPE name the
+ * argument. Borrowed op.
+ */
+stof_status stof_attention_op(stof_graph *g, const stof_op *q, const stof_op *k,
+                              const stof_op *v, const stof_mask *mask, float scale,
+                              const stof_op **out);
 
 /** The embedded text of a source under kernels/ (e.g. "attention_block.cu"), or NULL. */
 const char *stof_kernels_source(const char *name);
