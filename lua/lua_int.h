@@ -141,6 +141,9 @@ void slua_push_teop(lua_State *L, const stof_op *op, int gidx);
 void slua_open_tensor(lua_State *L, int idx);
 /** Pushes a new, empty tensor handle (t NULL) holding a reference on the context. */
 slua_tensor *slua_new_tensor(lua_State *L);
+/** slua_new_tensor for a tensor whose storage the value at owner holds (a mapped file):
+ *  the handle keeps that value alive through its user value 1. */
+slua_tensor *slua_new_tensor_borrowing(lua_State *L, int owner);
 /** The open tensor at idx; raises a TypeError naming fname otherwise. */
 stof_tensor *slua_check_tensor(lua_State *L, int arg, const char *fname);
 
@@ -184,9 +187,18 @@ int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_m
 /** Sets stof.attention, stof.attention_plan, stof.explain and stof.te.attention. */
 void slua_open_attention(lua_State *L, int idx);
 
+/* exec.c: stof.plan (the runtime). */
+void slua_open_exec(lua_State *L, int idx);
+
 /* ---------------------------------------------------------------- db.c */
 
 /** Sets module.db (stof.db.open) and the stof.Db metatable. */
 void slua_open_db(lua_State *L, int idx);
+
+/* ---------------------------------------------------------------- io.c */
+
+/** Sets stof.load, stof.save (safetensors), stof.load_json and stof.null in the table at
+ *  idx (creates the SafetensorsFile metatable). */
+void slua_open_io(lua_State *L, int idx);
 
 #endif

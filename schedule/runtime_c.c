@@ -361,6 +361,25 @@ stof_status stof_func_time(stof_func *f, int ntensor, stof_tensor *const *tensor
   return sched_cuda_time(f->cuda, dptrs, reps, warmup, ms);
 }
 
+stof_status stof_func_launch(stof_func *f, const uint64_t *addrs) {
+  if (f->cuda) return sched_cuda_launch(f->cuda, addrs);
+  void *ptrs[MAX_ARGS], *values[MAX_ARGS];
+  for (int i = 0; i < f->nargs; i++) {
+    ptrs[i] = (void *)(uintptr_t)addrs[i];
+    values[i] = &ptrs[i];
+  }
+  ffi_arg rc = 0;
+  ffi_call(&f->cif, FFI_FN(f->fn), &rc, values);
+  if ((int)rc != 0)
+    return stof_ctx_error(f->ctx, STOF_ERR_NOMEM, "launch: the generated code could not allocate its temporaries");
+  return STOF_OK;
+}
+
+int stof_func_ntemp(const stof_func *f) { return f->cuda ? sched_cuda_ntemp(f->cuda) : 0; }
+size_t stof_func_temp_bytes(const stof_func *f, int i) {
+  return f->cuda && i >= 0 && i < sched_cuda_ntemp(f->cuda) ? sched_cuda_temp_bytes(f->cuda, i) : 0;
+}
+
 int stof_func_nargs(const stof_func *f) { return f->nargs; }
 const char *stof_func_source(const stof_func *f) { return f->source; }
 const char *stof_func_library(const stof_func *f) { return f->path; }

@@ -136,6 +136,20 @@ stof_status sched_cuda_call(sched_cuda_func *f, const uint64_t *ptrs) {
   return st;
 }
 
+stof_status sched_cuda_launch(sched_cuda_func *f, const uint64_t *ptrs) {
+  uint64_t dptr[MAX_PARAMS];
+  void *params[MAX_PARAMS];
+  int n = f->nargs + f->info.ntemp;
+  for (int i = 0; i < n; i++) {
+    dptr[i] = ptrs[i];
+    params[i] = &dptr[i];
+  }
+  return launch_all(f, params);
+}
+
+int sched_cuda_ntemp(const sched_cuda_func *f) { return f->info.ntemp; }
+size_t sched_cuda_temp_bytes(const sched_cuda_func *f, int i) { return (size_t)f->info.temp_bytes[i]; }
+
 stof_status sched_cuda_time(sched_cuda_func *f, const uint64_t *ptrs, int reps, int warmup,
                             double *ms) {
   stof_ctx *ctx = f->ctx;

@@ -549,6 +549,10 @@ typedef struct sched_cuda_func sched_cuda_func;
 stof_status sched_cuda_build(const stof_sched *s, int nargs, const stof_op *const *args,
                              char **source, sched_cuda_func **out);
 /* Launches the kernels in order on device pointers ptrs[0..nargs) and waits for them. */
+/* Launches on the context's current stream: ptrs = the arguments, then the intermediates. */
+stof_status sched_cuda_launch(sched_cuda_func *f, const uint64_t *ptrs);
+int sched_cuda_ntemp(const sched_cuda_func *f);
+size_t sched_cuda_temp_bytes(const sched_cuda_func *f, int i);
 stof_status sched_cuda_call(sched_cuda_func *f, const uint64_t *ptrs);
 /* Launches the kernels warmup times, waits, then reps (>= 1) times back to back between two
  * CUDA events on the default stream; *ms gets the mean time of one launch of them all. */

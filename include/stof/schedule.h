@@ -453,6 +453,35 @@ int stof_sched_ngroup(const stof_sched *s);
 stof_status stof_sched_group_ops(const stof_sched *s, int group, int cap, const stof_op **ops,
                                  int *nop, int *alive);
 
+/* ---------------------------------------------------------------- default schedules */
+
+/* Options of stof_sched_auto: the default decisions of its knobs (0: its own default). */
+typedef struct stof_sched_auto_opts {
+  int threads; /* threads per CUDA block: a power of two up to 32 or a multiple of 32, <= 1024 */
+  int vec;     /* elements per vector access: 1, 2, 4, 8 or 16 (the largest legal one <= it) */
+} stof_sched_auto_opts;
+
+/**
+ * auto: applies a default schedule to s, a fresh schedule (empty trace) of a segment (every
+ * op that is not a placeholder belongs to it), for target "c" or "cuda" (opts may be NULL):
+ *  - every injective block that is not an output is inlined (compute_inline);
+ *  - a reduction read only by one output (or by reductions that go under it) at its leading
+ *    axes (mean[i], mx[b, h, s]) is computed at that output's row loop (compute_at): per row,
+ *    inside the output's kernel, never as a global intermediate;
+ *  - "cuda": an output with such reductions is a row kernel: rows on blockIdx.x, the
+ *    columns split (serial, threads on threadIdx.x, vec vectorized) and each reduction's
+ *    reduce loops the same (a cross-thread all-reduce); any other injective block is an
+ *    elementwise kernel (its last axis split by vec, the rest fused, on blockIdx.x and
+ *    threadIdx.x); a reduction left at the root is a kernel of its own (output elements on
+ *    blockIdx.x, its reduce loops over threadIdx.x). Knobs "threads" and "vec" ("<block>.threads",
+ *    "<block>.vec" when there are several kernels) hold the factors; vec's candidates are the
+ *    widths that keep accesses at most 16 bytes and divide every extent involved.
+ * What cannot be scheduled so is left as it is (a kernel of its own, serial if need be):
+ * slower, still correct. Records every primitive in the trace. STOF_ERR_ARG for a bad target
+ * or option, STOF_ERR_SCHEDULE when s is not fresh. Transactional (on error s is unchanged).
+ */
+stof_status stof_sched_auto(stof_sched *s, const char *target, const stof_sched_auto_opts *opts);
+
 /* ---------------------------------------------------------------- traces */
 
 /** The schedule's trace (a copy). Owned: stof_trace_free. */
@@ -545,6 +574,16 @@ stof_status stof_func_call(stof_func *f, int ntensor, stof_tensor *const *tensor
  */
 stof_status stof_func_time(stof_func *f, int ntensor, stof_tensor *const *tensors, int reps,
                            int warmup, double *ms);
+/**
+ * Runs f on raw addresses (the runtime's hot path: no checks, no allocation, no
+ * synchronisation): addrs[0..nargs) the arguments' storage (contiguous, of their dtypes and
+ * shapes: host addresses for "c", device addresses for "cuda"), then for "cuda" the
+ * stof_func_ntemp intermediates (device buffers of stof_func_temp_bytes each). "cuda"
+ * launches on the context's current stream.
+ */
+stof_status stof_func_launch(stof_func *f, const uint64_t *addrs);
+int stof_func_ntemp(const stof_func *f);
+size_t stof_func_temp_bytes(const stof_func *f, int i);
 int stof_func_nargs(const stof_func *f);
 /** The generated source. Borrowed from f. */
 const char *stof_func_source(const stof_func *f);

@@ -1,0 +1,247 @@
+/*
+ * One implementation per segment: a vendor GEMM plan (GPU; the CPU runs the GEMM
+ * intrinsic's CPU implementation), an intrinsic's instance (GPU; its CPU implementation
+ * otherwise), or a generated function (the segment as a graph of its own, the default
+ * schedule, stof_build for "c" or "cuda"). Identical segments (same GEMM description, same
+ * intrinsic on the same shapes and parameters, structurally equal subgraphs) share one
+ * implementation: the first owns it, the others point at it (shared_with).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec_int.h"
+
+static void progress(stof_plan *p, int i, const char *what) {
+  if (!p->opts.verbose) return;
+  fprintf(stderr, "\rstof: building segment %d/%d (%s)%-24s", i + 1, p->nseg, what, "");
+  if (i + 1 == p->nseg) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static int same_shape(const stof_op *a, const stof_op *b) {
+  return a->dtype == b->dtype && a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim);
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+static stof_status build_gemm(stof_plan *p, int si) {
+  exec_seg *s = &p->seg[si];
+  exec_gemm *g = &s->g;
+  stof_gemm_desc *d = &g->desc;
+  memset(d, 0, sizeof *d);
+  d->M = g->M, d->N = g->N, d->K = g->K, d->batch = 1;
+  d->trans_b = g->trans_b;
+  d->dtype = g->gemm->dtype;
+  d->alpha = 1;
+  d->beta = g->res ? 1 : 0;
+  static const stof_gemm_epilogue epi[2][3] = {{STOF_GEMM_EPI_NONE, STOF_GEMM_EPI_RELU, STOF_GEMM_EPI_GELU},
+                                               {STOF_GEMM_EPI_BIAS, STOF_GEMM_EPI_RELU_BIAS, STOF_GEMM_EPI_GELU_BIAS}};
+  d->epi = epi[g->bias != NULL][g->act];
+  stof_status st = stof_gemm_check(p->ctx, d);
+  if (st) return st;
+  snprintf(s->detail, sizeof s->detail, "M %lld, N %lld, K %lld, %s, w %s, epilogue %s%s", (long long)d->M,
+           (long long)d->N, (long long)d->K, stof_dtype_name(d->dtype), g->trans_b ? "[N, K]" : "[K, N]",
+           stof_gemm_epilogue_name(d->epi), g->res ? " + residual" : "");
+  if (!p->cuda) return STOF_OK;
+  for (int j = 0; j < si; j++) {
+    const exec_seg *o = &p->seg[j];
+    if (o->kind == STOF_SEG_GEMM && o->shared_with < 0 && !memcmp(&o->g.desc, d, sizeof *d)) {
+      s->shared_with = j;
+      g->plan = o->g.plan;
+      return STOF_OK;
+    }
+  }
+  st = stof_gemm_plan_new(p->ctx, d, 0, &g->plan);
+  if (st) return st;
+  size_t ws = stof_gemm_plan_workspace(g->plan);
+  if (ws > p->ws_bytes) p->ws_bytes = ws;
+  size_t len = strlen(s->detail);
+  snprintf(s->detail + len, sizeof s->detail - len, "; cuBLASLt algorithm 0 of %d", stof_gemm_plan_nalgo(g->plan));
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- intrinsics */
+
+static int same_intrin_op(const stof_op *a, const stof_op *b) {
+  if (!same_shape(a, b) || a->ninput != b->ninput || strcmp(a->intrin, b->intrin)) return 0;
+  for (int i = 0; i < a->ninput; i++)
+    if (!same_shape(a->input[i], b->input[i])) return 0;
+  if (a->intrin_attrs == b->intrin_attrs) return 1;
+  if (!strcmp(a->intrin, "attention") && a->intrin_attrs && b->intrin_attrs)
+    return !memcmp(a->intrin_attrs, b->intrin_attrs, sizeof(stof_attn_attrs));
+  return 0;
+}
+
+static stof_status build_intrin(stof_plan *p, int si) {
+  exec_seg *s = &p->seg[si];
+  exec_intrin *x = &s->x;
+  const stof_op *op = s->last;
+  if (!p->cuda) {
+    snprintf(s->detail, sizeof s->detail, "CPU implementation");
+    return STOF_OK;
+  }
+  if (!x->in->gpu_new)
+    return stof_ctx_error(p->ctx, STOF_ERR_UNSUPPORTED, "plan: intrinsic %s (op %s) has no GPU implementation",
+                          x->in->name, op->name);
+  for (int j = 0; j < si; j++) {
+    const exec_seg *o = &p->seg[j];
+    if (o->kind == STOF_SEG_INTRIN && o->shared_with < 0 && o->x.in == x->in && same_intrin_op(o->last, op)) {
+      s->shared_with = j;
+      x->inst = o->x.inst;
+      memcpy(x->knob, o->x.knob, sizeof x->knob);
+      snprintf(s->detail, sizeof s->detail, "%s", o->detail);
+      return STOF_OK;
+    }
+  }
+  int k;
+  for (k = 0; k < p->nshared && p->shared_in[k] != x->in; k++) {}
+  if (k == p->nshared) {
+    if (k == (int)(sizeof p->shared / sizeof p->shared[0]))
+      return stof_ctx_error(p->ctx, STOF_ERR_UNSUPPORTED, "plan: more than %d distinct intrinsics", k);
+    p->shared_in[p->nshared++] = x->in;
+  }
+  x->intrin_index = k;
+  memset(x->knob, 0, sizeof x->knob);
+  stof_status st = x->in->gpu_new(p->ctx, op, x->knob, &p->shared[k], &x->inst);
+  if (st) return st;
+  stof_buf b;
+  stof_buf_init(&b, p->ctx);
+  for (int i = 0; i < x->in->nknob; i++) stof_buf_printf(&b, "%s%s=%d", i ? " " : "", x->in->knob[i].name, x->knob[i]);
+  if (x->in->gpu_describe) stof_buf_printf(&b, "; %s", x->in->gpu_describe(x->inst));
+  char *text;
+  if ((st = stof_buf_finish(&b, &text))) return st;
+  snprintf(s->detail, sizeof s->detail, "%s", text);
+  stof_ctx_dealloc(p->ctx, text, strlen(text) + 1);
+  return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- generated */
+
+static stof_status build_generic(stof_plan *p, int si) {
+  stof_ctx *ctx = p->ctx;
+  exec_seg *s = &p->seg[si];
+  exec_generic *gen = &s->gen;
+  int nall = stof_graph_nop(p->g);
+  const stof_op **map = stof_ctx_alloc(ctx, sizeof *map * (size_t)(nall ? nall : 1));
+  if (!map) return STOF_ERR_NOMEM;
+  stof_graph *sub = NULL;
+  stof_sched *sched = NULL;
+  const stof_op **args = NULL;
+  stof_status st = stof_graph_extract(p->g, s->nop, s->op, &sub, map);
+  if (st) goto done;
+  /* inputs: the subgraph's placeholders in its own order (structural); outputs: the
+   * segment's ops that live in memory */
+  int nsub = stof_graph_nop(sub);
+  const stof_op **back = stof_ctx_alloc(ctx, sizeof *back * (size_t)nsub);
+  if (!back) {
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
+  for (int id = 0; id < nall; id++)
+    if (map[id]) back[map[id]->id] = stof_graph_op(p->g, id);
+  gen->nin = gen->nout = 0;
+  for (int i = 0; i < nsub; i++)
+    if (stof_graph_op(sub, i)->kind == STOF_OP_PLACEHOLDER) gen->nin++;
+  for (int i = 0; i < s->nop; i++)
+    if (p->val[s->op[i]->id].used) gen->nout++;
+  gen->in = stof_ctx_alloc(ctx, sizeof *gen->in * (size_t)(gen->nin ? gen->nin : 1));
+  gen->out = stof_ctx_alloc(ctx, sizeof *gen->out * (size_t)(gen->nout ? gen->nout : 1));
+  args = stof_ctx_alloc(ctx, sizeof *args * (size_t)(gen->nin + gen->nout));
+  if (!gen->in || !gen->out || !args) {
+    stof_ctx_dealloc(ctx, back, sizeof *back * (size_t)nsub);
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
+  int ni = 0, no = 0;
+  for (int i = 0; i < nsub; i++) {
+    const stof_op *o = stof_graph_op(sub, i);
+    if (o->kind == STOF_OP_PLACEHOLDER) {
+      gen->in[ni] = back[i];
+      args[ni++] = o;
+    }
+  }
+  for (int i = 0; i < s->nop; i++)
+    if (p->val[s->op[i]->id].used) {
+      gen->out[no] = s->op[i];
+      args[gen->nin + no++] = map[s->op[i]->id];
+    }
+  stof_ctx_dealloc(ctx, back, sizeof *back * (size_t)nsub);
+  if (gen->nout == 0) {
+    st = stof_ctx_error(ctx, STOF_ERR_INTERNAL, "plan: segment %d (%s) writes nothing", si, s->tmpl);
+    goto done;
+  }
+  uint64_t h;
+  if ((st = stof_te_hash(sub, gen->nout, args + gen->nin, &h))) goto done;
+  for (int i = 0; i < gen->nin + gen->nout; i++) {
+    h = stof_hash_bytes(h, &args[i]->dtype, sizeof args[i]->dtype);
+    h = stof_hash_bytes(h, args[i]->shape, sizeof args[i]->shape[0] * (size_t)args[i]->ndim);
+  }
+  gen->key = h;
+  for (int j = 0; j < si; j++) {
+    exec_seg *o = &p->seg[j];
+    if (o->kind == STOF_SEG_GENERIC && o->shared_with < 0 && o->gen.key == h && o->gen.nin == gen->nin &&
+        o->gen.nout == gen->nout) {
+      s->shared_with = j;
+      gen->func = o->gen.func;
+      snprintf(s->detail, sizeof s->detail, "%s", o->detail);
+      goto done;
+    }
+  }
+  const char *target = p->cuda ? "cuda" : "c";
+  if ((st = stof_sched_new(sub, gen->nout, args + gen->nin, &sched))) goto done;
+  if ((st = stof_sched_auto(sched, target, NULL))) goto done;
+  if ((st = stof_build(sched, gen->nin + gen->nout, args, target, &gen->func))) goto done;
+  snprintf(s->detail, sizeof s->detail, "%d ops, %d inputs, %d outputs, default schedule", s->nop, gen->nin,
+           gen->nout);
+done:
+  if (st && s->op && s->nop) {
+    /* name the segment in the message */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", stof_ctx_message(ctx));
+    if (st != STOF_ERR_NOMEM)
+      stof_ctx_error(ctx, st, "plan: segment %d (%s, ops %s .. %s): %s", si, s->tmpl, s->op[0]->name,
+                     s->op[s->nop - 1]->name, msg);
+  }
+  if (sched) stof_sched_free(sched);
+  if (sub) stof_graph_free(sub);
+  if (args) stof_ctx_dealloc(ctx, args, sizeof *args * (size_t)(gen->nin + gen->nout));
+  stof_ctx_dealloc(ctx, map, sizeof *map * (size_t)(nall ? nall : 1));
+  return st;
+}
+
+stof_status exec_build_segments(stof_plan *p) {
+  stof_status st = STOF_OK;
+  for (int i = 0; i < p->nseg && !st; i++) {
+    exec_seg *s = &p->seg[i];
+    progress(p, i, s->tmpl);
+    switch (s->kind) {
+    case STOF_SEG_GEMM: st = build_gemm(p, i); break;
+    case STOF_SEG_INTRIN: st = build_intrin(p, i); break;
+    default: st = build_generic(p, i); break;
+    }
+  }
+  return st;
+}
+
+void exec_free_segments(stof_plan *p) {
+  stof_ctx *ctx = p->ctx;
+  for (int i = 0; i < p->nseg; i++) {
+    exec_seg *s = &p->seg[i];
+    if (s->shared_with < 0) {
+      if (s->kind == STOF_SEG_GEMM && s->g.plan) stof_gemm_plan_free(s->g.plan);
+      if (s->kind == STOF_SEG_INTRIN && s->x.inst) s->x.in->gpu_free(s->x.inst);
+      if (s->kind == STOF_SEG_GENERIC && s->gen.func) stof_func_free(s->gen.func);
+    }
+    stof_ctx_dealloc(ctx, s->gen.in, sizeof *s->gen.in * (size_t)(s->gen.nin ? s->gen.nin : 1));
+    stof_ctx_dealloc(ctx, s->gen.out, sizeof *s->gen.out * (size_t)(s->gen.nout ? s->gen.nout : 1));
+    stof_ctx_dealloc(ctx, s->gen.temp_off, sizeof *s->gen.temp_off * (size_t)s->gen.ntemp);
+    stof_ctx_dealloc(ctx, s->gen.temp_bytes, sizeof *s->gen.temp_bytes * (size_t)s->gen.ntemp);
+    stof_ctx_dealloc(ctx, s->op, sizeof *s->op * (size_t)s->capop);
+  }
+  for (int k = 0; k < p->nshared; k++)
+    if (p->shared[k] && p->shared_in[k]->shared_free) p->shared_in[k]->shared_free(p->shared[k]);
+  stof_ctx_dealloc(ctx, p->seg, sizeof *p->seg * (size_t)p->capseg);
+  p->seg = NULL;
+  p->nseg = p->capseg = 0;
+  p->nshared = 0;
+}

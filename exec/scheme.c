@@ -1,0 +1,248 @@
+/*
+ * The default fusion scheme (rule-based, the search's starting point): walking the ops in
+ * id order (a topological order),
+ *  - an extern run by a registered intrinsic is a segment of its own (attention);
+ *  - a GEMM (sum(x[..., k] * w[k, j] or w[j, k])) starts a vendor-GEMM segment that takes
+ *    in its epilogue, while each value has exactly one reader: a bias add (tag "bias_add"),
+ *    an activation (tags "relu", "gelu_tanh", and "gelu" on the GPU unless exact_gelu: the
+ *    epilogue computes GELU in its tanh form), and a residual add (tag "residual_add", when
+ *    no activation came before);
+ *  - every other compute joins the latest segment among its producers when that one is a
+ *    generated segment (so elementwise chains, residual adds and the statistics and output of
+ *    a layer norm become one segment, which the default schedule makes one kernel), or starts
+ *    a new generated segment.
+ * Joining only the latest producer's segment keeps the segment order a topological order.
+ * Tags are read, and the structure of every absorbed op is checked, so a wrong tag never
+ * changes a result.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec_int.h"
+
+static int is_var(const stof_expr *e, const stof_var *v) { return e && e->kind == STOF_EXPR_VAR && e->u.var == v; }
+
+/* e loads t at exactly op's axes, in order. */
+static int load_at_axes(const stof_expr *e, const stof_op *t, const stof_op *op) {
+  if (!e || e->kind != STOF_EXPR_LOAD || e->u.load.tensor != t || e->u.load.nidx != op->ndim) return 0;
+  for (int d = 0; d < op->ndim; d++)
+    if (!is_var(e->u.load.idx[d], op->axis[d])) return 0;
+  return 1;
+}
+
+/* e loads the 1-D t at op's last axis. */
+static int load_at_last(const stof_expr *e, const stof_op *t, const stof_op *op) {
+  return e && e->kind == STOF_EXPR_LOAD && e->u.load.tensor == t && e->u.load.nidx == 1 &&
+         is_var(e->u.load.idx[0], op->axis[op->ndim - 1]);
+}
+
+/* x: loads at (axes[0..nd-2], k); w: (k, j) or (j, k). */
+static int match_operands(const stof_op *op, const stof_expr *xe, const stof_expr *we, const stof_var *k,
+                          exec_gemm *g) {
+  int nd = op->ndim;
+  if (xe->kind != STOF_EXPR_LOAD || we->kind != STOF_EXPR_LOAD) return 0;
+  const stof_op *x = xe->u.load.tensor, *w = we->u.load.tensor;
+  if (xe->u.load.nidx != nd || x->ndim != nd || we->u.load.nidx != 2) return 0;
+  for (int d = 0; d < nd - 1; d++)
+    if (!is_var(xe->u.load.idx[d], op->axis[d])) return 0;
+  if (!is_var(xe->u.load.idx[nd - 1], k)) return 0;
+  const stof_var *j = op->axis[nd - 1];
+  int tb;
+  if (is_var(we->u.load.idx[0], k) && is_var(we->u.load.idx[1], j)) tb = 0;
+  else if (is_var(we->u.load.idx[0], j) && is_var(we->u.load.idx[1], k)) tb = 1;
+  else return 0;
+  if (x->dtype != op->dtype || w->dtype != op->dtype) return 0;
+  memset(g, 0, sizeof *g);
+  g->gemm = op;
+  g->x = x;
+  g->w = w;
+  g->trans_b = tb;
+  g->M = 1;
+  for (int d = 0; d < nd - 1; d++) g->M *= op->shape[d];
+  g->N = op->shape[nd - 1];
+  g->K = k->extent;
+  return 1;
+}
+
+int exec_match_gemm(const stof_op *op, exec_gemm *g) {
+  if (op->kind != STOF_OP_COMPUTE || op->ndim < 2 || !op->body) return 0;
+  const stof_expr *b = op->body;
+  if (b->kind != STOF_EXPR_REDUCE || b->u.reduce.combiner != STOF_REDUCE_SUM || b->u.reduce.naxis != 1) return 0;
+  const stof_expr *m = b->u.reduce.src;
+  if (m->kind != STOF_EXPR_MUL) return 0;
+  if (op->dtype != STOF_DTYPE_F16 && op->dtype != STOF_DTYPE_BF16 && op->dtype != STOF_DTYPE_F32) return 0;
+  const stof_var *k = b->u.reduce.axis[0];
+  return match_operands(op, m->u.op.a, m->u.op.b, k, g) || match_operands(op, m->u.op.b, m->u.op.a, k, g);
+}
+
+static stof_status new_seg(stof_plan *p, stof_seg_kind kind, int *out) {
+  if (p->nseg == p->capseg) {
+    int ncap = p->capseg ? p->capseg * 2 : 32;
+    exec_seg *s = stof_ctx_realloc(p->ctx, p->seg, sizeof *s * (size_t)p->capseg, sizeof *s * (size_t)ncap);
+    if (!s) return STOF_ERR_NOMEM;
+    memset(s + p->capseg, 0, sizeof *s * (size_t)(ncap - p->capseg));
+    p->seg = s;
+    p->capseg = ncap;
+  }
+  exec_seg *s = &p->seg[p->nseg];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->shared_with = -1;
+  *out = p->nseg++;
+  return STOF_OK;
+}
+
+static stof_status seg_add(stof_plan *p, int si, const stof_op *op) {
+  exec_seg *s = &p->seg[si];
+  if (s->nop == s->capop) {
+    int ncap = s->capop ? s->capop * 2 : 8;
+    const stof_op **o = stof_ctx_realloc(p->ctx, s->op, sizeof *o * (size_t)s->capop, sizeof *o * (size_t)ncap);
+    if (!o) return STOF_ERR_NOMEM;
+    s->op = o;
+    s->capop = ncap;
+  }
+  s->op[s->nop++] = op;
+  p->seg_of[op->id] = si;
+  return STOF_OK;
+}
+
+/* A value is available to a segment created now when it is an input or already produced. */
+static int available(const stof_plan *p, const stof_op *t) {
+  return t->kind == STOF_OP_PLACEHOLDER || p->seg_of[t->id] >= 0;
+}
+
+/* The one reader of t among the plan's ops (NULL when t is an output or has another count). */
+static const stof_op *sole_reader(const stof_plan *p, const stof_op *t) {
+  if (p->is_out[t->id] || p->nconsumer[t->id] != 1) return NULL;
+  for (int i = 0; i < p->nops; i++) {
+    const stof_op *c = p->ops[i];
+    if (c->id <= t->id) continue;
+    for (int k = 0; k < c->ninput; k++)
+      if (c->input[k] == t) return c;
+  }
+  return NULL;
+}
+
+static const stof_op *other_input(const stof_op *c, const stof_op *t) {
+  if (c->ninput != 2) return NULL;
+  return c->input[0] == t ? c->input[1] : c->input[1] == t ? c->input[0] : NULL;
+}
+
+static int tag_is(const stof_op *op, const char *tag) { return op->tag && strcmp(op->tag, tag) == 0; }
+
+/* Grows a GEMM segment by its epilogue ops. */
+static stof_status absorb_epilogue(stof_plan *p, int si) {
+  exec_seg *s = &p->seg[si];
+  exec_gemm *g = &s->g;
+  const stof_op *t = g->gemm;
+  for (;;) {
+    const stof_op *c = sole_reader(p, t);
+    if (!c || c->kind != STOF_OP_COMPUTE || c->dtype != t->dtype || c->ndim != t->ndim ||
+        memcmp(c->shape, t->shape, sizeof c->shape[0] * (size_t)c->ndim))
+      break;
+    const stof_expr *b = c->body;
+    if (tag_is(c, "bias_add") && !g->bias && !g->act) {
+      const stof_op *o = other_input(c, t);
+      if (!o || o->ndim != 1 || o->shape[0] != g->N || o->dtype != t->dtype || !available(p, o)) break;
+      if (b->kind != STOF_EXPR_ADD ||
+          !((load_at_axes(b->u.op.a, t, c) && load_at_last(b->u.op.b, o, c)) ||
+            (load_at_axes(b->u.op.b, t, c) && load_at_last(b->u.op.a, o, c))))
+        break;
+      g->bias = o;
+    } else if (tag_is(c, "residual_add") && !g->res && !g->act) {
+      const stof_op *o = other_input(c, t);
+      if (!o || o->dtype != t->dtype || o->ndim != t->ndim || memcmp(o->shape, t->shape, sizeof o->shape[0] * (size_t)o->ndim) ||
+          !available(p, o))
+        break;
+      if (b->kind != STOF_EXPR_ADD ||
+          !((load_at_axes(b->u.op.a, t, c) && load_at_axes(b->u.op.b, o, c)) ||
+            (load_at_axes(b->u.op.b, t, c) && load_at_axes(b->u.op.a, o, c))))
+        break;
+      g->res = o;
+    } else if (!g->act && !g->res && c->ninput == 1 &&
+               (tag_is(c, "relu") || tag_is(c, "gelu_tanh") ||
+                (tag_is(c, "gelu") && p->cuda && !p->opts.exact_gelu))) {
+      g->act = tag_is(c, "relu") ? 1 : 2;
+      g->exact_act = tag_is(c, "gelu");
+    } else {
+      break;
+    }
+    stof_status st = seg_add(p, si, c);
+    if (st) return st;
+    t = c;
+  }
+  s->last = t;
+  snprintf(s->tmpl, sizeof s->tmpl, "gemm%s%s%s", g->bias ? "+bias" : "",
+           g->act == 1 ? "+relu" : g->act == 2 ? (g->exact_act ? "+gelu(tanh form)" : "+gelu_tanh") : "",
+           g->res ? "+residual" : "");
+  return STOF_OK;
+}
+
+/* A generated segment's name: the distinct tags of its ops (or "elementwise"). */
+static void name_generic(exec_seg *s) {
+  s->tmpl[0] = 0;
+  int n = 0;
+  for (int i = 0; i < s->nop; i++) {
+    const char *t = s->op[i]->tag;
+    if (!t || strstr(t, "_stat")) continue;
+    if (strstr(s->tmpl, t)) continue;
+    size_t len = strlen(s->tmpl);
+    if (n == 4) {
+      if (len + 5 < sizeof s->tmpl) strcat(s->tmpl, "+...");
+      break;
+    }
+    snprintf(s->tmpl + len, sizeof s->tmpl - len, "%s%s", n ? "+" : "", t);
+    n++;
+  }
+  if (!s->tmpl[0]) snprintf(s->tmpl, sizeof s->tmpl, "%s", s->nop == 1 ? s->op[0]->name : "elementwise");
+}
+
+stof_status exec_scheme_default(stof_plan *p) {
+  stof_status st = STOF_OK;
+  for (int i = 0; i < p->nops && !st; i++) {
+    const stof_op *op = p->ops[i];
+    if (op->kind == STOF_OP_PLACEHOLDER || p->seg_of[op->id] >= 0) continue;
+    int si;
+    if (op->kind == STOF_OP_EXTERN) {
+      const stof_intrin *in = op->intrin ? stof_intrin_find(op->intrin) : NULL;
+      if (!in)
+        return stof_ctx_error(p->ctx, STOF_ERR_UNSUPPORTED,
+                              "plan: extern op %s is not run by a registered intrinsic (%s), so only stof.eval can "
+                              "compute it",
+                              op->name, op->intrin ? op->intrin : "none");
+      if ((st = new_seg(p, STOF_SEG_INTRIN, &si)) || (st = seg_add(p, si, op))) break;
+      exec_seg *s = &p->seg[si];
+      s->x.in = in;
+      s->last = op;
+      snprintf(s->tmpl, sizeof s->tmpl, "%s", in->name);
+      continue;
+    }
+    exec_gemm g;
+    if (!p->opts.no_vendor_gemm && exec_match_gemm(op, &g)) {
+      if ((st = new_seg(p, STOF_SEG_GEMM, &si)) || (st = seg_add(p, si, op))) break;
+      p->seg[si].g = g;
+      st = absorb_epilogue(p, si);
+      continue;
+    }
+    int latest = -1;
+    for (int k = 0; k < op->ninput; k++) {
+      int sk = p->seg_of[op->input[k]->id];
+      if (sk > latest) latest = sk;
+    }
+    if (latest >= 0 && p->seg[latest].kind == STOF_SEG_GENERIC) {
+      si = latest;
+    } else if ((st = new_seg(p, STOF_SEG_GENERIC, &si))) {
+      break;
+    }
+    st = seg_add(p, si, op);
+  }
+  if (st) return st;
+  for (int i = 0; i < p->nseg; i++)
+    if (p->seg[i].kind == STOF_SEG_GENERIC) name_generic(&p->seg[i]);
+  /* the scheme's code: each op's segment, in id order */
+  stof_buf b;
+  stof_buf_init(&b, p->ctx);
+  for (int i = 0; i < p->nops; i++)
+    if (p->ops[i]->kind != STOF_OP_PLACEHOLDER) stof_buf_printf(&b, "%s%d", b.len ? " " : "", p->seg_of[p->ops[i]->id]);
+  return stof_buf_finish(&b, &p->scheme);
+}

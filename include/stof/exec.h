@@ -1,0 +1,131 @@
+/*
+ * stof exec: the runtime. A plan turns the graph of a model into a fixed sequence of
+ * kernels: the graph's ops are cut into segments by a fusion scheme (one digit code per
+ * op, DESIGN.md section 7), each segment gets an implementation (an intrinsic such as
+ * attention, a vendor GEMM with its epilogue, or a generated kernel from schedule/), the
+ * values that cross segments get offsets in one arena (liveness: values whose lifetimes do
+ * not overlap share bytes), and the sequence runs on one stream: on the GPU captured once
+ * as a CUDA graph and replayed, on the CPU backend (C code, the intrinsics' CPU
+ * implementations) in the same order.
+ *
+ * Invariants:
+ *  - A plan borrows its graph (the graph must outlive it) and the storage of tensors bound
+ *    on the plan's device (weights are never copied); tensors bound from the other device
+ *    are copied once into storage the plan owns.
+ *  - Running allocates nothing and, on the GPU, does not synchronise until the results are
+ *    read.
+ */
+#ifndef STOF_EXEC_H
+#define STOF_EXEC_H
+
+#include <stof/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What implements a segment. */
+#define STOF_SEG_KIND_LIST(X)                                                            \
+  X(INTRIN, "intrinsic") X(GEMM, "gemm") X(GENERIC, "generated")
+typedef enum stof_seg_kind {
+#define STOF_X(name, text) STOF_SEG_##name,
+  STOF_SEG_KIND_LIST(STOF_X)
+#undef STOF_X
+  STOF_SEG_KIND_COUNT
+} stof_seg_kind;
+const char *stof_seg_kind_name(stof_seg_kind k);
+
+typedef struct stof_plan stof_plan;
+
+typedef struct stof_plan_opts {
+  const char *target; /* "cuda" or "c"; NULL: "cuda" when a GPU is present, else "c" */
+  int no_graph;       /* 1: launch kernel by kernel instead of replaying a CUDA graph */
+  int exact_gelu;     /* 1: never run the erf GELU as cuBLASLt's tanh-form epilogue */
+  int no_vendor_gemm; /* 1: GEMMs as generated code, not cuBLASLt */
+  int verbose;        /* progress lines on stderr while compiling */
+} stof_plan_opts;
+
+/**
+ * Builds a plan that computes outputs[0..nout) of g: the default fusion scheme, one
+ * implementation per segment (compiled here: NVRTC for CUDA, cc for C; identical segments
+ * share one), the memory plan. Placeholders are bound afterwards (stof_plan_bind).
+ * Errors name the segment and op. Owned: stof_plan_free.
+ */
+stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs,
+                          const stof_plan_opts *opts, stof_plan **out);
+void stof_plan_free(stof_plan *p);
+
+/** The plan's target: "c" or "cuda". Borrowed, static. */
+const char *stof_plan_target(const stof_plan *p);
+
+/** The number of outputs. */
+int stof_plan_noutput(const stof_plan *p);
+/** The placeholders the plan reads, in id order. Borrowed. */
+int stof_plan_ninput(const stof_plan *p);
+const stof_op *stof_plan_input(const stof_plan *p, int i);
+
+/**
+ * Binds placeholder ph to t (same shape and dtype; STOF_ERR_SHAPE / _TYPE name it): a
+ * contiguous tensor on the plan's device is borrowed (it must outlive the runs that read
+ * it); any other is copied into storage the plan owns (on the GPU, a later bind of the same
+ * placeholder copies into the same storage, so a captured graph stays valid).
+ */
+stof_status stof_plan_bind(stof_plan *p, const stof_op *ph, const stof_tensor *t);
+
+/** Runs the plan (every placeholder bound: STOF_ERR_ARG names the first that is not). On
+ *  the GPU the first run captures a CUDA graph, later runs replay it; asynchronous. */
+stof_status stof_plan_run(stof_plan *p);
+/** Waits for the last run. */
+stof_status stof_plan_sync(stof_plan *p);
+
+/** Output i as a new contiguous CPU tensor (waits for the run). Owned. */
+stof_status stof_plan_output(stof_plan *p, int i, stof_tensor **out);
+/** Output i in the plan's storage, as a borrowed view on the plan's device (valid until the
+ *  next run or the plan's end). Owned handle, borrowed data. */
+stof_status stof_plan_output_view(stof_plan *p, int i, stof_tensor **out);
+
+/** Fills the arena (every intermediate and output) with NaN bytes (0xff), so a test sees
+ *  any value a run fails to write. Waits for the last run. */
+stof_status stof_plan_poison(stof_plan *p);
+
+/** Times runs: warmup runs, then reps runs between device events (GPU) or a monotonic clock
+ *  (CPU); *ms gets the median of per-run times when reps <= 200 (each run timed on its own),
+ *  so noise does not flatter. */
+stof_status stof_plan_time(stof_plan *p, int reps, int warmup, double *ms);
+/** Times each segment on its own (kernel by kernel, after one run): ms[i] for segment i
+ *  (median of reps), for the time split by kind. ms has stof_plan_nsegment entries. */
+stof_status stof_plan_time_segments(stof_plan *p, int reps, double *ms);
+
+/* Segments, in execution order. */
+int stof_plan_nsegment(const stof_plan *p);
+typedef struct stof_seg_info {
+  stof_seg_kind kind;
+  const char *template_name; /* "attention", "gemm+bias+gelu", "layer_norm", ... */
+  int nop;                   /* ops of the graph in the segment */
+  const stof_op *first, *last;
+  int shared_with;           /* an earlier segment with the same implementation, or -1 */
+  const char *detail;        /* knobs and choices, one line (borrowed) */
+} stof_seg_info;
+stof_status stof_plan_segment(const stof_plan *p, int i, stof_seg_info *out);
+
+/** The fusion scheme as a digit code: one character per op of the graph that the plan
+ *  runs (in id order), equal adjacent characters = one segment (DESIGN.md section 7).
+ *  Borrowed. */
+const char *stof_plan_scheme(const stof_plan *p);
+
+/* Memory: the arena (bytes of the values that cross segments, after sharing), the sum of
+ * those values without sharing, storage the plan owns for bound copies, the vendor GEMM's
+ * workspace. */
+typedef struct stof_plan_memory {
+  size_t arena, values, owned_inputs, workspace;
+} stof_plan_memory;
+void stof_plan_memory_get(const stof_plan *p, stof_plan_memory *out);
+
+/** A table of the segments (index, kind, template, ops, decisions), one per line. Owned
+ *  string: stof_ctx_dealloc(ctx, s, strlen(s) + 1). */
+stof_status stof_plan_describe(const stof_plan *p, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
