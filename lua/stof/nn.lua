@@ -1,36 +1,505 @@
--- stof.nn: layers built from stof.te into a graph (DESIGN.md section 3). Each function takes
--- TE tensors and returns a TE tensor; stof.eval runs them on the reference interpreter.
--- This file grows with the models; today it holds the layers the attention work needs.
+-- stof.nn: Transformer layers built from stof.te (DESIGN.md sections 3 and 8). Each layer
+-- takes TE tensors and returns a TE tensor; stof.eval runs it on the reference interpreter.
+--
+-- Invariants the runtime relies on:
+-- - every op a layer builds carries a tag (te.compute's 5th argument) naming what it is;
+--   the runtime maps tagged ops to its templates (GEMM + bias + activation + residual,
+--   layer norm, softmax, ...). The vocabulary is `nn.TAGS`; stof.eval ignores tags.
+-- - a GEMM's body is exactly sum(x[..., k] * w[k, j]) (or w[j, k]): no casts, output in x's
+--   dtype; leading dims are kept (the runtime flattens them).
+-- - normalisations, softmax and activations compute in float32 and store in the input
+--   dtype; their reductions are float32 ops of their own.
+-- - no generated load reads outside a tensor: data-dependent indices (embedding ids) are
+--   clamped into range.
+-- - op names follow the caller's name prefix ("encoder.layer.3.attention.self.query"), so
+--   a printed graph or a profile reads like the model.
+--
+-- Every layer checks its arguments and raises "nn.<layer>: <cause>" at the caller's line.
 local stof = require("stof")
 local te = stof.te
 
 local nn = {}
 
---- Sparse attention as an opaque intrinsic: q [B, H, Sq, D], k and v [B, Hkv, Sk, D],
---- mask a stof.mask value; softmax(scale * q k^T, masked) v with scale 1/sqrt(D) unless
---- opts.scale says otherwise. Rows with no kept key give zeros.
-function nn.attention(q, k, v, mask, opts)
-  return te.attention(q, k, v, mask, opts and opts.scale or nil)
+nn.TAGS = {
+  "embedding", "add", "gemm", "bias_add", "gelu", "gelu_tanh", "relu", "silu",
+  "residual_add", "mul", "layer_norm_stat", "layer_norm", "rms_norm_stat", "rms_norm",
+  "softmax_stat", "softmax", "split_heads", "merge_heads",
+}
+
+-- ---------------------------------------------------------------- argument checks
+
+local FLOATS = {float32 = true, float16 = true, bfloat16 = true}
+local INTS = {int32 = true, int64 = true}
+
+local SELF = debug and debug.getinfo and debug.getinfo(1, "S").source
+
+-- Raises the message at the line that called the layer: the first frame outside this file.
+local function fail(fmt, ...)
+  local level = 2
+  if SELF then
+    while true do
+      local info = debug.getinfo(level, "S")
+      if not info or info.source ~= SELF then break end
+      level = level + 1
+    end
+  end
+  error(fmt:format(...), level)
 end
 
---- x [..., n] @ w [n, m] (+ bias [m]).
-function nn.linear(x, w, bias, name)
-  local xs, n, m = x.shape, w.shape[1], w.shape[2]
-  assert(xs[#xs] == n, "nn.linear: x's last dim " .. xs[#xs] .. " is not w's first " .. n)
-  local shape = {table.unpack(xs)}
-  shape[#shape] = m
-  local r = te.reduce_axis(n, (name or "linear") .. "_k")
-  local y = te.compute(shape, function(...)
+local function is_te(x)
+  local mt = type(x) == "userdata" and getmetatable(x)
+  return type(mt) == "table" and mt.__name == "stof.TeTensor"
+end
+
+local function shape_str(s)
+  return "[" .. table.concat(s, ", ") .. "]"
+end
+
+local function check_te(layer, what, x, min_ndim)
+  if not is_te(x) then fail("%s: %s must be a te tensor, got %s", layer, what, type(x)) end
+  if min_ndim and x.ndim < min_ndim then
+    fail("%s: %s %s has %d dims, at least %d expected", layer, what, shape_str(x.shape), x.ndim, min_ndim)
+  end
+  return x
+end
+
+local function check_float(layer, what, x)
+  if not FLOATS[x.dtype] then
+    fail("%s: %s has dtype %s, a float dtype expected", layer, what, x.dtype)
+  end
+end
+
+local function check_vector(layer, what, v, n, dtype)
+  check_te(layer, what, v)
+  if v.ndim ~= 1 or v.shape[1] ~= n then
+    fail("%s: %s has shape %s, [%d] expected", layer, what, shape_str(v.shape), n)
+  end
+  if dtype and v.dtype ~= dtype then
+    fail("%s: %s has dtype %s, %s expected (that of x)", layer, what, v.dtype, dtype)
+  end
+end
+
+local function check_same(layer, a, b)
+  check_te(layer, "a", a)
+  check_te(layer, "b", b)
+  local sa, sb = a.shape, b.shape
+  local same = #sa == #sb
+  for d = 1, #sa do same = same and sa[d] == sb[d] end
+  if not same then
+    fail("%s: shapes %s and %s differ", layer, shape_str(sa), shape_str(sb))
+  end
+  if a.dtype ~= b.dtype then fail("%s: dtypes %s and %s differ", layer, a.dtype, b.dtype) end
+end
+
+local function check_name(layer, name, default)
+  if name == nil then return default end
+  if type(name) ~= "string" then fail("%s: name must be a string, got %s", layer, type(name)) end
+  return name
+end
+
+local function check_number(layer, what, v)
+  if type(v) ~= "number" or v ~= v then fail("%s: %s must be a number, got %s", layer, what, type(v)) end
+  return v
+end
+
+-- ---------------------------------------------------------------- helpers
+
+-- e in float32 (no cast when it already is).
+local function f32(e)
+  if e.dtype == "float32" then return e end
+  return e:astype("float32")
+end
+
+-- e stored as dtype.
+local function as(e, dtype)
+  if e.dtype == dtype then return e end
+  return e:astype(dtype)
+end
+
+local function copy(t)
+  return {table.unpack(t)}
+end
+
+-- The shape of x without its last dim.
+local function rows_of(x)
+  local s = copy(x.shape)
+  s[#s] = nil
+  return s
+end
+
+-- ---------------------------------------------------------------- embeddings
+
+--- ids int32/int64 [...], table [V, E] -> [..., E]: table[clamp(ids[...], 0, V-1), e].
+--- An out-of-range id reads the nearest row (0 or V-1), never outside the table. Tag
+--- "embedding".
+function nn.embedding(ids, tbl, name)
+  local layer = "nn.embedding"
+  check_te(layer, "ids", ids)
+  check_te(layer, "table", tbl)
+  name = check_name(layer, name, "embedding")
+  if not INTS[ids.dtype] then fail("%s: ids has dtype %s, int32 or int64 expected", layer, ids.dtype) end
+  check_float(layer, "table", tbl)
+  if tbl.ndim ~= 2 then fail("%s: table has shape %s, [V, E] expected", layer, shape_str(tbl.shape)) end
+  local V, E = tbl.shape[1], tbl.shape[2]
+  local shape = copy(ids.shape)
+  shape[#shape + 1] = E
+  return te.compute(shape, function(...)
     local idx = {...}
-    local j = idx[#idx]
-    idx[#idx] = r
-    return te.sum(x[idx] * w[{r, j}], {r})
-  end, name or "linear")
-  if not bias then return y end
+    local e = idx[#idx]
+    idx[#idx] = nil
+    local id = te.min(te.max(ids[idx], 0), V - 1)
+    return tbl[{id, e}]
+  end, name, nil, "embedding")
+end
+
+--- The learned position embeddings of positions offset .. offset + seq - 1 for every batch
+--- element: table [P, E] -> [batch, seq, E]. Tag "embedding".
+function nn.position_embedding(tbl, batch, seq, name, offset)
+  local layer = "nn.position_embedding"
+  check_te(layer, "table", tbl)
+  name = check_name(layer, name, "position_embedding")
+  offset = offset or 0
+  for _, a in ipairs({{"batch", batch}, {"seq", seq}, {"offset", offset}}) do
+    if math.type(a[2]) ~= "integer" or a[2] < 0 then
+      fail("%s: %s must be a non-negative integer, got %s", layer, a[1], tostring(a[2]))
+    end
+  end
+  if tbl.ndim ~= 2 then fail("%s: table has shape %s, [P, E] expected", layer, shape_str(tbl.shape)) end
+  if offset + seq > tbl.shape[1] then
+    fail("%s: positions up to %d need a table of at least %d rows, it has %d", layer,
+      offset + seq - 1, offset + seq, tbl.shape[1])
+  end
+  return te.compute({batch, seq, tbl.shape[2]}, function(_, s, e)
+    return tbl[{s + offset, e}]
+  end, name, nil, "embedding")
+end
+
+-- ---------------------------------------------------------------- linear
+
+--- x [..., K] @ w (+ bias [N]) -> [..., N]. w is [K, N] (GPT-2's Conv1D), or [N, K] with
+--- opts.transposed (PyTorch's nn.Linear: BERT, LLaMA, T5, ViT). opts is a table
+--- {name =, transposed =} or the name itself. The GEMM op (tag "gemm") is named after
+--- the layer; the bias is a separate op "<name>.bias" (tag "bias_add").
+function nn.linear(x, w, bias, opts)
+  local layer = "nn.linear"
+  if type(opts) == "string" then opts = {name = opts} end
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("%s: opts must be a table or a name, got %s", layer, type(opts))
+  end
+  opts = opts or {}
+  local name = check_name(layer, opts.name, "linear")
+  check_te(layer, "x", x, 1)
+  check_te(layer, "w", w)
+  check_float(layer, "x", x)
+  if w.ndim ~= 2 then fail("%s: w has shape %s, a matrix expected", layer, shape_str(w.shape)) end
+  if w.dtype ~= x.dtype then fail("%s: w has dtype %s, x %s", layer, w.dtype, x.dtype) end
+  local K = x.shape[x.ndim]
+  local N, wk
+  if opts.transposed then N, wk = w.shape[1], w.shape[2] else wk, N = w.shape[1], w.shape[2] end
+  if wk ~= K then
+    fail("%s: x %s and w %s%s: x's last dim %d is not w's %s dim %d", layer, shape_str(x.shape),
+      shape_str(w.shape), opts.transposed and " (transposed, [N, K])" or " ([K, N])", K,
+      opts.transposed and "second" or "first", wk)
+  end
+  if bias ~= nil then check_vector(layer, "bias", bias, N, x.dtype) end
+  local shape = copy(x.shape)
+  shape[#shape] = N
+  local k = te.reduce_axis(K, name .. ".k")
+  local y
+  if opts.transposed then
+    y = te.compute(shape, function(...)
+      local idx = {...}
+      local j = idx[#idx]
+      idx[#idx] = k
+      return te.sum(x[idx] * w[{j, k}], {k})
+    end, name, nil, "gemm")
+  else
+    y = te.compute(shape, function(...)
+      local idx = {...}
+      local j = idx[#idx]
+      idx[#idx] = k
+      return te.sum(x[idx] * w[{k, j}], {k})
+    end, name, nil, "gemm")
+  end
+  if bias == nil then return y end
   return te.compute(shape, function(...)
     local idx = {...}
     return y[idx] + bias[{idx[#idx]}]
-  end, (name or "linear") .. "_bias")
+  end, name .. ".bias", nil, "bias_add")
+end
+
+-- ---------------------------------------------------------------- elementwise
+
+-- One op of one input x: body(v) with v = x[idx] in float32, stored in x's dtype.
+local function unary(layer, tag, x, name, body)
+  check_te(layer, "x", x)
+  check_float(layer, "x", x)
+  name = check_name(layer, name, tag)
+  local dtype = x.dtype
+  return te.compute(x.shape, function(...)
+    return as(body(f32(x[{...}])), dtype)
+  end, name, nil, tag)
+end
+
+local SQRT1_2 = 1 / math.sqrt(2)
+local SQRT_2_PI = math.sqrt(2 / math.pi)
+
+--- GELU, erf form: 0.5 x (1 + erf(x / sqrt 2)). Tag "gelu".
+function nn.gelu(x, name)
+  return unary("nn.gelu", "gelu", x, name, function(v)
+    return 0.5 * v * (1 + te.erf(v * SQRT1_2))
+  end)
+end
+
+--- GELU, tanh form (GPT-2's gelu_new): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+--- Tag "gelu_tanh".
+function nn.gelu_tanh(x, name)
+  return unary("nn.gelu_tanh", "gelu_tanh", x, name, function(v)
+    return 0.5 * v * (1 + te.tanh(SQRT_2_PI * (v + 0.044715 * v * v * v)))
+  end)
+end
+
+--- max(x, 0). Tag "relu".
+function nn.relu(x, name)
+  return unary("nn.relu", "relu", x, name, function(v) return te.max(v, 0.0) end)
+end
+
+--- x sigmoid(x). Tag "silu".
+function nn.silu(x, name)
+  return unary("nn.silu", "silu", x, name, function(v) return v * te.sigmoid(v) end)
+end
+
+-- Hugging Face's activation names (hidden_act, activation_function) -> layers.
+local ACTIVATIONS = {
+  gelu = nn.gelu, gelu_new = nn.gelu_tanh, gelu_pytorch_tanh = nn.gelu_tanh,
+  gelu_tanh = nn.gelu_tanh, relu = nn.relu, silu = nn.silu, swish = nn.silu,
+}
+
+--- The layer for a Hugging Face activation name ("gelu", "gelu_new", "relu", "silu", ...),
+--- or nil and the list of known names.
+function nn.activation(act)
+  if ACTIVATIONS[act] then return ACTIVATIONS[act] end
+  local names = {}
+  for k in pairs(ACTIVATIONS) do names[#names + 1] = k end
+  table.sort(names)
+  return nil, table.concat(names, ", ")
+end
+
+local function binary(layer, tag, a, b, name, fn)
+  check_same(layer, a, b)
+  name = check_name(layer, name, tag)
+  return te.compute(a.shape, function(...)
+    local idx = {...}
+    return fn(a[idx], b[idx])
+  end, name, nil, tag)
+end
+
+--- a + b, same shapes and dtypes. Tag "residual_add", or tag = "add" for other sums (the
+--- embeddings' word + position + token type).
+function nn.add(a, b, name, tag)
+  tag = tag or "residual_add"
+  if tag ~= "residual_add" and tag ~= "add" then
+    fail("nn.add: tag must be \"residual_add\" or \"add\", got %s", tostring(tag))
+  end
+  return binary("nn.add", tag, a, b, name, function(x, y) return x + y end)
+end
+
+--- a * b, same shapes and dtypes (SwiGLU's gate). Tag "mul".
+function nn.mul(a, b, name)
+  return binary("nn.mul", "mul", a, b, name, function(x, y) return x * y end)
+end
+
+-- ---------------------------------------------------------------- normalisation
+
+local function check_norm(layer, x, gamma, beta, eps)
+  check_te(layer, "x", x, 1)
+  check_float(layer, "x", x)
+  local d = x.shape[x.ndim]
+  check_vector(layer, "gamma", gamma, d, x.dtype)
+  if beta ~= nil then check_vector(layer, "beta", beta, d, x.dtype) end
+  check_number(layer, "eps", eps)
+  if eps < 0 then fail("%s: eps %g is negative", layer, eps) end
+  return d
+end
+
+--- Layer norm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta. Ops
+--- "<name>.mean" and "<name>.var" (float32, tag "layer_norm_stat"), then "<name>" (tag
+--- "layer_norm", stored in x's dtype).
+function nn.layer_norm(x, gamma, beta, eps, name)
+  local layer = "nn.layer_norm"
+  local d = check_norm(layer, x, gamma, beta, eps)
+  if beta == nil then fail("%s: beta is missing", layer) end
+  name = check_name(layer, name, "layer_norm")
+  local rows, inv = rows_of(x), 1 / d
+  local r1, r2 = te.reduce_axis(d, name .. ".r1"), te.reduce_axis(d, name .. ".r2")
+  local mean = te.compute(rows, function(...)
+    local idx = {...}
+    idx[#idx + 1] = r1
+    return te.sum(f32(x[idx]) * inv, {r1})
+  end, name .. ".mean", nil, "layer_norm_stat")
+  local var = te.compute(rows, function(...)
+    local idx = {...}
+    local m = mean[idx]
+    idx[#idx + 1] = r2
+    local c = f32(x[idx]) - m
+    return te.sum(c * c * inv, {r2})
+  end, name .. ".var", nil, "layer_norm_stat")
+  local dtype = x.dtype
+  return te.compute(x.shape, function(...)
+    local idx = {...}
+    local j = idx[#idx]
+    local v = f32(x[idx])
+    idx[#idx] = nil
+    local y = (v - mean[idx]) * te.rsqrt(var[idx] + eps) * f32(gamma[j]) + f32(beta[j])
+    return as(y, dtype)
+  end, name, nil, "layer_norm")
+end
+
+--- RMS norm over the last axis: x / sqrt(mean(x^2) + eps) * gamma. Ops "<name>.ms"
+--- (float32, tag "rms_norm_stat"), then "<name>" (tag "rms_norm", in x's dtype).
+function nn.rms_norm(x, gamma, eps, name)
+  local layer = "nn.rms_norm"
+  local d = check_norm(layer, x, gamma, nil, eps)
+  name = check_name(layer, name, "rms_norm")
+  local rows, inv = rows_of(x), 1 / d
+  local r = te.reduce_axis(d, name .. ".r")
+  local ms = te.compute(rows, function(...)
+    local idx = {...}
+    idx[#idx + 1] = r
+    local v = f32(x[idx])
+    return te.sum(v * v * inv, {r})
+  end, name .. ".ms", nil, "rms_norm_stat")
+  local dtype = x.dtype
+  return te.compute(x.shape, function(...)
+    local idx = {...}
+    local j = idx[#idx]
+    local v = f32(x[idx])
+    idx[#idx] = nil
+    return as(v * te.rsqrt(ms[idx] + eps) * f32(gamma[j]), dtype)
+  end, name, nil, "rms_norm")
+end
+
+--- Softmax over the last axis: exp(x - max) / sum(exp(x - max)). Ops "<name>.max" and
+--- "<name>.sum" (float32, tag "softmax_stat"), then "<name>" (tag "softmax", in x's dtype).
+function nn.softmax(x, name)
+  local layer = "nn.softmax"
+  check_te(layer, "x", x, 1)
+  check_float(layer, "x", x)
+  name = check_name(layer, name, "softmax")
+  local d, rows = x.shape[x.ndim], rows_of(x)
+  local r1, r2 = te.reduce_axis(d, name .. ".r1"), te.reduce_axis(d, name .. ".r2")
+  local mx = te.compute(rows, function(...)
+    local idx = {...}
+    idx[#idx + 1] = r1
+    return te.max(f32(x[idx]), {r1})
+  end, name .. ".max", nil, "softmax_stat")
+  local sum = te.compute(rows, function(...)
+    local idx = {...}
+    local m = mx[idx]
+    idx[#idx + 1] = r2
+    return te.sum(te.exp(f32(x[idx]) - m), {r2})
+  end, name .. ".sum", nil, "softmax_stat")
+  local dtype = x.dtype
+  return te.compute(x.shape, function(...)
+    local idx = {...}
+    local v = f32(x[idx])
+    idx[#idx] = nil
+    return as(te.exp(v - mx[idx]) / sum[idx], dtype)
+  end, name, nil, "softmax")
+end
+
+-- ---------------------------------------------------------------- heads
+
+-- [B, S, n*H*D] -> [B, H, S, D], the slice that starts at column offset. Tag "split_heads".
+local function split(x, heads, D, offset, name)
+  local B, S = x.shape[1], x.shape[2]
+  return te.compute({B, heads, S, D}, function(b, h, s, d)
+    local c = h * D + d
+    if offset ~= 0 then c = c + offset end
+    return x[{b, s, c}]
+  end, name, nil, "split_heads")
+end
+
+local function check_heads(layer, x, heads, parts)
+  check_te(layer, "x", x)
+  if x.ndim ~= 3 then fail("%s: x has shape %s, [B, S, C] expected", layer, shape_str(x.shape)) end
+  if math.type(heads) ~= "integer" or heads <= 0 then
+    fail("%s: heads must be a positive integer, got %s", layer, tostring(heads))
+  end
+  local C = x.shape[3]
+  if C % (parts * heads) ~= 0 then
+    fail("%s: the last dim %d of x is not a multiple of %s%d heads", layer, C,
+      parts > 1 and parts .. " x " or "", heads)
+  end
+  return C // (parts * heads)
+end
+
+--- x [B, S, H*D] -> [B, H, S, D]. Tag "split_heads".
+function nn.split_heads(x, heads, name)
+  local layer = "nn.split_heads"
+  local D = check_heads(layer, x, heads, 1)
+  name = check_name(layer, name, "split_heads")
+  return split(x, heads, D, 0, name)
+end
+
+--- A fused QKV projection x [B, S, 3*H*D] (q, then k, then v along the last dim, as GPT-2's
+--- c_attn) -> q, k, v [B, H, S, D]: ops "<name>.q", "<name>.k", "<name>.v", tag
+--- "split_heads".
+function nn.split_qkv(x, heads, name)
+  local layer = "nn.split_qkv"
+  local D = check_heads(layer, x, heads, 3)
+  name = check_name(layer, name, "split_qkv")
+  local E = heads * D
+  return split(x, heads, D, 0, name .. ".q"), split(x, heads, D, E, name .. ".k"),
+    split(x, heads, D, 2 * E, name .. ".v")
+end
+
+--- x [B, H, S, D] -> [B, S, H*D]. Tag "merge_heads".
+function nn.merge_heads(x, name)
+  local layer = "nn.merge_heads"
+  check_te(layer, "x", x)
+  if x.ndim ~= 4 then fail("%s: x has shape %s, [B, H, S, D] expected", layer, shape_str(x.shape)) end
+  name = check_name(layer, name, "merge_heads")
+  local B, H, S, D = table.unpack(x.shape)
+  return te.compute({B, S, H * D}, function(b, s, c)
+    return x[{b, c // D, s, c % D}]
+  end, name, nil, "merge_heads")
+end
+
+-- ---------------------------------------------------------------- attention
+
+--- Sparse attention as an opaque intrinsic: q [B, H, Sq, D], k and v [B, Hkv, Sk, D] (GQA
+--- when Hkv < H), mask a stof.mask value; softmax(scale * q k^T, masked) v with scale
+--- 1/sqrt(D) unless opts.scale says otherwise. Rows with no kept key give zeros.
+function nn.attention(q, k, v, mask, opts)
+  local layer = "nn.attention"
+  check_te(layer, "q", q)
+  check_te(layer, "k", k)
+  check_te(layer, "v", v)
+  for _, a in ipairs({{"q", q}, {"k", k}, {"v", v}}) do
+    if a[2].ndim ~= 4 then
+      fail("%s: %s has shape %s, [B, H, S, D] expected", layer, a[1], shape_str(a[2].shape))
+    end
+  end
+  if k.dtype ~= q.dtype or v.dtype ~= q.dtype then
+    fail("%s: dtypes of q, k, v differ (%s, %s, %s)", layer, q.dtype, k.dtype, v.dtype)
+  end
+  local qs, ks, vs = q.shape, k.shape, v.shape
+  if ks[1] ~= qs[1] or ks[4] ~= qs[4] or ks[1] ~= vs[1] or ks[2] ~= vs[2] or ks[3] ~= vs[3]
+    or ks[4] ~= vs[4] or qs[2] % ks[2] ~= 0 then
+    fail("%s: q %s, k %s, v %s: q [B, H, Sq, D], k and v [B, Hkv, Sk, D] with H a multiple of Hkv expected",
+      layer, shape_str(qs), shape_str(ks), shape_str(vs))
+  end
+  local mt = getmetatable(mask)
+  if type(mt) ~= "table" or mt.__name ~= "stof.Mask" then
+    fail("%s: mask must be a stof.mask value, got %s", layer, type(mask))
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("%s: opts must be a table, got %s", layer, type(opts))
+  end
+  local scale = opts and opts.scale
+  if scale ~= nil then check_number(layer, "opts.scale", scale) end
+  return te.attention(q, k, v, mask, scale)
 end
 
 return nn
