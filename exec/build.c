@@ -121,7 +121,7 @@ static stof_status build_generic(stof_plan *p, int si) {
   stof_ctx *ctx = p->ctx;
   exec_seg *s = &p->seg[si];
   exec_generic *gen = &s->gen;
-  int nall = stof_graph_nop(p->g);
+  int nall = p->nall;
   const stof_op **map = stof_ctx_alloc(ctx, sizeof *map * (size_t)(nall ? nall : 1));
   if (!map) return STOF_ERR_NOMEM;
   stof_graph *sub = NULL;

@@ -72,6 +72,7 @@ typedef struct exec_value {
 struct stof_plan {
   stof_ctx *ctx;
   stof_graph *g;
+  int nall;             /* the graph's op count when the plan was made (it may grow) */
   int cuda;
   stof_plan_opts opts;
   int nout;

@@ -67,6 +67,7 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
   p->opts = o;
   p->opts.target = NULL; /* not kept: the caller's string */
   size_t nall = (size_t)stof_graph_nop(g);
+  p->nall = (int)nall;
   p->nout = nout;
   p->out = stof_ctx_alloc(ctx, sizeof *p->out * (size_t)nout);
   p->seg_of = stof_ctx_alloc(ctx, sizeof *p->seg_of * (nall ? nall : 1));
@@ -106,7 +107,7 @@ fail:
 void stof_plan_free(stof_plan *p) {
   if (!p) return;
   stof_ctx *ctx = p->ctx;
-  size_t nall = (size_t)stof_graph_nop(p->g);
+  size_t nall = (size_t)p->nall;
   if (p->stream) stof_cuda_stream_synchronize(p->stream);
   if (p->graph) stof_cuda_graph_free(p->graph);
   if (p->stream) stof_cuda_stream_free(p->stream);

@@ -112,7 +112,7 @@ const stof_op *stof_plan_input(const stof_plan *p, int k) {
 
 stof_status stof_plan_bind(stof_plan *p, const stof_op *ph, const stof_tensor *t) {
   stof_ctx *ctx = p->ctx;
-  if (!ph || ph->kind != STOF_OP_PLACEHOLDER || ph->id >= stof_graph_nop(p->g) || stof_graph_op(p->g, ph->id) != ph)
+  if (!ph || ph->kind != STOF_OP_PLACEHOLDER || ph->id >= p->nall || stof_graph_op(p->g, ph->id) != ph)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "bind: not a placeholder of the plan's graph");
   exec_value *v = &p->val[ph->id];
   if (!v->input) return stof_ctx_error(ctx, STOF_ERR_ARG, "bind: the plan does not read %s", ph->name);

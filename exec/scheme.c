@@ -229,6 +229,10 @@ stof_status exec_scheme_default(stof_plan *p) {
       int sk = p->seg_of[op->input[k]->id];
       if (sk > latest) latest = sk;
     }
+    /* an op that reads only inputs (a gather, a position table) may run anywhere: it joins
+     * the newest segment when that is a generated one (the embedding sums and their layer
+     * norm become one segment) */
+    if (latest < 0 && p->nseg > 0 && p->seg[p->nseg - 1].kind == STOF_SEG_GENERIC) latest = p->nseg - 1;
     if (latest >= 0 && p->seg[latest].kind == STOF_SEG_GENERIC) {
       si = latest;
     } else if ((st = new_seg(p, STOF_SEG_GENERIC, &si))) {

@@ -324,6 +324,23 @@ static int plan_tostring(lua_State *L) {
   return 1;
 }
 
+/* stof.cuda_mem_info() -> free, total bytes of device memory (nil, the reason without a GPU) */
+static int l_cuda_mem_info(lua_State *L) {
+  slua_ctx *lc = slua_state_ctx(L);
+  size_t free_b = 0, total = 0;
+  stof_status st = stof_cuda_init(lc->ctx);
+  if (!st) st = stof_cuda_mem_get_info(lc->ctx, &free_b, &total);
+  if (st) {
+    lua_pushnil(L);
+    lua_pushstring(L, stof_ctx_message(lc->ctx));
+    stof_ctx_clear_error(lc->ctx);
+    return 2;
+  }
+  lua_pushinteger(L, (lua_Integer)free_b);
+  lua_pushinteger(L, (lua_Integer)total);
+  return 2;
+}
+
 void slua_open_exec(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   static const luaL_Reg methods[] = {
@@ -344,4 +361,6 @@ void slua_open_exec(lua_State *L, int idx) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_plan);
   lua_setfield(L, idx, "plan");
+  lua_pushcfunction(L, l_cuda_mem_info);
+  lua_setfield(L, idx, "cuda_mem_info");
 }

@@ -1,0 +1,118 @@
+-- stof.models.run: a zoo model built, planned (exec/: the default fusion scheme, one kernel
+-- per segment, a packed arena, CUDA-graph replay) and bound to its weights in one call.
+--
+--   local run = require("stof.models.run")
+--   local r = run.prepare("bert-base", {batch = 8, seq = 512, mask = "bigbird", dtype = "float16"})
+--   local hidden = r:run()                 -- the last hidden state (a CPU tensor)
+--   print(r:time(20))                      -- median ms per forward
+local stof = require("stof")
+local models = require("stof.models")
+
+local R = {}
+R.__index = R
+
+local function fail(fmt, ...) error(("stof.models.run: " .. fmt):format(...), 3) end
+
+local function mask_of(spec, seq)
+  if spec == nil then return stof.mask.dense() end
+  if type(spec) == "string" then
+    local ok, m = pcall(stof.mask.suite, spec, seq)
+    if not ok then fail("unknown mask %q (dense, causal, sliding, causal_sliding, longformer, bigbird, document)", spec) end
+    return m
+  end
+  return spec
+end
+
+local function bytes_of(t)
+  local n = 1
+  for _, d in ipairs(t:shape()) do n = n * d end
+  local size = ({float32 = 4, float16 = 2, bfloat16 = 2, float64 = 8, int32 = 4, int64 = 8, bool = 1})[t:dtype()] or 4
+  return n * size
+end
+
+--- Builds model `name` (a zoo name or a config table), plans it and binds its weights.
+--- opts: batch, seq, mask (a stof.mask value or a suite name; decoders add causal), dtype
+--- ("float16"), target ("cuda" when a GPU is present, else "c"), weights (name -> tensor;
+--- default seeded random weights), seed, hidden_states (plan every hidden state, not only the
+--- last), verbose (progress on stderr), graph (CUDA-graph replay, default true), exact_gelu.
+function R.prepare(name, opts)
+  opts = opts or {}
+  local mod = models.module(name)
+  local cfg = type(name) == "table" and name or mod.config(name, opts.overrides)
+  local batch, seq = opts.batch or 1, opts.seq or 128
+  local dtype = opts.dtype or "float16"
+  local mask = mask_of(opts.mask, seq)
+  local t0 = os.clock()
+  local m = mod.build(cfg, {batch = batch, seq = seq, mask = mask, dtype = dtype})
+  local outs = opts.hidden_states and m.hidden_states or {m.output}
+  local plan = stof.plan(outs, {target = opts.target, graph = opts.graph, verbose = opts.verbose,
+                               exact_gelu = opts.exact_gelu})
+  local weights = opts.weights
+  if not weights then
+    if opts.verbose then io.stderr:write("stof: drawing random weights\n") end
+    weights = mod.random_weights(cfg, opts.seed or 0, dtype)
+  end
+  local wbytes = 0
+  for _, t in pairs(weights) do wbytes = wbytes + bytes_of(t) end
+  local mem = plan:memory()
+  if plan.target == "cuda" then
+    local free = stof.cuda_mem_info and select(1, stof.cuda_mem_info()) or nil
+    local need = wbytes + mem.arena + mem.workspace
+    if free and need > free then
+      fail("the weights (%.1f MiB), the arena (%.1f MiB) and the GEMM workspace (%.1f MiB) need %.1f MiB, the GPU has %.1f MiB free",
+           wbytes / 2^20, mem.arena / 2^20, mem.workspace / 2^20, need / 2^20, free / 2^20)
+    end
+  end
+  local inputs = {}
+  for iname, ph in pairs(m.inputs) do
+    -- token ids in [0, 100) (inside every zoo vocabulary); token types 0
+    inputs[iname] = iname == "input_ids" and stof.rand(ph.shape, "int64", (opts.seed or 0) + 17)
+      or stof.zeros(ph.shape, "int64")
+  end
+  if opts.inputs then for k, v in pairs(opts.inputs) do inputs[k] = v end end
+  plan:bind(m:feed(weights, inputs))
+  local self = setmetatable({model = m, plan = plan, config = cfg, weights = weights, inputs = inputs,
+                             weight_bytes = wbytes, build_s = os.clock() - t0, mask = mask,
+                             batch = batch, seq = seq, dtype = dtype}, R)
+  return self
+end
+
+--- Binds new inputs (name -> tensor), runs, returns the planned outputs (CPU tensors).
+function R:run(inputs)
+  if inputs then
+    local f = {}
+    for k, v in pairs(inputs) do
+      local ph = self.model.inputs[k]
+      if not ph then fail("the model has no input %q", k) end
+      f[ph] = v
+      self.inputs[k] = v
+    end
+    self.plan:bind(f)
+  end
+  return self.plan:run()
+end
+
+--- Median milliseconds per forward (graph replay on the GPU).
+function R:time(reps, warmup) return self.plan:time(reps or 20, warmup or 3) end
+
+--- Milliseconds per segment kind: {gemm =, attention =, other =, total =} (kernel by kernel).
+function R:split(reps)
+  local segs = self.plan:time_segments(reps or 10)
+  local s = {gemm = 0, attention = 0, other = 0, total = 0}
+  for _, g in ipairs(segs) do
+    local k = g.kind == "gemm" and "gemm" or g.template == "attention" and "attention" or "other"
+    s[k] = s[k] + g.ms
+    s.total = s.total + g.ms
+  end
+  return s, segs
+end
+
+--- Bytes: weights, the plan's arena and workspace, and their sum (the device memory the
+--- model holds while it runs, beside the inputs).
+function R:memory()
+  local m = self.plan:memory()
+  return {weights = self.weight_bytes, arena = m.arena, workspace = m.workspace, values = m.values,
+          inputs = m.owned_inputs, total = self.weight_bytes + m.arena + m.workspace + m.owned_inputs}
+end
+
+return R
