@@ -380,7 +380,9 @@ int stof_lua_open(lua_State *L) {
   slua_open_mask(L, m);
   slua_open_schedule(L, m);
   slua_open_attention(L, m);
+  slua_open_exec(L, m);
   slua_open_db(L, m);
+  slua_open_io(L, m);
 
   lua_newtable(L);
   lua_pushcfunction(L, module_index);

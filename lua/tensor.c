@@ -43,6 +43,19 @@ slua_tensor *slua_new_tensor(lua_State *L) {
   return h;
 }
 
+slua_tensor *slua_new_tensor_borrowing(lua_State *L, int owner) {
+  owner = lua_absindex(L, owner);
+  slua_ctx *lc = slua_state_ctx(L);
+  slua_tensor *h = lua_newuserdatauv(L, sizeof *h, 1);
+  h->t = NULL;
+  h->lc = NULL;
+  luaL_setmetatable(L, SLUA_TENSOR);
+  lua_pushvalue(L, owner);
+  lua_setiuservalue(L, -2, 1);
+  h->lc = slua_ctx_ref(lc);
+  return h;
+}
+
 stof_tensor *slua_check_tensor(lua_State *L, int arg, const char *fname) {
   slua_tensor *h = luaL_testudata(L, arg, SLUA_TENSOR);
   if (!h) return slua_typeerror(L, arg, fname, "stof.Tensor"), NULL;

@@ -583,7 +583,7 @@ stof_status stof_cuda_capture_begin(stof_ctx *ctx, stof_cuda_stream *s);
  *  capture is still ended (s usable again), what it made is freed, *out is NULL and the
  *  message names the cause (the first failure during the capture when there was one). */
 stof_status stof_cuda_capture_end(stof_ctx *ctx, stof_cuda_stream *s, stof_cuda_graph **out);
-/** Replays g on s (NULL: the default stream); asynchronous. */
+/** Replays g on s (NULL: the context's current stream); asynchronous. */
 stof_status stof_cuda_graph_launch(stof_cuda_graph *g, stof_cuda_stream *s);
 void stof_cuda_graph_free(stof_cuda_graph *g);
 
@@ -689,10 +689,11 @@ void stof_st_close(stof_st_file *f);
  * Writes n tensors (names[i] -> tensors[i], any device or strides: copied to contiguous
  * host memory first when needed) and nmeta metadata entries to path, atomically (a
  * temporary file in the same folder, then rename). The header lists metadata first, then
- * the tensors in the given order with contiguous data_offsets; it is padded with spaces
- * to a multiple of 8 bytes. STOF_ERR_ARG for an empty, duplicate or reserved
- * ("__metadata__") name, a duplicate metadata key or text that is not UTF-8; STOF_ERR_IO
- * naming the path. On failure path is untouched.
+ * the tensors in the given order; it is padded with spaces to a multiple of 8 bytes. The
+ * data are contiguous, laid out by element size, largest first (the given order among
+ * equals), so that every tensor is aligned and loads without a copy. STOF_ERR_ARG for an
+ * empty, duplicate or reserved ("__metadata__") name, a duplicate metadata key or text
+ * that is not UTF-8; STOF_ERR_IO naming the path. On failure path is untouched.
  */
 stof_status stof_st_save(stof_ctx *ctx, const char *path, int n, const char *const *names,
                          const stof_tensor *const *tensors, int nmeta,

@@ -5,4 +5,5 @@
   X(tensor)                 \
   X(te)                     \
   X(interp)                 \
-  X(cuda)
+  X(cuda)                   \
+  X(safetensors)
