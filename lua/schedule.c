@@ -13,6 +13,7 @@
  *   s:compute_at(b, l) s:reverse_compute_at(b, l) s:compute_inline(b) s:reverse_compute_inline(b)
  *   s:cache_read(b, i, scope) -> block   s:cache_write(b, scope) -> block   s:rfactor(l, axis) -> block
  *   s:group({A, B}) -> id   s:ungroup(id)
+ *   s:auto(target[, {threads = n, vec = n}]) (a fresh schedule of a segment: stof_sched_auto)
  *   s:trace() (Lua text) s:trace_json() s:replay(json) s:with_decisions({name = index})
  *   s:print_loop_nest() s:clone()
  *   local f = stof.build(s, {A, B, C}, {target = "c"}); f(a, b, c); f:source()
@@ -924,6 +925,23 @@ static int func_tostring(lua_State *L) {
   return 1;
 }
 
+/* s:auto(target[, {threads = n, vec = n}]): the default schedule of a segment
+ * (stof_sched_auto) on a fresh schedule. */
+static int m_auto(lua_State *L) {
+  const char *fname = "auto";
+  lsched *ls = check_sched(L, 1, fname);
+  if (lua_type(L, 2) != LUA_TSTRING) return method_typeerror(L, 2, fname, "target string");
+  stof_sched_auto_opts o = {0, 0};
+  if (!lua_isnoneornil(L, 3)) {
+    if (!lua_istable(L, 3)) return method_typeerror(L, 3, fname, "options table");
+    o.threads = opt_count(L, 3, fname, "threads", 0);
+    o.vec = opt_count(L, 3, fname, "vec", 0);
+  }
+  stof_status st = stof_sched_auto(ls->s, lua_tostring(L, 2), &o);
+  if (st) return raise_core(L, ls, st);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- registration */
 
 static void new_handle_mt(lua_State *L, const char *mt, lua_CFunction index, lua_CFunction tostring) {
@@ -964,6 +982,7 @@ void slua_open_schedule(lua_State *L, int idx) {
         {"clone", m_clone},
         {"replay", m_replay},
         {"with_decisions", m_with_decisions},
+        {"auto", m_auto},
         {NULL, NULL},
     };
     luaL_newlib(L, methods);

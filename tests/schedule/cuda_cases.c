@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cuda_cases.h"
+#include "segments.h"
 
 void sh_bind_rows(stof_sched *s) {
   stof_ctx *ctx = stof_sched_ctx(s);
@@ -531,6 +532,70 @@ static stof_sched *rowsum_allreduce_vec8_not_dividing(sh_graph *G) {
   return s;
 }
 
+/* ---------------------------------------------------------------- default schedules
+ * (stof_sched_auto on segments of model graphs: segments.c, test_auto.c) */
+
+static stof_sched *auto_layernorm_4096x768_f16(sh_graph *G) {
+  sh_seg_layernorm(G, 4096, 768, STOF_DTYPE_F16, 0);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_layernorm_residual_7x1000_f32(sh_graph *G) {
+  sh_seg_layernorm(G, 7, 1000, STOF_DTYPE_F32, 1);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_layernorm_residual_out_5x48_f16(sh_graph *G) {
+  sh_seg_layernorm(G, 5, 48, STOF_DTYPE_F16, 2);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_rmsnorm_4096x2048_f16(sh_graph *G) {
+  sh_seg_rmsnorm(G, 4096, 2048, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_softmax_128x128_f16(sh_graph *G) {
+  sh_seg_softmax(G, 1, 128, 128, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_softmax_rows_of_3_f16(sh_graph *G) {
+  sh_seg_softmax(G, 2, 7, 3, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_embedding_128x768_f16(sh_graph *G) {
+  sh_seg_embedding(G, 128, 1000, 768, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_split_heads_f16(sh_graph *G) {
+  sh_seg_split_heads(G, 2, 128, 12, 64, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_merge_heads_f16(sh_graph *G) {
+  sh_seg_merge_heads(G, 2, 128, 12, 64, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_qkv_split_f16(sh_graph *G) {
+  sh_seg_qkv_split(G, 2, 64, 4, 32, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_rotary_f16(sh_graph *G) {
+  sh_seg_rotary(G, 2, 4, 33, 64, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_bias_gelu_4096x3072_f16(sh_graph *G) {
+  sh_seg_bias_gelu(G, 4096, 3072, STOF_DTYPE_F16, 0);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_swiglu_7x1000_f32(sh_graph *G) {
+  sh_seg_swiglu(G, 7, 1000, STOF_DTYPE_F32);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_mirrored_rowsum(sh_graph *G) {
+  sh_seg_mirrored_rowsum(G, 7, 40);
+  return sh_auto(G, "cuda");
+}
+static stof_sched *auto_row_norm_f16(sh_graph *G) {
+  sh_seg_row_norm(G, 33, 100, STOF_DTYPE_F16);
+  return sh_auto(G, "cuda");
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define CASE(fn) {#fn, fn}
@@ -573,6 +638,21 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(stencil_vec2_misaligned),
     CASE(elem2_vec8_not_dividing),
     CASE(rowsum_allreduce_vec8_not_dividing),
+    CASE(auto_layernorm_4096x768_f16),
+    CASE(auto_layernorm_residual_7x1000_f32),
+    CASE(auto_layernorm_residual_out_5x48_f16),
+    CASE(auto_rmsnorm_4096x2048_f16),
+    CASE(auto_softmax_128x128_f16),
+    CASE(auto_softmax_rows_of_3_f16),
+    CASE(auto_embedding_128x768_f16),
+    CASE(auto_split_heads_f16),
+    CASE(auto_merge_heads_f16),
+    CASE(auto_qkv_split_f16),
+    CASE(auto_rotary_f16),
+    CASE(auto_bias_gelu_4096x3072_f16),
+    CASE(auto_swiglu_7x1000_f32),
+    CASE(auto_mirrored_rowsum),
+    CASE(auto_row_norm_f16),
 };
 #undef CASE
 const int sh_cuda_ncase = (int)(sizeof sh_cuda_cases / sizeof sh_cuda_cases[0]);

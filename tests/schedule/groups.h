@@ -18,4 +18,5 @@
   X(codegen_cuda)           \
   X(cross_thread)           \
   X(tensorize)              \
+  X(auto)                   \
   X(nomem)
