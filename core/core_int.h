@@ -15,6 +15,7 @@ struct stof_ctx {
   int nomem; /* sticky out-of-memory */
   char message[1024];
   uint64_t rng[4];
+  struct stof_cuda_stream *stream; /* current CUDA stream (borrowed; NULL: the default) */
 };
 
 struct stof_graph {

@@ -18,6 +18,13 @@
  *    is used by one thread at a time.
  *  - Host memory goes through the ctx's allocator; device memory failures are
  *    STOF_ERR_CUDA (never the sticky NOMEM, which means host memory).
+ *  - Streams: launches, memsets, async copies and timers go to the ctx's current stream
+ *    (ctx->stream, borrowed; NULL is the legacy default stream, so code that never sets
+ *    one behaves as before). Synchronous copies are ordered after that stream's work.
+ *    Created streams are non-blocking: the legacy default stream does not order them.
+ *  - Graphs come from thread-local stream capture; while this thread has a capture open,
+ *    the first driver failure is kept (capture_cause) so that capture_end can say what
+ *    invalidated the capture.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -30,6 +37,8 @@
 #include <nvrtc.h>
 
 #include <stof/core.h>
+
+#include "core_int.h"
 
 /* ---------------------------------------------------------------- the driver */
 
@@ -58,19 +67,37 @@
   X(func_set_attribute, cuFuncSetAttribute)         \
   X(get_error_name, cuGetErrorName)                 \
   X(get_error_string, cuGetErrorString)             \
-  X(memset_d16, cuMemsetD16_v2)                     \
+  X(memset_d8_async, cuMemsetD8Async)               \
+  X(memset_d16_async, cuMemsetD16Async)             \
+  X(memset_d32_async, cuMemsetD32Async)             \
+  X(memcpy_htod_async, cuMemcpyHtoDAsync_v2)        \
+  X(memcpy_dtoh_async, cuMemcpyDtoHAsync_v2)        \
+  X(memcpy_dtod_async, cuMemcpyDtoDAsync_v2)        \
+  X(stream_create, cuStreamCreate)                  \
+  X(stream_destroy, cuStreamDestroy_v2)             \
+  X(stream_synchronize, cuStreamSynchronize)        \
+  X(mem_get_info, cuMemGetInfo_v2)                  \
   X(event_create, cuEventCreate)                    \
   X(event_record, cuEventRecord)                    \
   X(event_synchronize, cuEventSynchronize)          \
   X(event_elapsed, cuEventElapsedTime)              \
   X(event_destroy, cuEventDestroy_v2)
 
-/* Entry points a driver may lack: NULL then (CUDA 12 drivers have them). */
+/* Entry points a driver may lack: NULL then (CUDA 12 drivers have them). The versioned
+ * names are spelled out: dlsym of the plain name would find the old ABI. */
 #if CUDA_VERSION >= 12000
-#define OPTIONAL_DRIVER_SYMBOLS(X) X(tensor_map_encode_tiled, cuTensorMapEncodeTiled)
+#define OPTIONAL_TMA_SYMBOLS(X) X(tensor_map_encode_tiled, cuTensorMapEncodeTiled)
 #else
-#define OPTIONAL_DRIVER_SYMBOLS(X)
+#define OPTIONAL_TMA_SYMBOLS(X)
 #endif
+#define OPTIONAL_DRIVER_SYMBOLS(X)                      \
+  OPTIONAL_TMA_SYMBOLS(X)                               \
+  X(stream_begin_capture, cuStreamBeginCapture_v2)      \
+  X(stream_end_capture, cuStreamEndCapture)             \
+  X(graph_instantiate, cuGraphInstantiateWithFlags)     \
+  X(graph_launch, cuGraphLaunch)                        \
+  X(graph_exec_destroy, cuGraphExecDestroy)             \
+  X(graph_destroy, cuGraphDestroy)
 
 static struct {
   void *lib;
@@ -177,6 +204,10 @@ static void drv_open(void) {
   drv.status = STOF_OK;
 }
 
+/* Captures open on this thread, and the first driver failure since the first began. */
+static _Thread_local int capture_depth;
+static _Thread_local char capture_cause[700];
+
 /* Records a driver failure: "CUDA: <fn> failed <what>: <NAME> (<text>)". */
 static stof_status cu_error(stof_ctx *ctx, CUresult r, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -187,6 +218,9 @@ static stof_status cu_error(stof_ctx *ctx, CUresult r, const char *fn, const cha
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   cu_describe(r, why, sizeof why);
+  if (capture_depth > 0 && !capture_cause[0])
+    snprintf(capture_cause, sizeof capture_cause, "%s%s%s: %s", fn, what[0] ? " " : "", what,
+             why);
   return stof_ctx_error(ctx, STOF_ERR_CUDA, "CUDA: %s failed%s%s: %s", fn, what[0] ? " " : "",
                         what, why);
 }
@@ -236,6 +270,71 @@ stof_status stof_cuda_props_get(stof_ctx *ctx, stof_cuda_props *out) {
   return STOF_OK;
 }
 
+/* ---------------------------------------------------------------- streams */
+
+struct stof_cuda_stream {
+  stof_ctx *ctx;
+  CUstream s;
+  int capturing; /* between capture_begin and capture_end */
+};
+
+/* The stream work of ctx goes to (NULL: the legacy default stream). */
+static CUstream cur_stream(const stof_ctx *ctx) { return ctx->stream ? ctx->stream->s : NULL; }
+
+stof_status stof_cuda_stream_new(stof_ctx *ctx, stof_cuda_stream **out) {
+  if (out) *out = NULL;
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if (!out) return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda stream: out is NULL");
+  stof_cuda_stream *s = stof_ctx_alloc(ctx, sizeof *s);
+  if (!s) return STOF_ERR_NOMEM;
+  CUresult r = drv.stream_create(&s->s, CU_STREAM_NON_BLOCKING);
+  if (r != CUDA_SUCCESS) {
+    stof_ctx_dealloc(ctx, s, sizeof *s);
+    return cu_error(ctx, r, "cuStreamCreate", "(non-blocking)");
+  }
+  s->ctx = ctx;
+  *out = s;
+  return STOF_OK;
+}
+
+/* Ends an open capture on s and drops what it recorded. */
+static void capture_abandon(stof_cuda_stream *s) {
+  if (!s->capturing) return;
+  CUgraph g = NULL;
+  if (drv.stream_end_capture(s->s, &g) == CUDA_SUCCESS && g) drv.graph_destroy(g);
+  s->capturing = 0;
+  if (capture_depth > 0 && --capture_depth == 0) capture_cause[0] = 0;
+}
+
+void stof_cuda_stream_free(stof_cuda_stream *s) {
+  if (!s) return;
+  stof_ctx *ctx = s->ctx;
+  if (ctx->stream == s) ctx->stream = NULL;
+  /* a stream exists only if the driver is up */
+  if (drv.ctx_set_current(drv.primary) == CUDA_SUCCESS) {
+    capture_abandon(s);
+    drv.stream_destroy(s->s);
+  }
+  stof_ctx_dealloc(ctx, s, sizeof *s);
+}
+
+stof_status stof_cuda_stream_synchronize(stof_cuda_stream *s) {
+  if (!s) return STOF_ERR_ARG; /* no context to tell: the default stream is
+                                  stof_cuda_synchronize's */
+  stof_status st = drv_ready(s->ctx);
+  if (st) return st;
+  CUresult r = drv.stream_synchronize(s->s);
+  if (r != CUDA_SUCCESS) return cu_error(s->ctx, r, "cuStreamSynchronize", "%s", "");
+  return STOF_OK;
+}
+
+void *stof_cuda_stream_handle(const stof_cuda_stream *s) { return s ? (void *)s->s : NULL; }
+
+void stof_cuda_set_stream(stof_ctx *ctx, stof_cuda_stream *s) { ctx->stream = s; }
+
+stof_cuda_stream *stof_cuda_current_stream(stof_ctx *ctx) { return ctx->stream; }
+
 /* ---------------------------------------------------------------- device memory */
 
 /* size 0 gives the null pointer (the driver refuses empty allocations). */
@@ -268,6 +367,14 @@ stof_status stof_cuda_htod(stof_ctx *ctx, uint64_t dst, const void *src, size_t 
   if (!dst || !src)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda htod: null %s pointer (%zu bytes)",
                           dst ? "host" : "device", size);
+  CUstream cs = cur_stream(ctx);
+  if (cs) {
+    CUresult r = drv.memcpy_htod_async((CUdeviceptr)dst, src, size, cs);
+    if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyHtoDAsync_v2", "(%zu bytes)", size);
+    r = drv.stream_synchronize(cs);
+    if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuStreamSynchronize", "(after a %zu-byte copy to the device)", size);
+    return STOF_OK;
+  }
   CUresult r = drv.memcpy_htod((CUdeviceptr)dst, src, size);
   if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyHtoD_v2", "(%zu bytes)", size);
   return STOF_OK;
@@ -279,6 +386,14 @@ stof_status stof_cuda_dtoh(stof_ctx *ctx, void *dst, uint64_t src, size_t size) 
   if (!dst || !src)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda dtoh: null %s pointer (%zu bytes)",
                           dst ? "device" : "host", size);
+  CUstream cs = cur_stream(ctx);
+  if (cs) {
+    CUresult r = drv.memcpy_dtoh_async(dst, (CUdeviceptr)src, size, cs);
+    if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoHAsync_v2", "(%zu bytes)", size);
+    r = drv.stream_synchronize(cs);
+    if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuStreamSynchronize", "(after a %zu-byte copy to the host)", size);
+    return STOF_OK;
+  }
   CUresult r = drv.memcpy_dtoh(dst, (CUdeviceptr)src, size);
   if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoH_v2", "(%zu bytes)", size);
   return STOF_OK;
@@ -290,8 +405,49 @@ stof_status stof_cuda_dtod(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t siz
   if (!dst || !src)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda dtod: null %s pointer (%zu bytes)",
                           dst ? "source" : "destination", size);
+  CUstream cs = cur_stream(ctx);
+  if (cs) {
+    CUresult r = drv.memcpy_dtod_async((CUdeviceptr)dst, (CUdeviceptr)src, size, cs);
+    if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoDAsync_v2", "(%zu bytes)", size);
+    r = drv.stream_synchronize(cs);
+    if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuStreamSynchronize", "(after a %zu-byte device copy)", size);
+    return STOF_OK;
+  }
   CUresult r = drv.memcpy_dtod((CUdeviceptr)dst, (CUdeviceptr)src, size);
   if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoD_v2", "(%zu bytes)", size);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_htod_async(stof_ctx *ctx, uint64_t dst, const void *src, size_t size) {
+  stof_status st = drv_ready(ctx);
+  if (st || size == 0) return st;
+  if (!dst || !src)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda htod async: null %s pointer (%zu bytes)",
+                          dst ? "host" : "device", size);
+  CUresult r = drv.memcpy_htod_async((CUdeviceptr)dst, src, size, cur_stream(ctx));
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyHtoDAsync_v2", "(%zu bytes)", size);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_dtoh_async(stof_ctx *ctx, void *dst, uint64_t src, size_t size) {
+  stof_status st = drv_ready(ctx);
+  if (st || size == 0) return st;
+  if (!dst || !src)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda dtoh async: null %s pointer (%zu bytes)",
+                          dst ? "device" : "host", size);
+  CUresult r = drv.memcpy_dtoh_async(dst, (CUdeviceptr)src, size, cur_stream(ctx));
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoHAsync_v2", "(%zu bytes)", size);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_dtod_async(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size) {
+  stof_status st = drv_ready(ctx);
+  if (st || size == 0) return st;
+  if (!dst || !src)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda dtod async: null %s pointer (%zu bytes)",
+                          dst ? "source" : "destination", size);
+  CUresult r = drv.memcpy_dtod_async((CUdeviceptr)dst, (CUdeviceptr)src, size, cur_stream(ctx));
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemcpyDtoDAsync_v2", "(%zu bytes)", size);
   return STOF_OK;
 }
 
@@ -306,14 +462,45 @@ stof_status stof_cuda_synchronize(stof_ctx *ctx) {
 stof_status stof_cuda_memset16(stof_ctx *ctx, uint64_t dst, uint16_t value, size_t count) {
   stof_status st = drv_ready(ctx);
   if (st || count == 0) return st;
-  CUresult r = drv.memset_d16((CUdeviceptr)dst, value, count);
-  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemsetD16_v2", "(%zu elements)", count);
+  CUresult r = drv.memset_d16_async((CUdeviceptr)dst, value, count, cur_stream(ctx));
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemsetD16Async", "(%zu elements)", count);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_memset8(stof_ctx *ctx, uint64_t dst, uint8_t value, size_t count) {
+  stof_status st = drv_ready(ctx);
+  if (st || count == 0) return st;
+  CUresult r = drv.memset_d8_async((CUdeviceptr)dst, value, count, cur_stream(ctx));
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemsetD8Async", "(%zu elements)", count);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_memset32(stof_ctx *ctx, uint64_t dst, uint32_t value, size_t count) {
+  stof_status st = drv_ready(ctx);
+  if (st || count == 0) return st;
+  CUresult r = drv.memset_d32_async((CUdeviceptr)dst, value, count, cur_stream(ctx));
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemsetD32Async", "(%zu elements)", count);
+  return STOF_OK;
+}
+
+stof_status stof_cuda_mem_get_info(stof_ctx *ctx, size_t *free_bytes, size_t *total_bytes) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if (!free_bytes || !total_bytes)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda mem info: null %s",
+                          !free_bytes ? "free_bytes" : "total_bytes");
+  size_t f = 0, t = 0;
+  CUresult r = drv.mem_get_info(&f, &t);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuMemGetInfo_v2", "%s", "");
+  *free_bytes = f;
+  *total_bytes = t;
   return STOF_OK;
 }
 
 struct stof_cuda_timer {
   stof_ctx *ctx;
   CUevent start, stop;
+  CUstream stream; /* the current stream when start was recorded */
 };
 
 stof_status stof_cuda_timer_new(stof_ctx *ctx, stof_cuda_timer **out) {
@@ -339,14 +526,15 @@ stof_status stof_cuda_timer_new(stof_ctx *ctx, stof_cuda_timer **out) {
 stof_status stof_cuda_timer_start(stof_cuda_timer *t) {
   stof_status st = drv_ready(t->ctx);
   if (st) return st;
-  CUresult r = drv.event_record(t->start, NULL);
+  t->stream = cur_stream(t->ctx);
+  CUresult r = drv.event_record(t->start, t->stream);
   return r == CUDA_SUCCESS ? STOF_OK : cu_error(t->ctx, r, "cuEventRecord", "%s", "");
 }
 
 stof_status stof_cuda_timer_stop(stof_cuda_timer *t, float *ms) {
   stof_status st = drv_ready(t->ctx);
   if (st) return st;
-  CUresult r = drv.event_record(t->stop, NULL);
+  CUresult r = drv.event_record(t->stop, t->stream);
   if (r == CUDA_SUCCESS) r = drv.event_synchronize(t->stop);
   if (r == CUDA_SUCCESS) r = drv.event_elapsed(ms, t->start, t->stop);
   return r == CUDA_SUCCESS ? STOF_OK : cu_error(t->ctx, r, "cuEventElapsedTime", "%s", "");
@@ -633,12 +821,119 @@ stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned 
     k->smem_optin = smem;
   }
   r = drv.launch_kernel(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                        NULL, args, NULL);
+                        cur_stream(ctx), args, NULL);
   if (r != CUDA_SUCCESS)
     return cu_error(ctx, r, "cuLaunchKernel",
                     "for kernel %s (grid %u x %u x %u, block %u x %u x %u, %u bytes shared)",
                     k->name, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
   return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+struct stof_cuda_graph {
+  stof_ctx *ctx;
+  CUgraphExec exec;
+};
+
+static stof_status graphs_supported(stof_ctx *ctx) {
+  if (drv.stream_begin_capture && drv.stream_end_capture && drv.graph_instantiate &&
+      drv.graph_launch && drv.graph_exec_destroy && drv.graph_destroy)
+    return STOF_OK;
+  return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                        "cuda graphs: libcuda.so.1 lacks %s (graphs need a CUDA 11.4 or newer "
+                        "driver); run the work on a stream without capturing it",
+                        !drv.stream_begin_capture ? "cuStreamBeginCapture_v2"
+                        : !drv.stream_end_capture ? "cuStreamEndCapture"
+                        : !drv.graph_instantiate  ? "cuGraphInstantiateWithFlags"
+                        : !drv.graph_launch       ? "cuGraphLaunch"
+                        : !drv.graph_exec_destroy ? "cuGraphExecDestroy"
+                                                  : "cuGraphDestroy");
+}
+
+/* Thread-local mode: this thread may not call anything that would synchronise or allocate
+ * while it captures (such calls fail, and invalidate the capture, instead of silently
+ * escaping the graph), while other threads (a host application's allocator, say) stay
+ * unrestricted, which global mode would not allow. cuBLASLt's matmul with a caller-given
+ * workspace makes no such call, so it captures in this mode; relaxed mode would let a
+ * synchronous copy through unrecorded. */
+stof_status stof_cuda_capture_begin(stof_ctx *ctx, stof_cuda_stream *s) {
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if ((st = graphs_supported(ctx))) return st;
+  if (!s)
+    return stof_ctx_error(ctx, STOF_ERR_ARG,
+                          "cuda capture: the default stream cannot be captured (capture a "
+                          "stream from stof_cuda_stream_new)");
+  if (s->capturing)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda capture: the stream is already being captured");
+  CUresult r = drv.stream_begin_capture(s->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuStreamBeginCapture_v2", "(thread-local mode)");
+  s->capturing = 1;
+  if (capture_depth++ == 0) capture_cause[0] = 0;
+  return STOF_OK;
+}
+
+stof_status stof_cuda_capture_end(stof_ctx *ctx, stof_cuda_stream *s, stof_cuda_graph **out) {
+  if (out) *out = NULL;
+  stof_status st = drv_ready(ctx);
+  if (st) return st;
+  if ((st = graphs_supported(ctx))) return st;
+  if (!s || !s->capturing)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda capture end: %s",
+                          !s ? "the default stream is never captured"
+                             : "the stream is not being captured (no capture_begin)");
+  char cause[sizeof capture_cause];
+  snprintf(cause, sizeof cause, "%s", capture_cause);
+  CUgraph graph = NULL;
+  CUresult r = drv.stream_end_capture(s->s, &graph);
+  s->capturing = 0;
+  if (capture_depth > 0 && --capture_depth == 0) capture_cause[0] = 0;
+  if (r != CUDA_SUCCESS) {
+    if (graph) drv.graph_destroy(graph);
+    if (!cause[0]) return cu_error(ctx, r, "cuStreamEndCapture", "%s", "");
+    char why[256];
+    cu_describe(r, why, sizeof why);
+    return stof_ctx_error(ctx, STOF_ERR_CUDA,
+                          "CUDA: cuStreamEndCapture failed: %s; the capture was invalidated by "
+                          "an earlier failure: %s",
+                          why, cause);
+  }
+  if (!out) {
+    drv.graph_destroy(graph);
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda capture end: out is NULL (the graph is dropped)");
+  }
+  if (!graph)
+    return stof_ctx_error(ctx, STOF_ERR_CUDA, "CUDA: cuStreamEndCapture gave no graph");
+  CUgraphExec exec = NULL;
+  r = drv.graph_instantiate(&exec, graph, 0);
+  drv.graph_destroy(graph); /* the executable graph does not need it */
+  if (r != CUDA_SUCCESS) return cu_error(ctx, r, "cuGraphInstantiateWithFlags", "%s", "");
+  stof_cuda_graph *g = stof_ctx_alloc(ctx, sizeof *g);
+  if (!g) {
+    drv.graph_exec_destroy(exec);
+    return STOF_ERR_NOMEM;
+  }
+  g->ctx = ctx;
+  g->exec = exec;
+  *out = g;
+  return STOF_OK;
+}
+
+stof_status stof_cuda_graph_launch(stof_cuda_graph *g, stof_cuda_stream *s) {
+  if (!g) return STOF_ERR_ARG;
+  stof_status st = drv_ready(g->ctx);
+  if (st) return st;
+  CUresult r = drv.graph_launch(g->exec, s ? s->s : cur_stream(g->ctx));
+  if (r != CUDA_SUCCESS) return cu_error(g->ctx, r, "cuGraphLaunch", "%s", "");
+  return STOF_OK;
+}
+
+void stof_cuda_graph_free(stof_cuda_graph *g) {
+  if (!g) return;
+  /* a graph exists only if the driver is up */
+  if (drv.ctx_set_current(drv.primary) == CUDA_SUCCESS) drv.graph_exec_destroy(g->exec);
+  stof_ctx_dealloc(g->ctx, g, sizeof *g);
 }
 
 /* ---------------------------------------------------------------- TMA descriptors */

@@ -531,15 +531,16 @@ stof_cuda_stream *stof_cuda_current_stream(stof_ctx *ctx);
 /** Device memory. */
 stof_status stof_cuda_malloc(stof_ctx *ctx, size_t size, uint64_t *dptr);
 void stof_cuda_mem_free(stof_ctx *ctx, uint64_t dptr);
-/** Synchronous copies: ordered after the work queued on the current stream, complete on
- *  return (so they are illegal while that stream is being captured into a graph). */
+/** Synchronous copies: ordered after the work queued on the current stream; on return the
+ *  host buffer may be reused (dtoh: holds the data). On a created stream they wait for it,
+ *  so they fail (and invalidate the capture) while that stream is being captured. */
 stof_status stof_cuda_htod(stof_ctx *ctx, uint64_t dst, const void *src, size_t size);
 stof_status stof_cuda_dtoh(stof_ctx *ctx, void *dst, uint64_t src, size_t size);
 stof_status stof_cuda_dtod(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size);
 /** Queued on the current stream, asynchronous to the host: host memory must stay valid
  *  (and, for dtoh, unread) until the stream has run the copy. Pageable host memory makes
- *  the driver stage the copy (the call may then block); only device-to-device copies and
- *  copies of pinned memory can be captured into a graph. */
+ *  the driver stage the copy (the call may then block). A captured copy is replayed from
+ *  the same host address, whatever it holds then: graphs are best kept to device buffers. */
 stof_status stof_cuda_htod_async(stof_ctx *ctx, uint64_t dst, const void *src, size_t size);
 stof_status stof_cuda_dtoh_async(stof_ctx *ctx, void *dst, uint64_t src, size_t size);
 stof_status stof_cuda_dtod_async(stof_ctx *ctx, uint64_t dst, uint64_t src, size_t size);
@@ -567,13 +568,14 @@ void stof_cuda_timer_free(stof_cuda_timer *t);
 
 /*
  * CUDA graphs by stream capture. Between capture_begin and capture_end, work queued on the
- * stream (launches, async copies of device or pinned memory, memsets, cuBLASLt calls) is
+ * stream (launches, async copies, memsets, cuBLASLt calls) is
  * recorded instead of run; capture_end instantiates it, and graph_launch replays it with
  * the same arguments (device pointers and kernel parameters are frozen; change inputs by
  * writing into the same buffers between replays). The capture is thread-local
  * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL): on the capturing thread, calls that would
- * synchronise or allocate (synchronous copies, stof_cuda_synchronize, cuMemAlloc) fail and
- * invalidate the capture; other threads are not restricted. The default stream cannot be
+ * synchronise with it or allocate (stof_cuda_synchronize, stof_cuda_stream_synchronize,
+ * synchronous copies while it is the current stream, cuMemAlloc) fail and invalidate the
+ * capture; other threads are not restricted. The default stream cannot be
  * captured. STOF_ERR_UNSUPPORTED when the driver lacks graph entry points.
  */
 typedef struct stof_cuda_graph stof_cuda_graph;

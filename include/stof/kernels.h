@@ -311,7 +311,7 @@ void stof_attn_engine_free(stof_attn_engine *e);
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
                                int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, stof_dtype dtype,
                                const stof_attn_opts *opts, stof_attn_plan **out);
-/** Launches on the default stream (asynchronous). The tensors must be CUDA tensors of the
+/** Launches on the context's current stream (asynchronous). The tensors must be CUDA tensors of the
  *  plan's shapes and dtype (STOF_ERR_SHAPE / _TYPE / _ARG naming the argument). */
 stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
                                const stof_tensor *v, stof_tensor *out);
@@ -396,6 +396,116 @@ typedef struct stof_attn_attrs {
 stof_status stof_attention_op(stof_graph *g, const stof_op *q, const stof_op *k,
                               const stof_op *v, const stof_mask *mask, float scale,
                               const stof_op **out);
+
+/* ---------------------------------------------------------------- GEMM (cuBLASLt) */
+
+/*
+ * Dense GEMM as an intrinsic: the vendor library on the GPU (cuBLASLt, opened with dlopen
+ * when the first plan is made), an f64-accumulating CPU implementation beside it. Row-major,
+ * as Transformer Engine states it:
+ *
+ *   D[m, n] = act(alpha * sum_k A[m, k] B[k, n] + bias[n] + beta * C[m, n])
+ *
+ * A is stored [M, K] (trans_a 0) or [K, M] (trans_a 1); B is stored [K, N] (trans_b 0) or
+ * [N, K] (trans_b 1: PyTorch's nn.Linear weight, [out, in]); C (the residual) and D are
+ * [M, N]; bias has N elements. Every matrix is contiguous (its leading dimension is its
+ * stored row length). batch (0 or 1: one product) products run at once, product i reading
+ * A + i * stride_a, B + i * stride_b, C + i * stride_c and writing D + i * stride_c
+ * (elements; a stride of 0 shares A or B across the batch; stride_c >= M * N); the bias is
+ * shared. dtypes float16 and bfloat16 (f32 accumulation, alpha and beta in f32) and
+ * float32 (true f32: never TF32); C, D and bias have the dtype of A and B.
+ * GELU is the tanh approximation 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), which
+ * is what cuBLASLt computes; the CPU implementation computes the same (not the erf form).
+ * X(name, text, adds bias, activation: 0 none, 1 relu, 2 gelu).
+ */
+#define STOF_GEMM_EPI_LIST(X)           \
+  X(NONE, "none", 0, 0)                 \
+  X(BIAS, "bias", 1, 0)                 \
+  X(RELU, "relu", 0, 1)                 \
+  X(RELU_BIAS, "relu_bias", 1, 1)       \
+  X(GELU, "gelu", 0, 2)                 \
+  X(GELU_BIAS, "gelu_bias", 1, 2)
+typedef enum stof_gemm_epilogue {
+#define STOF_X(name, text, bias, act) STOF_GEMM_EPI_##name,
+  STOF_GEMM_EPI_LIST(STOF_X)
+#undef STOF_X
+  STOF_GEMM_EPI_COUNT
+} stof_gemm_epilogue;
+/** "relu_bias", ...; "?" out of range. Borrowed, static. */
+const char *stof_gemm_epilogue_name(stof_gemm_epilogue e);
+/** Whether the epilogue adds the bias vector. */
+int stof_gemm_epilogue_has_bias(stof_gemm_epilogue e);
+
+typedef struct stof_gemm_desc {
+  int64_t M, N, K, batch;
+  int trans_a, trans_b;
+  stof_dtype dtype;
+  stof_gemm_epilogue epi;
+  float alpha, beta;
+  int64_t stride_a, stride_b, stride_c; /* elements; read only when batch > 1 */
+} stof_gemm_desc;
+
+/** Checks a description: positive sizes, batch >= 0, trans flags 0 or 1, a known epilogue,
+ *  finite alpha and beta, non-negative strides with stride_c >= M * N (STOF_ERR_ARG);
+ *  float16, bfloat16 or float32 (STOF_ERR_UNSUPPORTED); every extent and byte count within
+ *  int64 (STOF_ERR_ARG). The message names the field and its value. */
+stof_status stof_gemm_check(stof_ctx *ctx, const stof_gemm_desc *d);
+
+/**
+ * The CPU implementation (the intrinsic's, and the reference the GPU is tested against):
+ * f64 accumulation, the epilogue in f64, one rounding when storing into out. a, b, c, bias,
+ * out: contiguous CPU tensors of any float dtype (read as their values: d->dtype does not
+ * round them); a, b, c and out have the stored matrix's [rows, cols] as their last two
+ * dims and hold the elements the batch strides reach ((batch - 1) * stride + rows * cols);
+ * c may be NULL when beta is 0 (it is not read then); bias (N elements) may be NULL when
+ * the epilogue adds none. out may not alias a, b or bias. STOF_ERR_ARG / _SHAPE / _TYPE
+ * name the tensor.
+ */
+stof_status stof_gemm_cpu(stof_ctx *ctx, const stof_gemm_desc *d, const stof_tensor *a,
+                          const stof_tensor *b, const stof_tensor *c, const stof_tensor *bias,
+                          stof_tensor *out);
+
+/* A GEMM planned on the GPU: cuBLASLt's descriptors and its heuristic's algorithms for one
+ * description. Used by one thread at a time. */
+typedef struct stof_gemm_plan stof_gemm_plan;
+/** The most algorithms a plan keeps from cuBLASLt's heuristic, and the largest workspace
+ *  it lets them ask for. */
+#define STOF_GEMM_MAX_ALGO 8
+#define STOF_GEMM_MAX_WORKSPACE ((size_t)32 << 20)
+
+/**
+ * Plans d on the GPU: checks it (stof_gemm_check), loads cuBLASLt (libcublasLt.so.13 / .12
+ * from the library path, /usr/local/cuda/lib64, $CUDA_HOME/lib64 and the folder of the
+ * loaded libnvrtc; one handle per process, created on first use), asks the heuristic for up
+ * to STOF_GEMM_MAX_ALGO algorithms and takes the algo-th (0: the heuristic's best; a knob
+ * for a search). Device pointers are promised 256-byte aligned (cuMemAlloc's alignment;
+ * with a batch, the alignment the strides leave): the plan tells cuBLASLt so and the run
+ * checks it. Owned: stof_gemm_plan_free.
+ * STOF_ERR_NO_DEVICE without a GPU; STOF_ERR_UNSUPPORTED when cuBLASLt cannot be loaded
+ * (the message lists what was tried) or has no algorithm for the shape (the message names
+ * M, N, K, batch, the dtype, transposes and epilogue: run it with generated code then);
+ * STOF_ERR_ARG for algo outside [0, stof_gemm_plan_nalgo); STOF_ERR_CUDA when cuBLASLt fails.
+ */
+stof_status stof_gemm_plan_new(stof_ctx *ctx, const stof_gemm_desc *d, int algo,
+                               stof_gemm_plan **out);
+/** The algorithms the heuristic returned (>= 1). */
+int stof_gemm_plan_nalgo(const stof_gemm_plan *p);
+/** Workspace bytes the plan's algorithm needs (<= STOF_GEMM_MAX_WORKSPACE); the caller
+ *  provides it (exec/ shares one workspace between plans run on one stream). */
+size_t stof_gemm_plan_workspace(const stof_gemm_plan *p);
+/** The description planned. Borrowed. */
+const stof_gemm_desc *stof_gemm_plan_desc(const stof_gemm_plan *p);
+/**
+ * Queues the GEMM on stream (NULL: the context's current stream) on device addresses a, b,
+ * c (0 when beta is 0), bias (0 when the epilogue adds none), d (may equal c), workspace
+ * (ws_bytes >= stof_gemm_plan_workspace; 0 when that is 0). No allocation, no
+ * synchronisation: capturable in a CUDA graph. STOF_ERR_ARG names a missing or misaligned
+ * pointer or a short workspace; STOF_ERR_CUDA when cuBLASLt refuses to launch.
+ */
+stof_status stof_gemm_plan_run(stof_gemm_plan *p, stof_cuda_stream *stream, uint64_t a,
+                               uint64_t b, uint64_t c, uint64_t bias, uint64_t d,
+                               uint64_t workspace, size_t ws_bytes);
+void stof_gemm_plan_free(stof_gemm_plan *p);
 
 /** The embedded text of a source under kernels/ (e.g. "attention_block.cu"), or NULL. */
 const char *stof_kernels_source(const char *name);

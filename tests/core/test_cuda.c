@@ -199,6 +199,48 @@ static void device_functions_without_gpu_report_no_device(void **state) {
   assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
 }
 
+/* Streams, async copies, memsets, memory info, timers and graphs without a GPU: NO_DEVICE
+ * from everything that takes a context, STOF_ERR_ARG from what has none to report into,
+ * and no crash or leak on NULL handles. */
+static void stream_and_graph_functions_without_gpu_report_no_device(void **state) {
+  stof_ctx *ctx = CTX(state);
+  stof_status st = stof_cuda_init(ctx);
+  assert_true(st == STOF_OK || st == STOF_ERR_NO_DEVICE);
+  stof_ctx_clear_error(ctx);
+  if (st == STOF_OK) return; /* test_core_gpu covers them on a GPU */
+  char buf[16] = {0};
+  size_t fr = 1, tot = 1;
+  stof_cuda_stream *s = (stof_cuda_stream *)1;
+  stof_cuda_timer *t = (stof_cuda_timer *)1;
+  stof_cuda_graph *g = (stof_cuda_graph *)1;
+  TU_ERR(ctx, stof_cuda_stream_new(ctx, &s), STOF_ERR_NO_DEVICE, "no GPU");
+  assert_null(s);
+  TU_ERR(ctx, stof_cuda_htod_async(ctx, 0x1000, buf, sizeof buf), STOF_ERR_NO_DEVICE, "no GPU");
+  TU_ERR(ctx, stof_cuda_dtoh_async(ctx, buf, 0x1000, sizeof buf), STOF_ERR_NO_DEVICE, "no GPU");
+  TU_ERR(ctx, stof_cuda_dtod_async(ctx, 0x1000, 0x2000, sizeof buf), STOF_ERR_NO_DEVICE, "no GPU");
+  TU_ERR(ctx, stof_cuda_memset8(ctx, 0x1000, 1, 16), STOF_ERR_NO_DEVICE, "no GPU");
+  TU_ERR(ctx, stof_cuda_memset16(ctx, 0x1000, 0x7e00, 8), STOF_ERR_NO_DEVICE, "no GPU");
+  TU_ERR(ctx, stof_cuda_memset32(ctx, 0x1000, 0x7fc00000u, 4), STOF_ERR_NO_DEVICE, "no GPU");
+  TU_ERR(ctx, stof_cuda_mem_get_info(ctx, &fr, &tot), STOF_ERR_NO_DEVICE, "no GPU");
+  assert_true(fr == 1 && tot == 1); /* untouched */
+  TU_ERR(ctx, stof_cuda_timer_new(ctx, &t), STOF_ERR_NO_DEVICE, "no GPU");
+  assert_null(t);
+  TU_ERR(ctx, stof_cuda_capture_begin(ctx, NULL), STOF_ERR_NO_DEVICE, "no GPU");
+  TU_ERR(ctx, stof_cuda_capture_end(ctx, NULL, &g), STOF_ERR_NO_DEVICE, "no GPU");
+  assert_null(g);
+  /* no context to report into: a bare status */
+  assert_int_equal(stof_cuda_graph_launch(NULL, NULL), STOF_ERR_ARG);
+  assert_int_equal(stof_cuda_stream_synchronize(NULL), STOF_ERR_ARG);
+  assert_null(stof_cuda_stream_handle(NULL));
+  stof_cuda_set_stream(ctx, NULL);
+  assert_null(stof_cuda_current_stream(ctx));
+  stof_cuda_stream_free(NULL);
+  stof_cuda_graph_free(NULL);
+  stof_cuda_timer_free(NULL);
+  assert_int_equal(stof_ctx_status(ctx), STOF_OK);
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+}
+
 int run_cuda_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(compile_half_kernel_to_cubin, setup, teardown),
@@ -212,6 +254,8 @@ int run_cuda_tests(void) {
       cmocka_unit_test(nvrtc_version_is_positive),
       cmocka_unit_test_setup_teardown(device_functions_without_gpu_report_no_device, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(stream_and_graph_functions_without_gpu_report_no_device,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests_name("cuda", tests, NULL, NULL);
 }

@@ -5,4 +5,5 @@
   X(mask_format_gpu)        \
   X(mask_svg)               \
   X(mask_nomem)             \
-  X(attention)
+  X(attention)              \
+  X(gemm)

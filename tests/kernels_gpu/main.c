@@ -22,6 +22,7 @@
 #include <stof/kernels.h>
 
 #include "format_gpu.h"
+#include "gemm_gpu.h"
 
 typedef struct fixture {
   tu_heap heap;
@@ -805,6 +806,15 @@ int main(void) {
       FORMAT_GPU_TEST(gpu_format_public_entry_cache_and_refusals),
       FORMAT_GPU_TEST(engine_builds_long_sequence_formats_on_the_gpu),
 #undef FORMAT_GPU_TEST
+#define GEMM_GPU_TEST(name) cmocka_unit_test_setup_teardown(name, gemm_gpu_setup, gemm_gpu_teardown)
+      GEMM_GPU_TEST(gemm_plan_and_run_errors),
+      GEMM_GPU_TEST(gemm_f16_every_epilogue_matches_cpu),
+      GEMM_GPU_TEST(gemm_bf16_every_epilogue_matches_cpu),
+      GEMM_GPU_TEST(gemm_f32_every_epilogue_matches_cpu),
+      GEMM_GPU_TEST(gemm_batched_transposed_in_place_matches_cpu),
+      GEMM_GPU_TEST(gemm_plan_replays_in_a_cuda_graph),
+      GEMM_GPU_TEST(gemm_f16_large_throughput),
+#undef GEMM_GPU_TEST
   };
   return cmocka_run_group_tests_name("kernels_gpu", tests, NULL, NULL) ? 1 : 0;
 }
