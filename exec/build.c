@@ -42,7 +42,6 @@ static stof_status build_gemm(stof_plan *p, int si) {
   snprintf(s->detail, sizeof s->detail, "M %lld, N %lld, K %lld, %s, w %s, epilogue %s%s", (long long)d->M,
            (long long)d->N, (long long)d->K, stof_dtype_name(d->dtype), g->trans_b ? "[N, K]" : "[K, N]",
            stof_gemm_epilogue_name(d->epi), g->res ? " + residual" : "");
-  if (!p->cuda) return STOF_OK;
   for (int j = 0; j < si; j++) {
     const exec_seg *o = &p->seg[j];
     if (o->kind == STOF_SEG_GEMM && o->shared_with < 0 && !memcmp(&o->g.desc, d, sizeof *d)) {
@@ -51,6 +50,7 @@ static stof_status build_gemm(stof_plan *p, int si) {
       return STOF_OK;
     }
   }
+  if (!p->cuda) return STOF_OK;
   st = stof_gemm_plan_new(p->ctx, d, 0, &g->plan);
   if (st) return st;
   size_t ws = stof_gemm_plan_workspace(g->plan);
@@ -76,11 +76,7 @@ static stof_status build_intrin(stof_plan *p, int si) {
   exec_seg *s = &p->seg[si];
   exec_intrin *x = &s->x;
   const stof_op *op = s->last;
-  if (!p->cuda) {
-    snprintf(s->detail, sizeof s->detail, "CPU implementation");
-    return STOF_OK;
-  }
-  if (!x->in->gpu_new)
+  if (p->cuda && !x->in->gpu_new)
     return stof_ctx_error(p->ctx, STOF_ERR_UNSUPPORTED, "plan: intrinsic %s (op %s) has no GPU implementation",
                           x->in->name, op->name);
   for (int j = 0; j < si; j++) {
@@ -92,6 +88,10 @@ static stof_status build_intrin(stof_plan *p, int si) {
       snprintf(s->detail, sizeof s->detail, "%s", o->detail);
       return STOF_OK;
     }
+  }
+  if (!p->cuda) {
+    snprintf(s->detail, sizeof s->detail, "CPU implementation");
+    return STOF_OK;
   }
   int k;
   for (k = 0; k < p->nshared && p->shared_in[k] != x->in; k++) {}

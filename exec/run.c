@@ -283,7 +283,7 @@ stof_status stof_plan_time(stof_plan *p, int reps, int warmup, double *ms) {
   for (int w = 0; w < warmup && !st; w++) st = run_once(p);
   if (!st) st = stof_plan_sync(p);
   if (st) return st;
-  p->ran = 1;
+  if (warmup) p->ran = 1;
   int each = reps <= 200;
   double *t = stof_ctx_alloc(ctx, sizeof *t * (size_t)(each ? reps : 1));
   if (!t) return STOF_ERR_NOMEM;
@@ -309,6 +309,7 @@ stof_status stof_plan_time(stof_plan *p, int reps, int warmup, double *ms) {
   if (timer) stof_cuda_timer_free(timer);
   if (p->cuda) stof_cuda_set_stream(ctx, prev);
   if (!st) {
+    p->ran = 1;
     int n = each ? reps : 1;
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     *ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);

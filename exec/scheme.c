@@ -12,9 +12,11 @@
  *    a layer norm become one segment, which the default schedule makes one kernel), or starts
  *    a new generated segment.
  * Joining only the latest producer's segment keeps the segment order a topological order.
- * Tags are read, and the structure of every absorbed op is checked, so a wrong tag never
- * changes a result.
+ * Tags are read, and the structure of every absorbed op is checked (a bias or residual add
+ * by its loads, an activation by its values as a function of its one input), so a wrong tag
+ * never changes a result; a GEMM's loads must cover its operands' storage exactly.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +54,11 @@ static int match_operands(const stof_op *op, const stof_expr *xe, const stof_exp
   else if (is_var(we->u.load.idx[0], j) && is_var(we->u.load.idx[1], k)) tb = 1;
   else return 0;
   if (x->dtype != op->dtype || w->dtype != op->dtype) return 0;
+  /* the loads cover the operands exactly (a body that reads part of x or w is not a GEMM
+   * of their storage) */
+  for (int d = 0; d < nd - 1; d++)
+    if (x->shape[d] != op->shape[d]) return 0;
+  if (x->shape[nd - 1] != k->extent || w->shape[tb] != k->extent || w->shape[1 - tb] != op->shape[nd - 1]) return 0;
   memset(g, 0, sizeof *g);
   g->gemm = op;
   g->x = x;
@@ -130,6 +137,80 @@ static const stof_op *other_input(const stof_op *c, const stof_op *t) {
 
 static int tag_is(const stof_op *op, const char *tag) { return op->tag && strcmp(op->tag, tag) == 0; }
 
+/* e's value when t loaded at op's axes is v, in *out; 0 when e is not a function of that
+ * one value (another load, an index, a reduction) or nests deeper than a few levels. */
+static int eval_of_one(const stof_expr *e, const stof_op *t, const stof_op *op, double v, int depth, double *out) {
+  double a = 0, b = 0, c = 0;
+  if (!e || depth > 64) return 0;
+  switch (e->kind) {
+  case STOF_EXPR_INT: *out = (double)e->u.ival; return 1;
+  case STOF_EXPR_FLOAT: *out = e->u.fval; return 1;
+  case STOF_EXPR_LOAD:
+    if (!load_at_axes(e, t, op)) return 0;
+    *out = v;
+    return 1;
+  case STOF_EXPR_CAST:
+    if (!stof_dtype_is_float(e->dtype) || !eval_of_one(e->u.op.a, t, op, v, depth + 1, &a)) return 0;
+    *out = stof_dtype_round(e->dtype, a);
+    return 1;
+  case STOF_EXPR_SELECT:
+    if (!eval_of_one(e->u.op.c, t, op, v, depth + 1, &c)) return 0;
+    return eval_of_one(c != 0 ? e->u.op.a : e->u.op.b, t, op, v, depth + 1, out);
+  default: break;
+  }
+  if (stof_expr_kind_is_unary(e->kind)) {
+    if (!eval_of_one(e->u.op.a, t, op, v, depth + 1, &a)) return 0;
+    switch (e->kind) {
+    case STOF_EXPR_NEG: *out = -a; return 1;
+    case STOF_EXPR_EXP: *out = exp(a); return 1;
+    case STOF_EXPR_LOG: *out = log(a); return 1;
+    case STOF_EXPR_SQRT: *out = sqrt(a); return 1;
+    case STOF_EXPR_RSQRT: *out = 1.0 / sqrt(a); return 1;
+    case STOF_EXPR_TANH: *out = tanh(a); return 1;
+    case STOF_EXPR_ERF: *out = erf(a); return 1;
+    case STOF_EXPR_SIGMOID: *out = 1.0 / (1.0 + exp(-a)); return 1;
+    case STOF_EXPR_ABS: *out = fabs(a); return 1;
+    default: return 0;
+    }
+  }
+  if (!stof_expr_kind_is_binary(e->kind) || !eval_of_one(e->u.op.a, t, op, v, depth + 1, &a) ||
+      !eval_of_one(e->u.op.b, t, op, v, depth + 1, &b))
+    return 0;
+  switch (e->kind) {
+  case STOF_EXPR_ADD: *out = a + b; return 1;
+  case STOF_EXPR_SUB: *out = a - b; return 1;
+  case STOF_EXPR_MUL: *out = a * b; return 1;
+  case STOF_EXPR_DIV: *out = a / b; return 1;
+  case STOF_EXPR_MIN: *out = a < b ? a : b; return 1;
+  case STOF_EXPR_MAX: *out = a > b ? a : b; return 1;
+  case STOF_EXPR_POW: *out = pow(a, b); return 1;
+  case STOF_EXPR_LT: *out = a < b; return 1;
+  case STOF_EXPR_LE: *out = a <= b; return 1;
+  case STOF_EXPR_GT: *out = a > b; return 1;
+  case STOF_EXPR_GE: *out = a >= b; return 1;
+  default: return 0;
+  }
+}
+
+/* c's body is the activation act (1 relu, 2 the tanh GELU, 3 the erf GELU) of t at c's
+ * axes: a function of that one value that agrees with act at points spread over [-5, 5]
+ * (to 1e-5 in float32; to the rounding of c's dtype otherwise, where the two GELU forms
+ * round alike). A tag is a claim; this checks it. */
+static int is_activation(const stof_op *c, const stof_op *t, int act) {
+  static const double pts[] = {-5.3, -3.1, -2.05, -1.37, -0.93, -0.51, -0.27, -0.09, 0.013,
+                               0.11, 0.34,  0.62,  0.88,  1.21,  1.73,  2.4,   3.3,   4.7};
+  double tol = c->dtype == STOF_DTYPE_F32 ? 1e-5 : c->dtype == STOF_DTYPE_F16 ? 0x1p-9 : 0x1p-6;
+  for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
+    double v = stof_dtype_round(t->dtype, pts[i]), got, want;
+    if (!eval_of_one(c->body, t, c, v, 0, &got)) return 0;
+    if (act == 1) want = v > 0 ? v : 0;
+    else if (act == 2) want = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)) /* sqrt(2 / pi) */);
+    else want = 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    if (!(fabs(got - want) <= tol * fmax(1, fabs(want)))) return 0;
+  }
+  return 1;
+}
+
 /* Grows a GEMM segment by its epilogue ops. */
 static stof_status absorb_epilogue(stof_plan *p, int si) {
   exec_seg *s = &p->seg[si];
@@ -160,8 +241,8 @@ static stof_status absorb_epilogue(stof_plan *p, int si) {
         break;
       g->res = o;
     } else if (!g->act && !g->res && c->ninput == 1 &&
-               (tag_is(c, "relu") || tag_is(c, "gelu_tanh") ||
-                (tag_is(c, "gelu") && p->cuda && !p->opts.exact_gelu))) {
+               ((tag_is(c, "relu") && is_activation(c, t, 1)) || (tag_is(c, "gelu_tanh") && is_activation(c, t, 2)) ||
+                (tag_is(c, "gelu") && p->cuda && !p->opts.exact_gelu && is_activation(c, t, 3)))) {
       g->act = tag_is(c, "relu") ? 1 : 2;
       g->exact_act = tag_is(c, "gelu");
     } else {
