@@ -38,8 +38,16 @@ end
 function R.prepare(name, opts)
   opts = opts or {}
   local mod = models.module(name)
-  local cfg = type(name) == "table" and name or mod.config(name, opts.overrides)
   local batch, seq = opts.batch or 1, opts.seq or 128
+  local cfg = type(name) == "table" and name or mod.config(name, opts.overrides)
+  if type(name) == "string" and not opts.weights and (cfg.max_position_embeddings or 0) < seq then
+    -- random weights: the position table is sized for the sequence, as the peers do
+    -- (DESIGN.md section 8: max_position_embeddings >= S)
+    local over = {}
+    for k, v in pairs(opts.overrides or {}) do over[k] = v end
+    over.max_position_embeddings = seq
+    cfg = mod.config(name, over)
+  end
   local dtype = opts.dtype or "float16"
   local mask = mask_of(opts.mask, seq)
   local t0 = os.clock()
