@@ -75,13 +75,13 @@ static int same_intrin_op(const stof_op *a, const stof_op *b) {
 static stof_status build_intrin(stof_plan *p, int si) {
   exec_seg *s = &p->seg[si];
   exec_intrin *x = &s->x;
-  const stof_op *op = s->last;
+  const stof_op *op = exec_intrin_op(s);
   if (p->cuda && !x->in->gpu_new)
     return stof_ctx_error(p->ctx, STOF_ERR_UNSUPPORTED, "plan: intrinsic %s (op %s) has no GPU implementation",
                           x->in->name, op->name);
   for (int j = 0; j < si; j++) {
     const exec_seg *o = &p->seg[j];
-    if (o->kind == STOF_SEG_INTRIN && o->shared_with < 0 && o->x.in == x->in && same_intrin_op(o->last, op)) {
+    if (o->kind == STOF_SEG_INTRIN && o->shared_with < 0 && o->x.in == x->in && same_intrin_op(exec_intrin_op(o), op)) {
       s->shared_with = j;
       x->inst = o->x.inst;
       memcpy(x->knob, o->x.knob, sizeof x->knob);

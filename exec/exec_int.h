@@ -11,6 +11,7 @@
 #include <stof/schedule.h>
 
 #define EXEC_ALIGN 256
+#define EXEC_MAX_INTRIN_IN 8
 
 /* A GEMM segment: last = act(gemm(x, w) + bias) (+ res), flattened to [M, N]. */
 typedef struct exec_gemm {
@@ -40,6 +41,13 @@ typedef struct exec_intrin {
   int intrin_index;    /* into the plan's shared-state table */
   int knob[STOF_INTRIN_MAX_KNOBS];
   void *inst;          /* GPU instance; owner: shared_with < 0 */
+  /* views (intrinsics with gpu_launch_strided): input i is read from src[i] at element
+   * offset off[i] with strides stride[i]; the output is written into dst with strides
+   * stride[ninput] (dst is the op itself, or the reader whose layout it takes) */
+  int strided;
+  const stof_op *src[EXEC_MAX_INTRIN_IN], *dst;
+  int64_t off[EXEC_MAX_INTRIN_IN];
+  int64_t stride[EXEC_MAX_INTRIN_IN + 1][STOF_MAX_DIMS];
 } exec_intrin;
 
 typedef struct exec_seg {
@@ -82,6 +90,7 @@ struct stof_plan {
   int *seg_of;          /* by op id: segment, -1 for placeholders */
   int *nconsumer;       /* by op id: readers among ops */
   unsigned char *is_out;/* by op id */
+  const stof_op **view_of; /* by op id: the intrinsic op that reads (or writes) it as a view */
   exec_value *val;      /* by op id */
   int nseg, capseg;
   exec_seg *seg;
@@ -111,6 +120,12 @@ void exec_free_segments(stof_plan *p);
 stof_status exec_mark_values(stof_plan *p);
 stof_status exec_plan_memory(stof_plan *p);
 uint64_t exec_addr(const stof_plan *p, const stof_op *op);
+/* the extern op of an intrinsic segment (its views around it are the other ops) */
+static inline const stof_op *exec_intrin_op(const exec_seg *s) {
+  for (int k = 0; k < s->nop; k++)
+    if (s->op[k]->kind == STOF_OP_EXTERN) return s->op[k];
+  return s->last;
+}
 /* run.c */
 stof_status exec_launch_all(stof_plan *p);
 stof_status exec_launch_segment(stof_plan *p, int i);

@@ -73,8 +73,9 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
   p->seg_of = stof_ctx_alloc(ctx, sizeof *p->seg_of * (nall ? nall : 1));
   p->nconsumer = stof_ctx_alloc(ctx, sizeof *p->nconsumer * (nall ? nall : 1));
   p->is_out = stof_ctx_alloc(ctx, nall ? nall : 1);
+  p->view_of = stof_ctx_alloc(ctx, sizeof *p->view_of * (nall ? nall : 1));
   p->val = stof_ctx_alloc(ctx, sizeof *p->val * (nall ? nall : 1));
-  if (!p->out || !p->seg_of || !p->nconsumer || !p->is_out || !p->val) {
+  if (!p->out || !p->seg_of || !p->nconsumer || !p->is_out || !p->val || !p->view_of) {
     st = STOF_ERR_NOMEM;
     goto fail;
   }
@@ -127,6 +128,7 @@ void stof_plan_free(stof_plan *p) {
   stof_ctx_dealloc(ctx, p->seg_of, sizeof *p->seg_of * (nall ? nall : 1));
   stof_ctx_dealloc(ctx, p->nconsumer, sizeof *p->nconsumer * (nall ? nall : 1));
   stof_ctx_dealloc(ctx, p->is_out, nall ? nall : 1);
+  stof_ctx_dealloc(ctx, p->view_of, sizeof *p->view_of * (nall ? nall : 1));
   stof_ctx_dealloc(ctx, p->val, sizeof *p->val * (nall ? nall : 1));
   stof_ctx_dealloc(ctx, p, sizeof *p);
 }

@@ -36,14 +36,24 @@ static stof_status run_gemm_cpu(stof_plan *p, exec_seg *s) {
   return st;
 }
 
+/* A CPU tensor over plan memory: the view shape of op at src's storage + off elements with
+ * the given strides. */
+static stof_status wrap_view(stof_plan *p, const stof_op *op, const stof_op *src, int64_t off,
+                             const int64_t *strides, stof_tensor **out) {
+  char *base = (char *)(uintptr_t)exec_addr(p, src) + off * (int64_t)stof_dtype_size(op->dtype);
+  return stof_tensor_wrap(p->ctx, op->dtype, op->ndim, op->shape, strides, base, STOF_DEVICE_CPU, out);
+}
+
 static stof_status run_intrin_cpu(stof_plan *p, exec_seg *s) {
-  const stof_op *op = s->last;
-  stof_tensor *in[16] = {0}, *out = NULL;
-  if (op->ninput > 16) return stof_ctx_error(p->ctx, STOF_ERR_UNSUPPORTED, "plan: %s has more than 16 inputs", op->name);
+  exec_intrin *x = &s->x;
+  const stof_op *op = exec_intrin_op(s);
+  stof_tensor *in[EXEC_MAX_INTRIN_IN] = {0}, *out = NULL;
+  if (op->ninput > EXEC_MAX_INTRIN_IN)
+    return stof_ctx_error(p->ctx, STOF_ERR_UNSUPPORTED, "plan: %s has more than %d inputs", op->name, EXEC_MAX_INTRIN_IN);
   stof_status st = STOF_OK;
-  for (int i = 0; i < op->ninput && !st; i++) st = wrap(p, op->input[i], op->input[i]->ndim, op->input[i]->shape, &in[i]);
-  if (!st) st = wrap(p, op, op->ndim, op->shape, &out);
-  if (!st) st = s->x.in->cpu(p->ctx, op, (const stof_tensor *const *)in, out);
+  for (int i = 0; i < op->ninput && !st; i++) st = wrap_view(p, op->input[i], x->src[i], x->off[i], x->stride[i], &in[i]);
+  if (!st) st = wrap_view(p, op, x->dst, 0, x->stride[op->ninput], &out);
+  if (!st) st = x->in->cpu(p->ctx, op, (const stof_tensor *const *)in, out);
   for (int i = 0; i < op->ninput; i++) stof_tensor_free(in[i]);
   stof_tensor_free(out);
   return st;
@@ -61,10 +71,17 @@ stof_status exec_launch_segment(stof_plan *p, int i) {
   }
   case STOF_SEG_INTRIN: {
     if (!p->cuda) return run_intrin_cpu(p, s);
-    const stof_op *op = s->last;
-    uint64_t in[16];
-    for (int k = 0; k < op->ninput && k < 16; k++) in[k] = exec_addr(p, op->input[k]);
-    return s->x.in->gpu_launch(s->x.inst, in, exec_addr(p, op));
+    exec_intrin *x = &s->x;
+    const stof_op *op = exec_intrin_op(s);
+    uint64_t in[EXEC_MAX_INTRIN_IN];
+    const int64_t *strides[EXEC_MAX_INTRIN_IN + 1];
+    for (int k = 0; k < op->ninput; k++) {
+      in[k] = exec_addr(p, x->src[k]) + (uint64_t)(x->off[k] * (int64_t)stof_dtype_size(op->input[k]->dtype));
+      strides[k] = x->stride[k];
+    }
+    strides[op->ninput] = x->stride[op->ninput];
+    if (x->strided) return x->in->gpu_launch_strided(x->inst, in, exec_addr(p, x->dst), strides);
+    return x->in->gpu_launch(x->inst, in, exec_addr(p, op));
   }
   default: {
     exec_generic *gen = &s->gen;

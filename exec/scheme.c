@@ -278,11 +278,176 @@ static void name_generic(exec_seg *s) {
   if (!s->tmpl[0]) snprintf(s->tmpl, sizeof s->tmpl, "%s", s->nop == 1 ? s->op[0]->name : "elementwise");
 }
 
+/* ---------------------------------------------------------------- views */
+
+static const stof_expr *peel_int_cast(const stof_expr *e) {
+  while (e && e->kind == STOF_EXPR_CAST && !stof_dtype_is_float(e->dtype) && e->u.op.a &&
+         !stof_dtype_is_float(e->u.op.a->dtype) && e->u.op.a->dtype != STOF_DTYPE_BOOL)
+    e = e->u.op.a;
+  return e;
+}
+
+/* e = *c + sum coef[a] * axis a of op (an integer expression of op's axes), proven by its
+ * structure: constants, axes, +, -, and products with a constant. */
+static int affine(const stof_expr *e, const stof_op *op, int64_t *c, int64_t *coef, int depth) {
+  e = peel_int_cast(e);
+  if (!e || depth > 64) return 0;
+  for (int a = 0; a < op->ndim; a++) coef[a] = 0;
+  *c = 0;
+  switch (e->kind) {
+  case STOF_EXPR_INT: *c = e->u.ival; return 1;
+  case STOF_EXPR_VAR:
+    for (int a = 0; a < op->ndim; a++)
+      if (op->axis[a] == e->u.var) {
+        coef[a] = 1;
+        return 1;
+      }
+    return 0;
+  case STOF_EXPR_ADD:
+  case STOF_EXPR_SUB:
+  case STOF_EXPR_MUL: {
+    int64_t ca, cb, fa[STOF_MAX_DIMS], fb[STOF_MAX_DIMS];
+    if (!affine(e->u.op.a, op, &ca, fa, depth + 1) || !affine(e->u.op.b, op, &cb, fb, depth + 1)) return 0;
+    int a_const = 1, b_const = 1;
+    for (int a = 0; a < op->ndim; a++) a_const &= fa[a] == 0, b_const &= fb[a] == 0;
+    if (e->kind == STOF_EXPR_MUL) {
+      if (!a_const && !b_const) return 0;
+      int64_t k = a_const ? ca : cb, base = a_const ? cb : ca;
+      const int64_t *f = a_const ? fb : fa;
+      if (__builtin_mul_overflow(base, k, c)) return 0;
+      for (int a = 0; a < op->ndim; a++)
+        if (__builtin_mul_overflow(f[a], k, &coef[a])) return 0;
+      return 1;
+    }
+    int sgn = e->kind == STOF_EXPR_ADD ? 1 : -1;
+    if (__builtin_add_overflow(ca, sgn * cb, c)) return 0;
+    for (int a = 0; a < op->ndim; a++)
+      if (__builtin_add_overflow(fa[a], sgn * fb[a], &coef[a])) return 0;
+    return 1;
+  }
+  default: return 0;
+  }
+}
+
+/* v = X[affine indices of v's axes], every index proven within X's extent: v is a view of
+ * X's contiguous storage at element offset *off with strides[a] per axis of v. */
+static int input_view(const stof_op *v, const stof_op **src, int64_t *off, int64_t *strides) {
+  if (v->kind != STOF_OP_COMPUTE || !v->body || v->body->kind != STOF_EXPR_LOAD) return 0;
+  const stof_op *x = v->body->u.load.tensor;
+  if (x->dtype != v->dtype || v->body->u.load.nidx != x->ndim) return 0;
+  int64_t cs[STOF_MAX_DIMS], run = 1;
+  for (int k = x->ndim - 1; k >= 0; k--) {
+    cs[k] = run;
+    run *= x->shape[k];
+  }
+  *off = 0;
+  for (int a = 0; a < v->ndim; a++) strides[a] = 0;
+  for (int k = 0; k < x->ndim; k++) {
+    int64_t c, coef[STOF_MAX_DIMS], lo, hi;
+    if (!affine(v->body->u.load.idx[k], v, &c, coef, 0)) return 0;
+    lo = hi = c;
+    for (int a = 0; a < v->ndim; a++) {
+      int64_t span = coef[a] * (v->shape[a] - 1); /* |coef| <= extents: no overflow in practice */
+      if (span < 0) lo += span;
+      else hi += span;
+      strides[a] += coef[a] * cs[k];
+    }
+    if (lo < 0 || hi >= x->shape[k]) return 0;
+    *off += c * cs[k];
+  }
+  *src = x;
+  return 1;
+}
+
+static int is_axis(const stof_expr *e, const stof_op *op, int a) {
+  e = peel_int_cast(e);
+  return e && e->kind == STOF_EXPR_VAR && e->u.var == op->axis[a];
+}
+
+static int is_axis_op_const(const stof_expr *e, stof_expr_kind kind, const stof_op *op, int a, int64_t k) {
+  e = peel_int_cast(e);
+  if (!e || e->kind != kind) return 0;
+  const stof_expr *b = peel_int_cast(e->u.op.b);
+  return is_axis(e->u.op.a, op, a) && b && b->kind == STOF_EXPR_INT && b->u.ival == k;
+}
+
+/* m[b, s, c] = A[b, c // D, s, c % D] (the head merge of A [B, H, S, D] into [B, S, H*D]):
+ * A can be written straight into m's storage, element (b, h, s, d) at strides. */
+static int output_view(const stof_op *m, const stof_op *A, int64_t *strides) {
+  if (m->kind != STOF_OP_COMPUTE || !m->body || m->ndim != 3 || A->ndim != 4 || m->dtype != A->dtype) return 0;
+  const stof_expr *l = m->body;
+  if (l->kind != STOF_EXPR_LOAD || l->u.load.tensor != A || l->u.load.nidx != 4) return 0;
+  int64_t B = A->shape[0], H = A->shape[1], S = A->shape[2], D = A->shape[3];
+  if (m->shape[0] != B || m->shape[1] != S || m->shape[2] != H * D) return 0;
+  if (!is_axis(l->u.load.idx[0], m, 0) || !is_axis_op_const(l->u.load.idx[1], STOF_EXPR_FLOORDIV, m, 2, D) ||
+      !is_axis(l->u.load.idx[2], m, 1) || !is_axis_op_const(l->u.load.idx[3], STOF_EXPR_MOD, m, 2, D))
+    return 0;
+  strides[0] = S * H * D, strides[1] = D, strides[2] = H * D, strides[3] = 1;
+  return 1;
+}
+
+/* Marks, for every intrinsic that takes strided views, the inputs it can read as views and
+ * the reader whose layout it can write (each read by nothing else). */
+static void find_views(stof_plan *p) {
+  for (int i = 0; i < p->nops; i++) {
+    const stof_op *op = p->ops[i];
+    const stof_intrin *in = op->kind == STOF_OP_EXTERN && op->intrin ? stof_intrin_find(op->intrin) : NULL;
+    if (!in || !in->gpu_launch_strided || op->ninput > EXEC_MAX_INTRIN_IN) continue;
+    for (int k = 0; k < op->ninput; k++) {
+      const stof_op *v = op->input[k], *src;
+      int64_t off, st[STOF_MAX_DIMS];
+      if (sole_reader(p, v) == op && input_view(v, &src, &off, st) && st[v->ndim - 1] == 1) p->view_of[v->id] = op;
+    }
+    const stof_op *m = sole_reader(p, op);
+    int64_t st[STOF_MAX_DIMS];
+    if (m && output_view(m, op, st)) p->view_of[m->id] = op;
+  }
+}
+
+/* An intrinsic's segment: its input views, the op, its output view. */
+static stof_status intrin_segment(stof_plan *p, const stof_op *op, const stof_intrin *in) {
+  int si;
+  stof_status st = new_seg(p, STOF_SEG_INTRIN, &si);
+  if (st) return st;
+  exec_seg *s = &p->seg[si];
+  exec_intrin *x = &s->x;
+  x->in = in;
+  x->dst = op;
+  for (int k = 0; k < op->ninput && k < EXEC_MAX_INTRIN_IN; k++) {
+    const stof_op *v = op->input[k];
+    x->src[k] = v;
+    x->off[k] = 0;
+    int64_t run = 1;
+    for (int a = v->ndim - 1; a >= 0; a--) x->stride[k][a] = run, run *= v->shape[a];
+    if (p->view_of[v->id] == op && p->seg_of[v->id] < 0) {
+      input_view(v, &x->src[k], &x->off[k], x->stride[k]);
+      x->strided = 1;
+      if ((st = seg_add(p, si, v))) return st;
+    }
+  }
+  if ((st = seg_add(p, si, op))) return st;
+  s = &p->seg[si];
+  int64_t run = 1, *os = s->x.stride[op->ninput];
+  for (int a = op->ndim - 1; a >= 0; a--) os[a] = run, run *= op->shape[a];
+  s->last = op;
+  const stof_op *m = sole_reader(p, op);
+  if (m && p->view_of[m->id] == op) {
+    output_view(m, op, os);
+    s->x.dst = m;
+    s->x.strided = 1;
+    s->last = m;
+    if ((st = seg_add(p, si, m))) return st;
+  }
+  snprintf(p->seg[si].tmpl, sizeof p->seg[si].tmpl, "%s%s", in->name, p->seg[si].x.strided ? " (views)" : "");
+  return STOF_OK;
+}
+
 stof_status exec_scheme_default(stof_plan *p) {
   stof_status st = STOF_OK;
+  find_views(p);
   for (int i = 0; i < p->nops && !st; i++) {
     const stof_op *op = p->ops[i];
-    if (op->kind == STOF_OP_PLACEHOLDER || p->seg_of[op->id] >= 0) continue;
+    if (op->kind == STOF_OP_PLACEHOLDER || p->seg_of[op->id] >= 0 || p->view_of[op->id]) continue;
     int si;
     if (op->kind == STOF_OP_EXTERN) {
       const stof_intrin *in = op->intrin ? stof_intrin_find(op->intrin) : NULL;
@@ -291,11 +456,7 @@ stof_status exec_scheme_default(stof_plan *p) {
                               "plan: extern op %s is not run by a registered intrinsic (%s), so only stof.eval can "
                               "compute it",
                               op->name, op->intrin ? op->intrin : "none");
-      if ((st = new_seg(p, STOF_SEG_INTRIN, &si)) || (st = seg_add(p, si, op))) break;
-      exec_seg *s = &p->seg[si];
-      s->x.in = in;
-      s->last = op;
-      snprintf(s->tmpl, sizeof s->tmpl, "%s", in->name);
+      st = intrin_segment(p, op, in);
       continue;
     }
     exec_gemm g;

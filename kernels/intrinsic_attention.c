@@ -93,6 +93,22 @@ static stof_status attn_gpu_launch(void *inst, const uint64_t *in, uint64_t out)
   return stof_attn_plan_launch(a->plan, in[0], in[1], in[2], out);
 }
 
+/* strides[i] of the 4-D (b, h, s, d) views of q, k, v, out; d must be contiguous */
+static stof_status attn_gpu_launch_strided(void *inst, const uint64_t *in, uint64_t out,
+                                           const int64_t *const *strides) {
+  attn_inst *a = inst;
+  stof_attn_layout l;
+  int64_t *dst[4] = {l.q, l.k, l.v, l.o};
+  for (int t = 0; t < 4; t++) {
+    if (strides[t][3] != 1)
+      return stof_ctx_error(stof_attn_plan_ctx(a->plan), STOF_ERR_INTERNAL,
+                            "attention: tensor %d's head dim is not contiguous (stride %lld)", t,
+                            (long long)strides[t][3]);
+    for (int k = 0; k < 3; k++) dst[t][k] = strides[t][k];
+  }
+  return stof_attn_plan_launch_strided(a->plan, in[0], in[1], in[2], out, &l);
+}
+
 static void attn_gpu_free(void *inst) {
   attn_inst *a = inst;
   if (!a) return;
@@ -117,6 +133,7 @@ const stof_intrin kernels_intrin_attention = {
     .cpu = attn_cpu,
     .gpu_new = attn_gpu_new,
     .gpu_launch = attn_gpu_launch,
+    .gpu_launch_strided = attn_gpu_launch_strided,
     .gpu_free = attn_gpu_free,
     .shared_free = attn_shared_free,
     .gpu_describe = attn_describe,

@@ -237,7 +237,9 @@ void stof_mask_cache_stats(const stof_mask_cache *c, int64_t *hits, int64_t *mis
 /*
  * Sparse attention, forward: O = softmax(scale * Q K^T, masked) V per (b, h), softmax in
  * f32 (f64 on the CPU); rows with no kept key give zeros. Q, O [B, H, Sq, D]; K, V
- * [B, Hkv, Sk, D] (head h reads K/V head h / (H / Hkv)); contiguous.
+ * [B, Hkv, Sk, D] (head h reads K/V head h / (H / Hkv)); each strided as it likes with d
+ * contiguous (stof_attn_layout), so that Q/K/V can be read straight from a GEMM's
+ * [B, S, H*D] or [B, S, 3*H*D] output and O written into [B, S, H*D].
  */
 #define STOF_ATTN_KERNEL_LIST(X) X(AUTO, "auto") X(BLOCK, "block") X(ROW, "row")
 typedef enum stof_attn_kernel {
@@ -263,7 +265,8 @@ typedef struct stof_attn_opts {
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
  *  entries of fmt, f64 accumulation, two-pass softmax. q, k, v, out: CPU tensors of any
- *  float dtype with the shapes above; fmt built for (B, H, Sq, Sk). */
+ *  float dtype with the shapes above and any strides (views; out's elements must not
+ *  overlap); fmt built for (B, H, Sq, Sk). */
 stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
                                const stof_tensor *v, const stof_mask_format *fmt, float scale,
                                stof_tensor *out);
@@ -312,12 +315,32 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
                                int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, stof_dtype dtype,
                                const stof_attn_opts *opts, stof_attn_plan **out);
 /** Launches on the context's current stream (asynchronous). The tensors must be CUDA tensors of the
- *  plan's shapes and dtype (STOF_ERR_SHAPE / _TYPE / _ARG naming the argument). */
+ *  plan's shapes and dtype (STOF_ERR_SHAPE / _TYPE / _ARG naming the argument), strided views
+ *  allowed as stof_attn_plan_launch_strided takes them (t->strides: the layout). */
 stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
                                const stof_tensor *v, stof_tensor *out);
-/** stof_attn_plan_run on raw device addresses of contiguous tensors of the plan's shapes
- *  and dtype (unchecked: the caller, exec/, planned them); on the context's current
- *  stream, no allocation, no synchronisation (capturable in a CUDA graph). */
+
+/* Where element (b, h, s, d) of each tensor lives: Q at q + b * q[0] + h * q[1] + s * q[2] + d
+ * (elements; d contiguous), K and V at their own strides with h their head (h / (H / Hkv) for
+ * Q's head h), O like Q. Contiguous [B, H, S, D] is {H*S*D, S*D, D}; a head's view of a
+ * [B, S, H*D] buffer is {S*H*D, D, H*D}; of a fused [B, S, 3, H, D] one (a GPT-2 c_attn
+ * output; k and v at + H*D and + 2*H*D elements) {3*S*H*D, D, 3*H*D}. */
+typedef struct stof_attn_layout {
+  int64_t q[3], k[3], v[3], o[3]; /* {batch, head, row} strides in elements */
+} stof_attn_layout;
+
+/** Launches the plan on raw device addresses of tensors of its shapes and dtype laid out as l
+ *  says (NULL: contiguous), on the context's current stream: no allocation, no
+ *  synchronisation (capturable in a CUDA graph). Checked, since cheap: every address 16-byte
+ *  aligned, every stride >= 0 and a multiple of 8 elements (16 bytes), row strides under
+ *  2^24 elements (strides of dims of extent 1 are ignored); STOF_ERR_ARG naming the tensor
+ *  otherwise. O's elements must not overlap each other or Q/K/V; nothing outside them is
+ *  written (gaps between rows stay as they were). On a TMA plan the K/V tensor maps are
+ *  encoded again only when the addresses or K/V strides change; where the driver refuses a
+ *  layout (e.g. a zero stride) the plan's cp.async twin runs instead (compiled with it). */
+stof_status stof_attn_plan_launch_strided(stof_attn_plan *p, uint64_t q, uint64_t k, uint64_t v,
+                                          uint64_t out, const stof_attn_layout *l);
+/** stof_attn_plan_launch_strided with contiguous [B, H, S, D] tensors (l NULL). */
 stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t q, uint64_t k, uint64_t v,
                                   uint64_t out);
 /** The context the plan's engine was made with. Borrowed. */
@@ -368,6 +391,13 @@ typedef struct stof_intrin {
   /** Launches on the context's current stream: in[i] the device address of input i, out the
    *  output's (contiguous). */
   stof_status (*gpu_launch)(void *inst, const uint64_t *in, uint64_t out);
+  /** Optional: gpu_launch on strided views, strides[i] (elements, one per dim) for input i
+   *  and strides[ninput] for the output; the runtime then reads inputs straight from the
+   *  tensors they are views of (a head split of a GEMM's output) and writes the output into
+   *  its reader's layout. NULL: the intrinsic takes contiguous tensors only. Its CPU
+   *  implementation then takes strided tensors too. */
+  stof_status (*gpu_launch_strided)(void *inst, const uint64_t *in, uint64_t out,
+                                    const int64_t *const *strides);
   void (*gpu_free)(void *inst);
   void (*shared_free)(void *shared);
   /** What the instance chose and why, one line (borrowed from the instance). */

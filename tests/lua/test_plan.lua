@@ -241,4 +241,38 @@ do
   assert(stof.allclose(y, y2, 0, 0))
 end
 
+-- Attention reads its q/k/v straight from the projections' [B, S, H*D] (or the fused
+-- [B, S, 3*H*D]) outputs and writes into the head merge's layout: the head splits and the
+-- merge are views inside the attention segment (no kernel of their own), results unchanged.
+do
+  te.reset()
+  local B, S, H, D = 2, 9, 2, 4
+  local x = te.placeholder({B, S, H * D}, "float32", "x")
+  local w = te.placeholder({3 * H * D, H * D}, "float32", "w")
+  local qkv = nn.linear(x, w, nil, {name = "qkv", transposed = true})
+  local q, k, v = nn.split_qkv(qkv, H, "split")
+  local a = nn.attention(q, k, v, M.bigbird(2, 1, 4, 0.3, 0))
+  local y = nn.merge_heads(a, "merge")
+  local p = stof.plan(y, C)
+  local segs = p:segments()
+  local att
+  for _, sg in ipairs(segs) do if sg.template:find("attention", 1, true) then att = sg end end
+  assert(att and att.template == "attention (views)" and att.nop == 5 and att.last == "merge",
+         "the splits and the merge are not views: " .. p:describe())
+  assert(#segs == 2, p:describe())
+  check(p, {y}, nil, "attention with views")
+  -- a split read at an offset past the tensor's end is not a view (and stof.eval refuses it)
+  te.reset()
+  local x2 = te.placeholder({B, S, H * D}, "float32", "x2")
+  local shifted = te.compute({B, H, S, D}, function(b, h, s, d) return x2[{b, s, h * D + d + 1}] end, "shifted", nil,
+                             "split_heads")
+  local ok = te.compute({B, H, S, D}, function(b, h, s, d) return x2[{b, s, h * D + d}] end, "ok", nil, "split_heads")
+  local a2 = nn.attention(ok, ok, shifted, M.causal())
+  local p2 = stof.plan(a2, C)
+  for _, sg in ipairs(p2:segments()) do
+    -- "ok" is read twice (q and k) and "shifted" past x2's end: neither is a view
+    if sg.template:find("attention", 1, true) then assert(sg.nop == 1 and sg.template == "attention", p2:describe()) end
+  end
+end
+
 print("test_plan: ok")
