@@ -21,6 +21,7 @@ options:
   --dtype T          float16 (default), bfloat16 or float32
   --target T         cuda (default with a GPU) or c (the CPU backend)
   --reps N           timed runs (20); the median is printed
+  --layers N         keep only the first N layers (a quick look at a big model)
   --no-graph         launch kernel by kernel instead of replaying a CUDA graph
   --exact-gelu       keep the erf GELU out of the GEMM epilogue (tanh form otherwise)
   --describe         print the plan's segments
@@ -49,6 +50,7 @@ local function parse(args)
     if a == "--batch" then o.batch = int(a)
     elseif a == "--seq" then o.seq = int(a)
     elseif a == "--reps" then o.reps = int(a)
+    elseif a == "--layers" then o.layers = int(a)
     elseif a == "--mask" then o.mask = value(a)
     elseif a == "--dtype" then o.dtype = value(a)
     elseif a == "--target" then o.target = value(a)
@@ -85,10 +87,15 @@ local function model(args)
     table.sort(names)
     common.fail("unknown model '%s' (%s, or a Hugging Face directory)", o.name, table.concat(names, ", "))
   end
-  local ok, r = pcall(run.prepare, spec, {batch = o.batch, seq = o.seq, mask = o.mask, dtype = o.dtype,
+  local overrides
+  if o.layers then
+    if weights then common.fail("--layers applies to named configs, not to a directory's weights") end
+    overrides = {num_hidden_layers = o.layers}
+  end
+  local ok, r = pcall(run.prepare, spec, {batch = o.batch, seq = o.seq, mask = o.mask, dtype = o.dtype, overrides = overrides,
                                            target = o.target, graph = o.graph, exact_gelu = o.exact_gelu,
                                            verbose = o.verbose, weights = weights})
-  if not ok then common.fail("%s", tostring(r)) end
+  if not ok then common.fail("%s", (tostring(r):gsub("^[^%s]*%.lua:%d+: ", ""))) end
   local plan = r.plan
   if o.describe then print(plan:describe()) end
   local out = r:run()

@@ -108,7 +108,7 @@ function R:split(reps)
   local segs = self.plan:time_segments(reps or 10)
   local s = {gemm = 0, attention = 0, other = 0, total = 0}
   for _, g in ipairs(segs) do
-    local k = g.kind == "gemm" and "gemm" or g.template == "attention" and "attention" or "other"
+    local k = g.kind == "gemm" and "gemm" or g.template:find("attention", 1, true) and "attention" or "other"
     s[k] = s[k] + g.ms
     s.total = s.total + g.ms
   end
