@@ -41,4 +41,9 @@ for _, mask in ipairs({stof.mask.dense(), stof.mask.bigbird(32, 32, 32, 0.1, 0)}
   check("gpt2", gpt2, mask, 2, 77)
 end
 check("bert", bert, stof.mask.bigbird(32, 32, 32, 0.1, 0), 1, 130)
+-- a model whose arena does not fit the GPU: a clear error before any launch
+local ok, err = pcall(run.prepare, "bert-base", {batch = 4096, seq = 2048, mask = "bigbird", target = "cuda",
+                                                 overrides = {num_hidden_layers = 1}})
+print("too large: " .. tostring(err))
+assert(not ok and tostring(err):find("MiB", 1, true) and tostring(err):find("free", 1, true), err)
 print("ok")
