@@ -7,6 +7,7 @@
  * implementation: the first owns it, the others point at it (shared_with).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec_int.h"
@@ -72,6 +73,46 @@ static int same_intrin_op(const stof_op *a, const stof_op *b) {
   return 0;
 }
 
+/* Applies opts.knobs ("NAME.KNOB=VALUE,...") to the knobs of intrinsic in. Every entry is
+ * checked, also those for other intrinsics (a typo is an error wherever it is). */
+stof_status exec_forced_knobs(stof_plan *p, const stof_intrin *in, int *knob) {
+  const char *s = p->knobs_text;
+  while (s && *s) {
+    const char *end = strchr(s, ',');
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    char item[128];
+    if (len >= sizeof item) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: knobs: entry too long: %.40s...", s);
+    memcpy(item, s, len);
+    item[len] = 0;
+    char *dot = strchr(item, '.'), *eq = strchr(item, '=');
+    if (!dot || !eq || eq < dot)
+      return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: knobs: \"%s\" is not NAME.KNOB=VALUE", item);
+    *dot = *eq = 0;
+    char *num_end;
+    long v = strtol(eq + 1, &num_end, 10);
+    if (*num_end || num_end == eq + 1)
+      return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: knobs: %s.%s: \"%s\" is not an integer", item, dot + 1, eq + 1);
+    const stof_intrin *target = stof_intrin_find(item);
+    if (!target) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: knobs: no intrinsic named %s", item);
+    int found = -1;
+    for (int k = 0; k < target->nknob; k++)
+      if (!strcmp(target->knob[k].name, dot + 1)) found = k;
+    if (found < 0) {
+      char names[256] = "";
+      for (int k = 0; k < target->nknob; k++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", target->knob[k].name);
+      return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: knobs: intrinsic %s has no knob %s (%s)", item, dot + 1, names);
+    }
+    const stof_intrin_knob *kn = &target->knob[found];
+    int ok = 0;
+    for (int c = 0; c < kn->ncand; c++) ok |= kn->cand[c] == v;
+    if (!ok) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: knobs: %s.%s = %ld is not one of its candidates", item, kn->name, v);
+    if (target == in) knob[found] = (int)v;
+    s = end ? end + 1 : NULL;
+  }
+  return STOF_OK;
+}
+
 static stof_status build_intrin(stof_plan *p, int si) {
   exec_seg *s = &p->seg[si];
   exec_intrin *x = &s->x;
@@ -102,8 +143,9 @@ static stof_status build_intrin(stof_plan *p, int si) {
   }
   x->intrin_index = k;
   memset(x->knob, 0, sizeof x->knob);
-  stof_status st = x->in->gpu_new(p->ctx, op, x->knob, &p->shared[k], &x->inst);
+  stof_status st = exec_forced_knobs(p, x->in, x->knob);
   if (st) return st;
+  if ((st = x->in->gpu_new(p->ctx, op, x->knob, &p->shared[k], &x->inst))) return st;
   stof_buf b;
   stof_buf_init(&b, p->ctx);
   for (int i = 0; i < x->in->nknob; i++) stof_buf_printf(&b, "%s%s=%d", i ? " " : "", x->in->knob[i].name, x->knob[i]);
@@ -191,6 +233,12 @@ static stof_status build_generic(stof_plan *p, int si) {
   if ((st = stof_sched_new(sub, gen->nout, args + gen->nin, &sched))) goto done;
   if ((st = stof_sched_auto(sched, target, NULL))) goto done;
   if ((st = stof_build(sched, gen->nin + gen->nout, args, target, &gen->func))) goto done;
+  stof_trace *tr = NULL;
+  if (!(st = stof_sched_trace(sched, &tr))) {
+    st = stof_trace_to_lua(tr, &gen->trace);
+    stof_trace_free(tr);
+  }
+  if (st) goto done;
   snprintf(s->detail, sizeof s->detail, "%d ops, %d inputs, %d outputs, default schedule", s->nop, gen->nin,
            gen->nout);
 done:
@@ -231,6 +279,7 @@ void exec_free_segments(stof_plan *p) {
       if (s->kind == STOF_SEG_GEMM && s->g.plan) stof_gemm_plan_free(s->g.plan);
       if (s->kind == STOF_SEG_INTRIN && s->x.inst) s->x.in->gpu_free(s->x.inst);
       if (s->kind == STOF_SEG_GENERIC && s->gen.func) stof_func_free(s->gen.func);
+      if (s->gen.trace) stof_ctx_dealloc(ctx, s->gen.trace, strlen(s->gen.trace) + 1);
     }
     stof_ctx_dealloc(ctx, s->gen.in, sizeof *s->gen.in * (size_t)(s->gen.nin ? s->gen.nin : 1));
     stof_ctx_dealloc(ctx, s->gen.out, sizeof *s->gen.out * (size_t)(s->gen.nout ? s->gen.nout : 1));

@@ -31,6 +31,7 @@ typedef struct exec_generic {
   const stof_op **out; /* main-graph ops written */
   uint64_t key;        /* structural hash of the subgraph (sharing) */
   stof_func *func;     /* owner: shared_with < 0 */
+  char *trace;         /* the default schedule as a Lua script (owner only; ctx memory) */
   int ntemp;
   size_t *temp_off;    /* arena offsets of the function's intermediates */
   size_t *temp_bytes;
@@ -83,6 +84,7 @@ struct stof_plan {
   int nall;             /* the graph's op count when the plan was made (it may grow) */
   int cuda;
   stof_plan_opts opts;
+  char *knobs_text;     /* opts.knobs, copied (ctx memory) */
   int nout;
   const stof_op **out;
   int nops;
@@ -115,6 +117,8 @@ stof_status exec_scheme_default(stof_plan *p);
 int exec_match_gemm(const stof_op *op, exec_gemm *g);
 /* build.c */
 stof_status exec_build_segments(stof_plan *p);
+/* opts.knobs applied to intrinsic in's knobs (in NULL: only checked) */
+stof_status exec_forced_knobs(stof_plan *p, const stof_intrin *in, int *knob);
 void exec_free_segments(stof_plan *p);
 /* memory.c */
 stof_status exec_mark_values(stof_plan *p);

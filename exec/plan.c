@@ -65,7 +65,12 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
   p->g = g;
   p->cuda = cuda;
   p->opts = o;
-  p->opts.target = NULL; /* not kept: the caller's string */
+  p->opts.target = NULL; /* not kept: the caller's strings */
+  p->opts.knobs = NULL;
+  if (o.knobs && !(p->knobs_text = stof_ctx_strdup(ctx, o.knobs))) {
+    stof_ctx_dealloc(ctx, p, sizeof *p);
+    return STOF_ERR_NOMEM;
+  }
   size_t nall = (size_t)stof_graph_nop(g);
   p->nall = (int)nall;
   p->nout = nout;
@@ -85,6 +90,8 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
   for (int i = 0; i < nout; i++) p->is_out[outputs[i]->id] = 1;
   for (int i = 0; i < p->nops; i++)
     for (int k = 0; k < p->ops[i]->ninput; k++) p->nconsumer[p->ops[i]->input[k]->id]++;
+  int knob_check[STOF_INTRIN_MAX_KNOBS];
+  if ((st = exec_forced_knobs(p, NULL, knob_check))) goto fail;
   if ((st = exec_scheme_default(p))) goto fail;
   if ((st = exec_mark_values(p))) goto fail;
   if ((st = exec_build_segments(p))) goto fail;
@@ -123,6 +130,7 @@ void stof_plan_free(stof_plan *p) {
   if (p->ws_dev) stof_cuda_mem_free(ctx, p->ws_dev);
   if (p->arena_host) stof_ctx_dealloc(ctx, p->arena_host, p->arena_bytes ? p->arena_bytes : 256);
   if (p->scheme) stof_ctx_dealloc(ctx, p->scheme, strlen(p->scheme) + 1);
+  if (p->knobs_text) stof_ctx_dealloc(ctx, p->knobs_text, strlen(p->knobs_text) + 1);
   if (p->ops) stof_ctx_dealloc(ctx, p->ops, sizeof *p->ops * (size_t)p->nops);
   stof_ctx_dealloc(ctx, p->out, sizeof *p->out * (size_t)p->nout);
   stof_ctx_dealloc(ctx, p->seg_of, sizeof *p->seg_of * (nall ? nall : 1));
@@ -149,6 +157,19 @@ stof_status stof_plan_segment(const stof_plan *p, int i, stof_seg_info *out) {
   out->last = s->op[s->nop - 1];
   out->shared_with = s->shared_with;
   out->detail = s->detail;
+  out->nknob = 0;
+  out->trace = NULL;
+  if (s->kind == STOF_SEG_INTRIN && p->cuda) {
+    for (int k = 0; k < s->x.in->nknob && k < 8; k++) {
+      out->knob_name[k] = s->x.in->knob[k].name;
+      out->knob_value[k] = s->x.knob[k];
+    }
+    out->nknob = s->x.in->nknob < 8 ? s->x.in->nknob : 8;
+  }
+  if (s->kind == STOF_SEG_GENERIC) {
+    const exec_seg *o = s->shared_with >= 0 ? &p->seg[s->shared_with] : s;
+    out->trace = o->gen.trace;
+  }
   return STOF_OK;
 }
 

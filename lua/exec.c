@@ -62,6 +62,11 @@ static int l_plan(lua_State *L) {
     lua_getfield(L, 2, "vendor_gemm");
     if (!lua_isnil(L, -1)) o.no_vendor_gemm = !lua_toboolean(L, -1);
     lua_pop(L, 1);
+    if (lua_getfield(L, 2, "knobs") != LUA_TNIL) {
+      if (lua_type(L, -1) != LUA_TSTRING)
+        return slua_argerror(L, 2, fname, "knobs must be a string \"NAME.KNOB=VALUE,...\"");
+      o.knobs = lua_tostring(L, -1); /* stays on the stack while the plan is built */
+    }
     lua_getfield(L, 2, "verbose");
     o.verbose = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -210,9 +215,21 @@ static void push_segment(lua_State *L, const stof_seg_info *s) {
   lua_setfield(L, -2, "shared_with");
   lua_pushstring(L, s->detail);
   lua_setfield(L, -2, "detail");
+  if (s->nknob) {
+    lua_createtable(L, 0, s->nknob);
+    for (int k = 0; k < s->nknob; k++) {
+      lua_pushinteger(L, s->knob_value[k]);
+      lua_setfield(L, -2, s->knob_name[k]);
+    }
+    lua_setfield(L, -2, "knobs");
+  }
+  if (s->trace) {
+    lua_pushstring(L, s->trace);
+    lua_setfield(L, -2, "trace");
+  }
 }
 
-/* p:segments() -> {{kind, template, nop, first, last, shared_with, detail}, ...} */
+/* p:segments() -> {{kind, template, nop, first, last, shared_with, detail[, knobs][, trace]}, ...} */
 static int plan_segments(lua_State *L) {
   slua_plan *h = check_plan(L, 1, "Plan:segments");
   int n = stof_plan_nsegment(h->p);

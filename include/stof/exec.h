@@ -43,6 +43,11 @@ typedef struct stof_plan_opts {
   int exact_gelu;     /* 1: never run the erf GELU as cuBLASLt's tanh-form epilogue */
   int no_vendor_gemm; /* 1: GEMMs as generated code, not cuBLASLt */
   int verbose;        /* progress lines on stderr while compiling */
+  /* decisions forced on intrinsic knobs, "NAME.KNOB=VALUE[,...]" ("attention.tile=128,
+   * attention.tma=2"): every segment of intrinsic NAME takes them; the others keep the
+   * selector's. An unknown intrinsic or knob, or a value outside the knob's candidates, is
+   * STOF_ERR_ARG naming it. NULL: none. */
+  const char *knobs;
 } stof_plan_opts;
 
 /**
@@ -105,6 +110,14 @@ typedef struct stof_seg_info {
   const stof_op *first, *last;
   int shared_with;           /* an earlier segment with the same implementation, or -1 */
   const char *detail;        /* knobs and choices, one line (borrowed) */
+  /* an intrinsic segment's knobs and the decisions taken (the selector's, when nothing
+   * forced them): knob_name[i] = knob_value[i] */
+  int nknob;
+  const char *knob_name[8];
+  int knob_value[8];
+  /* a generated segment's schedule as a Lua script (stof_trace_to_lua: the default
+   * schedule's primitives with its knobs threads / vec), borrowed; NULL for the others */
+  const char *trace;
 } stof_seg_info;
 stof_status stof_plan_segment(const stof_plan *p, int i, stof_seg_info *out);
 

@@ -276,3 +276,23 @@ do
 end
 
 print("test_plan: ok")
+
+-- Plan options: knobs forced on intrinsics are checked (names, candidates) on every target;
+-- a generated segment carries its default schedule as a Lua script (its knobs threads / vec).
+do
+  te.reset()
+  local B, S, H, D = 1, 8, 2, 4
+  local q = te.placeholder({B, H, S, D}, "float32", "q")
+  local a = nn.attention(q, q, q, M.causal())
+  local y = te.compute({B, H, S, D}, function(b, h, s, d) return a[{b, h, s, d}] * 2.0 end, "twice")
+  U.raises(function() stof.plan(y, {target = "c", knobs = "attention.tiles=64"}) end, "intrinsic attention has no knob tiles")
+  U.raises(function() stof.plan(y, {target = "c", knobs = "attention.tile=96"}) end, "attention.tile = 96 is not one of its candidates")
+  U.raises(function() stof.plan(y, {target = "c", knobs = "flash.tile=64"}) end, "no intrinsic named flash")
+  U.raises(function() stof.plan(y, {target = "c", knobs = "attention-tile"}) end, "is not NAME.KNOB=VALUE")
+  local p = stof.plan(y, {target = "c", knobs = "attention.tile=128,attention.warps=8"})
+  local gen
+  for _, sg in ipairs(p:segments()) do if sg.kind == "generated" then gen = sg end end
+  assert(gen and gen.trace and gen.trace:find("stof", 1, true), "no trace for the generated segment")
+  check(p, {y}, nil, "plan with forced knobs")
+end
+print("test_plan: knobs ok")
