@@ -938,9 +938,10 @@ void stof_cuda_graph_free(stof_cuda_graph *g) {
 
 /* ---------------------------------------------------------------- TMA descriptors */
 
-stof_status stof_cuda_tmap_encode_3d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
-                                     const uint64_t dims[3], const uint64_t strides[2],
-                                     const uint32_t box[3], int swizzle) {
+/* A tiled map of rank 3..5: dims[rank], strides[rank - 1] (bytes), box[rank]. */
+static stof_status tmap_encode(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype, int rank,
+                               const uint64_t *dims, const uint64_t *strides, const uint32_t *box,
+                               int swizzle) {
   stof_status st = drv_ready(ctx);
   if (st) return st;
   if (!out || !dims || !strides || !box)
@@ -969,27 +970,49 @@ stof_status stof_cuda_tmap_encode_3d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_
   default:
     return stof_ctx_error(ctx, STOF_ERR_ARG, "cuda tensor map: swizzle %d (0, 32, 64 or 128 bytes)", swizzle);
   }
-  cuuint64_t gdim[3] = {dims[0], dims[1], dims[2]}, gstride[2] = {strides[0], strides[1]};
-  cuuint32_t bdim[3] = {box[0], box[1], box[2]}, estride[3] = {1, 1, 1};
+  cuuint64_t gdim[5], gstride[4];
+  cuuint32_t bdim[5], estride[5];
+  for (int i = 0; i < rank; i++) {
+    gdim[i] = dims[i], bdim[i] = box[i], estride[i] = 1;
+    if (i + 1 < rank) gstride[i] = strides[i];
+  }
   CUtensorMap map;
-  CUresult r = drv.tensor_map_encode_tiled(&map, type, 3, (void *)(uintptr_t)base, gdim, gstride, bdim,
-                                           estride, CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
+  CUresult r = drv.tensor_map_encode_tiled(&map, type, (cuuint32_t)rank, (void *)(uintptr_t)base, gdim, gstride,
+                                           bdim, estride, CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
+  if (r != CUDA_SUCCESS) {
+    char d[128], sd[128], b[96];
+    int nd = 0, ns = 0, nb = 0;
+    for (int i = 0; i < rank; i++) {
+      nd += snprintf(d + nd, sizeof d - (size_t)nd, "%s%llu", i ? " x " : "", (unsigned long long)dims[i]);
+      nb += snprintf(b + nb, sizeof b - (size_t)nb, "%s%u", i ? " x " : "", box[i]);
+      if (i + 1 < rank)
+        ns += snprintf(sd + ns, sizeof sd - (size_t)ns, "%s%llu", i ? " " : "", (unsigned long long)strides[i]);
+    }
     return cu_error(ctx, r, "cuTensorMapEncodeTiled",
-                    "(%s at 0x%llx, dims %llu x %llu x %llu, strides %llu %llu bytes, box %u x %u x %u, swizzle %d)",
-                    stof_dtype_name(dtype), (unsigned long long)base, (unsigned long long)dims[0],
-                    (unsigned long long)dims[1], (unsigned long long)dims[2],
-                    (unsigned long long)strides[0], (unsigned long long)strides[1], box[0], box[1],
-                    box[2], swizzle);
+                    "(%s at 0x%llx, dims %s, strides %s bytes, box %s, swizzle %d)", stof_dtype_name(dtype),
+                    (unsigned long long)base, d, sd, b, swizzle);
+  }
   memcpy(out, &map, sizeof map);
   return STOF_OK;
 #else
-  (void)base, (void)dtype, (void)swizzle;
+  (void)base, (void)dtype, (void)swizzle, (void)rank;
   return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                         "cuda tensor map: stof was built against a CUDA toolkit before 12.0 (no cuTensorMapEncodeTiled)");
 #endif
+}
+
+stof_status stof_cuda_tmap_encode_3d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
+                                     const uint64_t dims[3], const uint64_t strides[2],
+                                     const uint32_t box[3], int swizzle) {
+  return tmap_encode(ctx, out, base, dtype, 3, dims, strides, box, swizzle);
+}
+
+stof_status stof_cuda_tmap_encode_4d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
+                                     const uint64_t dims[4], const uint64_t strides[3],
+                                     const uint32_t box[4], int swizzle) {
+  return tmap_encode(ctx, out, base, dtype, 4, dims, strides, box, swizzle);
 }
 
 /* ---------------------------------------------------------------- cubin cache */

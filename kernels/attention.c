@@ -82,9 +82,13 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
   if (st) return st;
   int64_t B = d[0], H = d[1], Hkv = d[2], Sq = d[3], Sk = d[4], D = d[5];
   const stof_tensor *t[4] = {q, k, v, out};
+  static const char *const names[4] = {"q", "k", "v", "out"};
   for (int i = 0; i < 4; i++)
-    if (t[i]->device != STOF_DEVICE_CPU || !stof_tensor_is_contiguous(t[i]))
-      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention (cpu): tensors must be contiguous CPU tensors");
+    if (t[i]->device != STOF_DEVICE_CPU)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention (cpu): %s is a CUDA tensor: the CPU implementation takes CPU tensors",
+                            names[i]);
+  /* any strides: element (b, h, s, x) at b*st[0] + h*st[1] + s*st[2] + x*st[3] */
+  const int64_t *qs = q->strides, *ks = k->strides, *vs = v->strides, *os = out->strides;
   if (!f || f->B != B || f->H != H || f->Sq != Sq || f->Sk != Sk)
     return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention (cpu): the mask format was built for other dims");
   double sc = scale > 0 ? scale : 1.0 / sqrt((double)D);
@@ -99,7 +103,8 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
     for (int64_t h = 0; h < H; h++) {
       int32_t m = stof_mask_format_instance(f, b, h);
       int64_t hk = h / (H / Hkv);
-      int64_t qo = ((b * H + h) * Sq) * D, ko = ((b * Hkv + hk) * Sk) * D;
+      int64_t qo = b * qs[0] + h * qs[1], ko = b * ks[0] + hk * ks[1], vo = b * vs[0] + hk * vs[1],
+              oo = b * os[0] + h * os[1];
       for (int64_t i = 0; i < Sq; i++) {
         int64_t r = i / f->T, n = 0;
         const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
@@ -111,7 +116,7 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
             if (!format_bit(f, e, i - r * f->T, jj)) continue;
             double dot = 0;
             for (int64_t x = 0; x < D; x++)
-              dot += stof_tensor_load(q, qo + i * D + x) * stof_tensor_load(k, ko + j * D + x);
+              dot += stof_tensor_load(q, qo + i * qs[2] + x * qs[3]) * stof_tensor_load(k, ko + j * ks[2] + x * ks[3]);
             s[n] = dot * sc;
             if (s[n] > mx) mx = s[n];
             keys[n++] = j;
@@ -121,9 +126,9 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
         for (int64_t a = 0; a < n; a++) {
           double p = exp(s[a] - mx);
           sum += p;
-          for (int64_t x = 0; x < D; x++) acc[x] += p * stof_tensor_load(v, ko + keys[a] * D + x);
+          for (int64_t x = 0; x < D; x++) acc[x] += p * stof_tensor_load(v, vo + keys[a] * vs[2] + x * vs[3]);
         }
-        for (int64_t x = 0; x < D; x++) stof_tensor_store(out, qo + i * D + x, n ? acc[x] / sum : 0.0);
+        for (int64_t x = 0; x < D; x++) stof_tensor_store(out, oo + i * os[2] + x * os[3], n ? acc[x] / sum : 0.0);
       }
     }
 done:
@@ -333,12 +338,18 @@ struct stof_attn_plan {
   int mask_b, mask_h;
   float scale;
   uint64_t row_ptr, col_idx, bmp_off, bitmap; /* device copies of the format */
-  uint64_t tmap_k, tmap_v;                     /* TMA: the K and V the maps were encoded for, */
-  uint64_t tmap[2][16];                        /* and the maps (stof_cuda_tmap's bytes; the
-                                                  plan is not 64-byte aligned) */
+  /* TMA: the K and V (addresses and strides) the maps were encoded for (tmap_state 0: none
+   * yet, 1: encoded, -1: the driver refused that layout, so the twin runs), and the maps
+   * (stof_cuda_tmap's bytes; the plan is not 64-byte aligned) */
+  uint64_t tmap_k, tmap_v;
+  int64_t tmap_ks[3], tmap_vs[3];
+  int tmap_state;
+  uint64_t tmap[2][16];
   size_t nrow_ptr, nentry, nword;
   stof_cuda_kernel *fn;
   unsigned grid[3], block[3], smem;
+  stof_cuda_kernel *fn_twin; /* TMA plans: the same kernel with cp.async K/V loads */
+  unsigned block_twin[3], smem_twin;
   int64_t nvalid;
   double prepare_ms;
 };
@@ -516,6 +527,13 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     goto fail;
   if ((st = get_variant(e, &p->choice, D, dtype, &p->fn))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
+  if (p->choice.tma) { /* the fallback for layouts the driver cannot map */
+    stof_attn_choice twin = p->choice;
+    twin.tma = 0;
+    if ((st = get_variant(e, &twin, D, dtype, &p->fn_twin))) goto fail;
+    p->block_twin[0] = threads_hopper(T, 0), p->block_twin[1] = p->block_twin[2] = 1;
+    p->smem_twin = smem_hopper(T, D, p->choice.stages, 0);
+  }
   if (p->choice.kernel == STOF_ATTN_BLOCK) {
     p->grid[0] = (unsigned)((Sq + T - 1) / T);
     p->block[0] = p->choice.hopper ? threads_hopper(T, p->choice.tma) : 32u * (unsigned)W;
@@ -563,43 +581,116 @@ stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const st
     if (t[i]->dtype != p->dtype)
       return stof_ctx_error(ctx, STOF_ERR_TYPE, "attention: %s is %s, the plan is for %s", names[i],
                             stof_dtype_name(t[i]->dtype), stof_dtype_name(p->dtype));
-    if (!stof_tensor_is_contiguous(t[i]))
-      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %s is not contiguous", names[i]);
+    if (t[i]->strides[3] != 1 && t[i]->shape[3] > 1)
+      return stof_ctx_error(ctx, STOF_ERR_ARG,
+                            "attention: %s's head dim is strided (stride %lld): the kernels need it contiguous",
+                            names[i], (long long)t[i]->strides[3]);
   }
-  return stof_attn_plan_launch(p, (uint64_t)(uintptr_t)q->data, (uint64_t)(uintptr_t)k->data,
-                               (uint64_t)(uintptr_t)v->data, (uint64_t)(uintptr_t)out->data);
+  stof_attn_layout l;
+  int64_t *dst[4] = {l.q, l.k, l.v, l.o};
+  for (int i = 0; i < 4; i++) memcpy(dst[i], t[i]->strides, sizeof l.q);
+  return stof_attn_plan_launch_strided(p, (uint64_t)(uintptr_t)q->data, (uint64_t)(uintptr_t)k->data,
+                                       (uint64_t)(uintptr_t)v->data, (uint64_t)(uintptr_t)out->data, &l);
 }
 
-stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,
-                                  uint64_t po) {
+/* The layout with the strides of extent-1 dims set to 0 (they address nothing), checked as
+ * stof_attn_plan_launch_strided says. */
+static stof_status layout_check(const stof_attn_plan *p, const uint64_t addr[4], stof_attn_layout *l) {
+  static const char *const names[4] = {"q", "k", "v", "out"};
+  int64_t *st[4] = {l->q, l->k, l->v, l->o};
+  for (int i = 0; i < 4; i++) {
+    int kv = i == 1 || i == 2;
+    int64_t ext[3] = {p->B, kv ? p->Hkv : p->H, kv ? p->Sk : p->Sq};
+    if (addr[i] & 15)
+      return stof_ctx_error(p->e->ctx, STOF_ERR_ARG, "attention: %s at 0x%llx is not 16-byte aligned", names[i],
+                            (unsigned long long)addr[i]);
+    for (int d = 0; d < 3; d++) {
+      if (ext[d] == 1) st[i][d] = 0;
+      if (st[i][d] < 0 || st[i][d] % 8 || (d == 2 && st[i][d] >= ((int64_t)1 << 24)))
+        return stof_ctx_error(p->e->ctx, STOF_ERR_ARG,
+                              "attention: %s's %s stride %lld: strides must be >= 0 and multiples of 8 elements "
+                              "(16 bytes), row strides under 2^24",
+                              names[i], d == 0 ? "batch" : d == 1 ? "head" : "row", (long long)st[i][d]);
+    }
+  }
+  return STOF_OK;
+}
+
+/* K's and V's TMA maps for the layout, encoded again only when it changed: 1 when the TMA
+ * kernel can run, 0 when the driver refused the layout (the twin runs; the error cleared). */
+static stof_status tma_maps(stof_attn_plan *p, uint64_t pk, uint64_t pv, const stof_attn_layout *l, int *ok) {
+  stof_ctx *ctx = p->e->ctx;
+  if (p->tmap_state && pk == p->tmap_k && pv == p->tmap_v && !memcmp(l->k, p->tmap_ks, sizeof l->k) &&
+      !memcmp(l->v, p->tmap_vs, sizeof l->v)) {
+    *ok = p->tmap_state > 0;
+    return STOF_OK;
+  }
+  /* [B][Hkv][Sk][D] walked as {D, Sk, Hkv, B}; boxes of T rows x 64 columns in the kernel's
+   * 128-byte swizzle. A dim of extent 1 gets the stride a contiguous tensor would have (any
+   * value addresses nothing there; the driver wants one in range). */
+  uint64_t dims[4] = {(uint64_t)p->D, (uint64_t)p->Sk, (uint64_t)p->Hkv, (uint64_t)p->B};
+  uint32_t box[4] = {64, (uint32_t)p->choice.tile, 1, 1};
+  stof_cuda_tmap m[2];
+  const int64_t *src[2] = {l->k, l->v};
+  uint64_t base[2] = {pk, pv};
+  stof_status st = STOF_OK;
+  for (int t = 0; t < 2 && !st; t++) {
+    uint64_t s[3], inner = (uint64_t)p->D;
+    for (int d = 0; d < 3; d++) {
+      s[d] = dims[d + 1] == 1 ? inner : (uint64_t)src[t][2 - d];
+      inner = s[d] * dims[d + 1];
+      s[d] *= 2;
+    }
+    st = stof_cuda_tmap_encode_4d(ctx, &m[t], base[t], p->dtype, dims, s, box, 128);
+  }
+  if (st && st != STOF_ERR_CUDA) return st;
+  if (st) stof_ctx_clear_error(ctx);
+  p->tmap_state = st ? -1 : 1;
+  if (!st) {
+    memcpy(p->tmap[0], &m[0], sizeof m[0]);
+    memcpy(p->tmap[1], &m[1], sizeof m[1]);
+  }
+  p->tmap_k = pk, p->tmap_v = pv;
+  memcpy(p->tmap_ks, l->k, sizeof l->k);
+  memcpy(p->tmap_vs, l->v, sizeof l->v);
+  *ok = !st;
+  return STOF_OK;
+}
+
+stof_status stof_attn_plan_launch_strided(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,
+                                          uint64_t po, const stof_attn_layout *lay) {
   stof_ctx *ctx = p->e->ctx;
   stof_status st;
+  int64_t Sq = p->Sq, Sk = p->Sk, D = p->D;
+  stof_attn_layout l = lay ? *lay
+                           : (stof_attn_layout){{p->H * Sq * D, Sq * D, D},
+                                                {p->Hkv * Sk * D, Sk * D, D},
+                                                {p->Hkv * Sk * D, Sk * D, D},
+                                                {p->H * Sq * D, Sq * D, D}};
+  uint64_t addr[4] = {pq, pk, pv, po};
+  if ((st = layout_check(p, addr, &l))) return st;
+  stof_cuda_kernel *fn = p->fn;
+  const unsigned *block = p->block;
+  unsigned smem = p->smem;
+  if (p->choice.tma) {
+    int ok;
+    if ((st = tma_maps(p, pk, pv, &l, &ok))) return st;
+    if (!ok) fn = p->fn_twin, block = p->block_twin, smem = p->smem_twin;
+  }
   int iB = (int)p->B, iH = (int)p->H, iHkv = (int)p->Hkv, iSq = (int)p->Sq, iSk = (int)p->Sk,
       mb = p->mask_b, mh = p->mask_h;
   float scale = p->scale;
-  if (p->choice.tma && (pk != p->tmap_k || pv != p->tmap_v)) {
-    /* K and V as [B*Hkv][Sk][D], boxes of T rows x 64 columns in the kernel's 128-byte
-     * swizzle; re-encoded only when the tensors move */
-    uint64_t dims[3] = {(uint64_t)p->D, (uint64_t)p->Sk, (uint64_t)(p->B * p->Hkv)};
-    uint64_t strides[2] = {(uint64_t)p->D * 2, (uint64_t)(p->Sk * p->D) * 2};
-    uint32_t box[3] = {64, (uint32_t)p->choice.tile, 1};
-    if ((pk | pv) & 15)
-      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention (TMA): k and v must be 16-byte aligned");
-    stof_cuda_tmap mk, mv;
-    p->tmap_k = p->tmap_v = 0;
-    if ((st = stof_cuda_tmap_encode_3d(ctx, &mk, pk, p->dtype, dims, strides, box, 128)) ||
-        (st = stof_cuda_tmap_encode_3d(ctx, &mv, pv, p->dtype, dims, strides, box, 128)))
-      return st;
-    memcpy(p->tmap[0], &mk, sizeof mk);
-    memcpy(p->tmap[1], &mv, sizeof mv);
-    p->tmap_k = pk, p->tmap_v = pv;
-  }
   stof_cuda_tmap tm[2]; /* by value: the kernel's last two parameters (TMA only) */
   memcpy(&tm[0], p->tmap[0], sizeof tm[0]);
   memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
   void *args[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
-                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &tm[0], &tm[1]};
-  return stof_cuda_launch(ctx, p->fn, p->grid, p->block, p->smem, args);
+                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &tm[0], &tm[1]};
+  return stof_cuda_launch(ctx, fn, p->grid, block, smem, args);
+}
+
+stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,
+                                  uint64_t po) {
+  return stof_attn_plan_launch_strided(p, pq, pk, pv, po, NULL);
 }
 
 const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p) { return &p->choice; }

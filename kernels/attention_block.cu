@@ -18,9 +18,12 @@
  *       const elem *Q, const elem *K, const elem *V, elem *O,
  *       const int *row_ptr, const int *col_idx, const int *bmp_off,
  *       const unsigned long long *bitmap,
- *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
- *   Q, O [B, H, Sq, D]; K, V [B, Hkv, Sk, D]; contiguous; elem = half or bfloat16
- *   (STOF_BF16). Head h reads K/V head h / (H / Hkv) (Hkv = H for plain multi-head).
+ *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
+ *       stof_attn::layout_t L)
+ *   Q, O [B, H, Sq, D]; K, V [B, Hkv, Sk, D], strided as L says (attention_common.cuh: d
+ *   contiguous, base addresses 16-byte aligned, strides multiples of 8 elements, row strides
+ *   under 2^24); elem = half or bfloat16 (STOF_BF16). Head h reads K/V head h / (H / Hkv)
+ *   (Hkv = H for plain multi-head). Only the elements of O are written, never the gaps.
  *   scale > 0 (usually 1/sqrt(D)). The mask instance of (b, h) is
  *   (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0).
  *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)); blockIdx.x = x owns
@@ -106,30 +109,34 @@ static_assert(kSmemBytes <= 227 * 1024, "stof attention: shared memory over the 
 
 /* Issue the copies of one K or V tile (tile column `col`) into shared memory at `dst`.
  * Thread tid copies 16-byte chunk tid % kCpr of rows tid / kCpr + it * kRowStep; rows past
- * Sk are zero-filled. Offsets stay 32-bit (a (b, h) slice holds < 2^31 elements) so that no
- * per-thread 64-bit address is loop-invariant (ptxas kept such pointers live and spilled). */
+ * Sk are zero-filled (from the slice's first row, a valid address). Rows are rs elements
+ * apart: one 64-bit row address per tile, advanced by the row step, so that no per-thread
+ * address or offset is loop-invariant (ptxas kept such values live and spilled: with
+ * separate offsets it * step, 20 bytes of spills at D = 64, tile 64; a second, immediate-offset
+ * branch for rows of stride D spilled 40 bytes, as did a kernel body instanced for both). */
 constexpr int kRowStep = kThreads / kCpr;
-__device__ __forceinline__ void load_tile(unsigned dst, const elem_t *G, int Sk, int col, int tid)
+__device__ __forceinline__ void load_tile(unsigned dst, const elem_t *G, int rs, int Sk, int col, int tid)
 {
   const int k0 = col * kT;
   const int nrows = min(kT, Sk - k0);
   const int r0 = tid / kCpr, ch = tid % kCpr;
-  const unsigned goff = (unsigned)(k0 + r0) * kD + ch * 8;
+  const elem_t *Gr = G + (long long)(k0 + r0) * rs + ch * 8;
   const unsigned d0 = dst + swz(r0, ch);
 #pragma unroll
   for (int it = 0; it < kT / kRowStep; ++it) {
     const bool ok = r0 + it * kRowStep < nrows;
     /* A row step that is a multiple of 8 keeps the swizzle phase (r & 7): a constant offset. */
     const unsigned d = kRowStep % 8 == 0 ? d0 + it * kRowStep * kCpr * 16 : dst + swz(r0 + it * kRowStep, ch);
-    cp_async16(d, G + (ok ? goff + it * kRowStep * kD : 0u), ok ? 16 : 0);
+    cp_async16(d, ok ? Gr : G, ok ? 16 : 0);
+    Gr += kRowStep * rs;
   }
 }
 
-__device__ __forceinline__ void load_k(unsigned sbase, int st, const elem_t *Kg, int Sk, int col,
+__device__ __forceinline__ void load_k(unsigned sbase, int st, const elem_t *Kg, int rs, int Sk, int col,
                                        int off, const unsigned long long *bitmap, int tid)
 {
   const unsigned ks = sbase + kTileBytes + st * kStageBytes;
-  load_tile(ks, Kg, Sk, col, tid);
+  load_tile(ks, Kg, rs, Sk, col, tid);
   if (off >= 0) { /* 8-byte copies: the format does not promise 16-byte aligned bitmaps */
     const unsigned bs = ks + 2 * kTileBytes;
 #pragma unroll
@@ -141,10 +148,10 @@ __device__ __forceinline__ void load_k(unsigned sbase, int st, const elem_t *Kg,
   }
 }
 
-__device__ __forceinline__ void load_v(unsigned sbase, int st, const elem_t *Vg, int Sk, int col,
+__device__ __forceinline__ void load_v(unsigned sbase, int st, const elem_t *Vg, int rs, int Sk, int col,
                                        int tid)
 {
-  load_tile(sbase + kTileBytes + st * kStageBytes + kTileBytes, Vg, Sk, col, tid);
+  load_tile(sbase + kTileBytes + st * kStageBytes + kTileBytes, Vg, rs, Sk, col, tid);
 }
 
 /* One K/V tile for one warp: S = Q K^T, mask (partial tiles), online softmax, O += P V.
@@ -282,7 +289,8 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
                     const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
                     const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                     const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
-                    int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+                    int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
+                    const stof_attn::layout_t L)
 {
   using namespace stof_attn;
   using namespace stof_attn::blk;
@@ -301,10 +309,11 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
   const int hk = h / (H / Hkv);
   const int q0 = r * kT;
   const int qrows = min(kT, Sq - q0);
-  const elem_t *Qg = Q + ((unsigned long long)bh * Sq + q0) * kD;
-  elem_t *Og = O + ((unsigned long long)bh * Sq + q0) * kD;
-  const elem_t *Kg = K + (unsigned long long)(b * Hkv + hk) * Sk * kD;
-  const elem_t *Vg = V + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const elem_t *Qg = Q + (long long)b * L.q[0] + (long long)h * L.q[1] + (long long)q0 * L.q[2];
+  const elem_t *Kg = K + (long long)b * L.k[0] + (long long)hk * L.k[1];
+  const elem_t *Vg = V + (long long)b * L.v[0] + (long long)hk * L.v[1];
+  elem_t *Og = O + (long long)b * L.o[0] + (long long)h * L.o[1] + (long long)q0 * L.o[2];
+  const int qs = (int)L.q[2], ksr = (int)L.k[2], vsr = (int)L.v[2], os = (int)L.o[2];
   const unsigned sbase = smem_addr(smem);
   const float sl2 = scale * 1.4426950408889634f;
 
@@ -314,7 +323,7 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
     const int c = tid + it * kThreads;
     const int rr = c / kCpr, ch = c % kCpr;
     const bool ok = rr < qrows;
-    cp_async16(sbase + swz(rr, ch), Qg + (ok ? rr : 0) * kD + ch * 8, ok ? 16 : 0);
+    cp_async16(sbase + swz(rr, ch), Qg + (ok ? (unsigned)rr * qs : 0u) + ch * 8, ok ? 16 : 0);
   }
   cp_async_commit();
 
@@ -325,9 +334,9 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n) {
       const int col = __ldg(col_idx + e0 + s), off = __ldg(bmp_off + e0 + s);
-      load_k(sbase, s, Kg, Sk, col, off, bitmap, tid);
+      load_k(sbase, s, Kg, ksr, Sk, col, off, bitmap, tid);
       if (kSplit) cp_async_commit();
-      load_v(sbase, s, Vg, Sk, col, tid);
+      load_v(sbase, s, Vg, vsr, Sk, col, tid);
       cp_async_commit();
       pend |= (off >= 0 ? 1u : 0u) << s;
     } else {
@@ -384,9 +393,9 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
 
     const int j = i + kStages - 1;
     if (j < n) {
-      load_k(sbase, j % kStages, Kg, Sk, nx_col, nx_off, bitmap, tid);
+      load_k(sbase, j % kStages, Kg, ksr, Sk, nx_col, nx_off, bitmap, tid);
       if (kSplit) cp_async_commit();
-      load_v(sbase, j % kStages, Vg, Sk, nx_col, tid);
+      load_v(sbase, j % kStages, Vg, vsr, Sk, nx_col, tid);
       cp_async_commit();
       pend |= (nx_off >= 0 ? 1u : 0u) << (kStages - 1);
       if (j + 1 < n) {
@@ -455,7 +464,7 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
   for (int c = lane; c < kWRows * kCpr; c += 32) {
     const int rr = wrow + c / kCpr, ch = c % kCpr;
     if (rr < qrows)
-      *reinterpret_cast<uint4 *>(Og + (unsigned long long)rr * kD + ch * 8) =
+      *reinterpret_cast<uint4 *>(Og + (unsigned)rr * os + ch * 8) =
           *reinterpret_cast<const uint4 *>(smem + swz(rr, ch));
   }
 }

@@ -9,7 +9,9 @@
  *       const elem *Q, const elem *K, const elem *V, elem *O,
  *       const int *row_ptr, const int *col_idx, const int *bmp_off,
  *       const unsigned long long *bitmap,
- *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+ *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
+ *       stof_attn::layout_t L)
+ *   the same strided layouts as stof_attn_block_fwd (attention_common.cuh)
  *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)): as stof_attn_block_fwd
  *   block = 128 * (T / 64) threads: one warpgroup (4 warps) per 64 query rows
  *           (STOF_SM90_TMA=1: plus the producer, 128 threads at T = 128, 32 at T = 64;
@@ -20,10 +22,11 @@
  *           (the launcher must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
  * With STOF_SM90_TMA=1 the entry point takes two more arguments, the TMA descriptors
  * (CUtensorMap, 128 bytes, by value) of K and V:
- *       ..., float scale, const __grid_constant__ tmap_t tmK, const __grid_constant__ tmap_t tmV)
- *   each a 3-D tiled map of the [B*Hkv][Sk][D] tensor (dims innermost first {D, Sk, B*Hkv},
- *   byte strides {2D, 2D*Sk}), box {64, T, 1}, CU_TENSOR_MAP_SWIZZLE_128B, out-of-bounds
- *   elements zero (OOB_FILL_NONE), f16 or bf16 as STOF_BF16.
+ *       ..., layout_t L, const __grid_constant__ tmap_t tmK, const __grid_constant__ tmap_t tmV)
+ *   each a 4-D tiled map of the tensor as L strides it (dims innermost first
+ *   {D, Sk, Hkv, B}, byte strides 2 * {L.k[2], L.k[1], L.k[0]} (L.v for V)), box
+ *   {64, T, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B, out-of-bounds elements zero (OOB_FILL_NONE),
+ *   f16 or bf16 as STOF_BF16; box coordinates (d, key row, hk, b).
  * Must be compiled for sm_90a (wgmma): NVRTC --gpu-architecture=sm_90a.
  *
  * Structure (FA2-like pipeline, FA3-like math): all threads load Q and the row's non-empty
@@ -219,13 +222,14 @@ __device__ __forceinline__ void tma_prefetch_map(const tmap_t *map)
 {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
 }
-/* One box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) to dst; completes
+/* One box of a 4-D tensor map at coordinates (c0 innermost, .., c3) to dst; completes
  * (box bytes, zero-filled out of bounds included) on bar. */
-__device__ __forceinline__ void tma_load_3d(unsigned dst, const tmap_t *map, int c0, int c1, int c2, unsigned bar)
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const tmap_t *map, int c0, int c1, int c2, int c3,
+                                            unsigned bar)
 {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-               "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-               "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               "[%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                : "memory");
 }
 /* Barrier of the consumer warpgroups only (named barrier 1; the producer never joins it). */
@@ -300,21 +304,34 @@ template <int N> __device__ __forceinline__ void wg_rs(float (&d)[N / 2], const 
 template <> __device__ __forceinline__ void wg_rs<64>(float (&d)[32], const unsigned (&a)[4], unsigned long long db) { wg_rs_n64(d, a, db); }
 template <> __device__ __forceinline__ void wg_rs<128>(float (&d)[64], const unsigned (&a)[4], unsigned long long db) { wg_rs_n128(d, a, db); }
 
-/* Copies of one K or V tile (tile column `col`) to `dst`; rows past Sk are zero-filled (their
- * keys are masked by the partial tile's bitmap). */
+/* Copies of one K or V tile (tile column `col`, rows rs elements apart) to `dst`; rows past Sk
+ * are zero-filled from the slice's first row (their keys are masked by the partial tile's
+ * bitmap). One 64-bit row address per tile, advanced by the row step: offsets it * step kept
+ * apart would be loop-invariant registers (they were: 24 more at D = 64, tile 64). */
 constexpr int kCprT = kD / 8;               /* 16-byte chunks per row */
 constexpr int kRowStep = kThreads / kCprT;  /* rows per pass */
-__device__ __forceinline__ void load_tile(unsigned dst, const elem_t *G, int Sk, int col, int tid)
+__device__ __forceinline__ void load_tile(unsigned dst, const elem_t *G, int rs, int Sk, int col, int tid)
 {
   const int k0 = col * kT;
   const int nrows = min(kT, Sk - k0);
   const int r0 = tid / kCprT, ch = tid % kCprT;
-  const unsigned goff = (unsigned)(k0 + r0) * kD + ch * 8;
   const unsigned d0 = dst + toff(r0, ch);
+  if (rs == kD) { /* dense rows (uniform branch): immediate offsets from the tile's base */
+    const elem_t *Gt = G + (long long)k0 * kD;
+    const unsigned goff = (unsigned)r0 * kD + ch * 8;
+#pragma unroll
+    for (int it = 0; it < kT / kRowStep; ++it) {
+      const bool ok = r0 + it * kRowStep < nrows;
+      cp_async16(d0 + it * kRowStep * 128, Gt + (ok ? goff + it * kRowStep * kD : 0u), ok ? 16 : 0);
+    }
+    return;
+  }
+  const elem_t *Gr = G + (long long)(k0 + r0) * rs + ch * 8; /* advanced by a row step */
 #pragma unroll
   for (int it = 0; it < kT / kRowStep; ++it) {
     const bool ok = r0 + it * kRowStep < nrows;
-    cp_async16(d0 + it * kRowStep * 128, G + (ok ? goff + it * kRowStep * kD : 0u), ok ? 16 : 0);
+    cp_async16(d0 + it * kRowStep * 128, ok ? Gr : G, ok ? 16 : 0);
+    Gr += kRowStep * rs;
   }
 }
 static_assert(kRowStep % 8 == 0, "row step must keep the swizzle phase");
@@ -344,7 +361,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
                          const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
                          const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                          const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
-                         int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale
+                         int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
+                         const stof_attn::layout_t L
 #if STOF_SM90_TMA
                          , const __grid_constant__ stof_attn::sm90::tmap_t tmK,
                          const __grid_constant__ stof_attn::sm90::tmap_t tmV
@@ -372,11 +390,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int hk = h / (H / Hkv);
   const int q0 = r * kT;
   const int qrows = min(kT, Sq - q0);
-  const elem_t *Qg = Q + ((unsigned long long)bh * Sq + q0) * kD;
-  elem_t *Og = O + ((unsigned long long)bh * Sq + q0) * kD;
+  const elem_t *Qg = Q + (long long)b * L.q[0] + (long long)h * L.q[1] + (long long)q0 * L.q[2];
+  const int qs = (int)L.q[2];
 #if !STOF_SM90_TMA
-  const elem_t *Kg = K + (unsigned long long)(b * Hkv + hk) * Sk * kD;
-  const elem_t *Vg = V + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const elem_t *Kg = K + (long long)b * L.k[0] + (long long)hk * L.k[1];
+  const elem_t *Vg = V + (long long)b * L.v[0] + (long long)hk * L.v[1];
+  const int ksr = (int)L.k[2], vsr = (int)L.v[2];
 #endif
   const float sl2 = scale * 1.4426950408889634f;
   const unsigned kvbase = sbase + kQBytes;                        /* stage s: K at + 2s tiles, V after */
@@ -410,7 +429,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       tma_prefetch_map(&tmK);
       tma_prefetch_map(&tmV);
     }
-    const int kvrow = b * Hkv + hk;
     int col = 0, off = -1;
     if (n > 0) {
       col = __ldg(col_idx + e0);
@@ -426,8 +444,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
         mbar_expect_tx(full, 2 * kTileBytes);
 #pragma unroll
         for (int c = 0; c < kD / 64; ++c) {
-          tma_load_3d(ks + c * kBlkBytes, &tmK, c * 64, col * kT, kvrow, full);
-          tma_load_3d(ks + kTileBytes + c * kBlkBytes, &tmV, c * 64, col * kT, kvrow, full);
+          tma_load_4d(ks + c * kBlkBytes, &tmK, c * 64, col * kT, hk, b, full);
+          tma_load_4d(ks + kTileBytes + c * kBlkBytes, &tmV, c * 64, col * kT, hk, b, full);
         }
       }
       if (off >= 0) { /* 8-byte copies: the format does not promise 16-byte aligned bitmaps */
@@ -457,7 +475,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     const int c = tid + it * kThreads;
     const int rr = c / kCprT, ch = c % kCprT;
     const bool ok = rr < qrows;
-    cp_async16(qbase + toff(rr, ch), Qg + (ok ? rr : 0) * kD + ch * 8, ok ? 16 : 0);
+    cp_async16(qbase + toff(rr, ch), Qg + (ok ? (unsigned)rr * qs : 0u) + ch * 8, ok ? 16 : 0);
   }
   cp_async_commit();
 
@@ -478,8 +496,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #else
   auto issue = [&](int st, int col, int off) {
     const unsigned ks = kvbase + st * 2 * kTileBytes;
-    load_tile(ks, Kg, Sk, col, tid);
-    load_tile(ks + kTileBytes, Vg, Sk, col, tid);
+    load_tile(ks, Kg, ksr, Sk, col, tid);
+    load_tile(ks + kTileBytes, Vg, vsr, Sk, col, tid);
     if (off >= 0) { /* 8-byte copies: the format does not promise 16-byte aligned bitmaps */
       const unsigned bs = bmbase + st * kBmpBytes;
 #pragma unroll
@@ -919,11 +937,14 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
   }
   __syncwarp();
+  /* formed here from the block index, not kept live across the tile loop */
+  const int bo = cta_bh_again() / H, ho = cta_bh_again() - bo * H;
+  elem_t *Og = O + (long long)bo * L.o[0] + (long long)ho * L.o[1] + (long long)q0 * L.o[2];
 #pragma unroll
   for (int c = lane; c < 16 * kCprT; c += 32) {
     const int rr = wrow + c / kCprT, ch = c % kCprT;
     if (rr < qrows)
-      *reinterpret_cast<uint4 *>(Og + (unsigned long long)rr * kD + ch * 8) =
+      *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) =
           *reinterpret_cast<const uint4 *>(stg + toff(rr, ch));
   }
 }

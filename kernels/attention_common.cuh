@@ -62,6 +62,28 @@ constexpr int kT8 = kT / 8;        /* inner 8x8 tiles per outer tile side */
 constexpr int kBmpWords = kT8 * kT8; /* bitmap words of one partial tile */
 constexpr int kCpr = kD / 8;       /* 16-byte chunks per row of Q/K/V */
 
+/* Strides in elements of (batch, head, row) of Q, K, V and O (d is contiguous): element
+ * (b, h, s, d) of Q is Q[b * q[0] + h * q[1] + s * q[2] + d]; K and V by their head
+ * hk = h / (H / Hkv). The host's stof_attn_layout, passed by value (96 bytes). The kernels
+ * take row strides as 32-bit (the launcher checks 0 <= row stride < 2^24, so that a tile's
+ * T rows span < 2^31 elements) and form the 64-bit base of each (b, h) slice and each
+ * K/V tile once. */
+struct layout_t {
+  long long q[3], k[3], v[3], o[3];
+};
+
+/* The CTA's (batch, head) pair, bh = blockIdx.y + gridDim.y * blockIdx.z, read again from the
+ * special registers (volatile, so not merged with the kernel's first read): the block
+ * kernels' epilogues form O's address from it instead of keeping b and h live across the
+ * tile loop (which spilled at 96 registers: the Hopper kernel at D = 64, tile 64, TMA). */
+__device__ __forceinline__ int cta_bh_again()
+{
+  unsigned y, z;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+  return (int)(y + gridDim.y * z);
+}
+
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 __device__ __forceinline__ unsigned smem_addr(const void *p)

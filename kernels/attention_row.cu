@@ -20,13 +20,17 @@
  *       const elem *Q, const elem *K, const elem *V, elem *O,
  *       const int *row_ptr, const int *col_idx, const int *bmp_off,
  *       const unsigned long long *bitmap,
- *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
- *   the same parameters and layouts as stof_attn_block_fwd (attention_block.cu).
+ *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
+ *       stof_attn::layout_t L)
+ *   the same parameters and layouts (strides) as stof_attn_block_fwd (attention_block.cu).
  *   grid  = (ceil(Sq / STOF_ROW_WARPS), min(B * H, 65535), ceil(B * H / 65535));
  *           blockIdx.x = x owns query rows (ceil(Sq/W) - 1 - x) * W + warp of head
  *           bh = blockIdx.y + gridDim.y * blockIdx.z, W = STOF_ROW_WARPS (last rows first; a
  *           head's rows run together, so that its K and V stay in L2)
  *   block = 32 * STOF_ROW_WARPS threads; no dynamic shared memory (static: W * 4 KB)
+ *
+ * Registers: at most 64 (launch bounds of 32 / STOF_ROW_WARPS CTAs per SM: full occupancy, as
+ * the contiguous kernel had at 63 on its own; the strided loads took ptxas to 80 without it).
  *
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128: the
  *   tile of the mask format), STOF_ROW_WARPS (default 4: query rows per CTA),
@@ -71,8 +75,8 @@ __device__ __forceinline__ void unpack8(const uint4 &v, float *f)
  * entry is (batch lane << 7) | column in tile; the tile's column index is in register `col`
  * of that lane. */
 __device__ __forceinline__ void round_keys(const unsigned short *list, int nk, int col, int grp,
-                                           int dl, const elem_t *Kg, const elem_t *Vg,
-                                           const float *q, float &m, float &l, float *o)
+                                           int dl, const elem_t *Kg, const elem_t *Vg, int ks,
+                                           int vs, const float *q, float &m, float &l, float *o)
 {
   int idx[kR];
   uint4 kv[kR], vv[kR];
@@ -86,8 +90,8 @@ __device__ __forceinline__ void round_keys(const unsigned short *list, int nk, i
 #pragma unroll
   for (int u = 0; u < kR; ++u) {
     if (idx[u] >= 0) {
-      kv[u] = __ldg(reinterpret_cast<const uint4 *>(Kg + (unsigned long long)idx[u] * kD + dl * 8));
-      vv[u] = __ldg(reinterpret_cast<const uint4 *>(Vg + (unsigned long long)idx[u] * kD + dl * 8));
+      kv[u] = __ldg(reinterpret_cast<const uint4 *>(Kg + (unsigned long long)(unsigned)idx[u] * (unsigned)ks + dl * 8));
+      vv[u] = __ldg(reinterpret_cast<const uint4 *>(Vg + (unsigned long long)(unsigned)idx[u] * (unsigned)vs + dl * 8));
     } else {
       kv[u] = make_uint4(0u, 0u, 0u, 0u);
       vv[u] = make_uint4(0u, 0u, 0u, 0u);
@@ -127,12 +131,13 @@ __device__ __forceinline__ void round_keys(const unsigned short *list, int nk, i
 } /* namespace row */
 } /* namespace stof_attn */
 
-extern "C" __global__ void __launch_bounds__(STOF_ROW_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(STOF_ROW_WARPS * 32, 32 / STOF_ROW_WARPS)
 stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
                   const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
                   const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                   const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
-                  int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale)
+                  int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
+                  const stof_attn::layout_t L)
 {
   using namespace stof_attn;
   using namespace stof_attn::row;
@@ -152,15 +157,17 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
   const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
   const int e0 = __ldg(rp), e1 = __ldg(rp + 1);
   const int hk = h / (H / Hkv);
-  const elem_t *Kg = K + (unsigned long long)(b * Hkv + hk) * Sk * kD;
-  const elem_t *Vg = V + (unsigned long long)(b * Hkv + hk) * Sk * kD;
+  const elem_t *Kg = K + (long long)b * L.k[0] + (long long)hk * L.k[1];
+  const elem_t *Vg = V + (long long)b * L.v[0] + (long long)hk * L.v[1];
+  const int ks = (int)L.k[2], vs = (int)L.v[2];
   const int grp = lane / kLPR, dl = lane % kLPR;
   const float sl2 = scale * 1.4426950408889634f;
 
   float q[8];
   {
     const uint4 qv =
-        __ldg(reinterpret_cast<const uint4 *>(Q + ((unsigned long long)bh * Sq + i) * kD + dl * 8));
+        __ldg(reinterpret_cast<const uint4 *>(Q + (long long)b * L.q[0] + (long long)h * L.q[1] +
+                                              (long long)i * L.q[2] + dl * 8));
     unpack8(qv, q);
 #pragma unroll
     for (int d = 0; d < 8; ++d) q[d] *= sl2;
@@ -238,7 +245,7 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
     }
     __syncwarp();
     for (int base = 0; base < total; base += kRK)
-      round_keys(list + base, min(kRK, total - base), col, grp, dl, Kg, Vg, q, m, l, o);
+      round_keys(list + base, min(kRK, total - base), col, grp, dl, Kg, Vg, ks, vs, q, m, l, o);
     __syncwarp(); /* the list is rewritten by the next batch */
   }
 
@@ -265,6 +272,7 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
     ov.y = pack2(o[2] * inv, o[3] * inv);
     ov.z = pack2(o[4] * inv, o[5] * inv);
     ov.w = pack2(o[6] * inv, o[7] * inv);
-    *reinterpret_cast<uint4 *>(O + ((unsigned long long)bh * Sq + i) * kD + dl * 8) = ov;
+    *reinterpret_cast<uint4 *>(O + (long long)b * L.o[0] + (long long)h * L.o[1] + (long long)i * L.o[2] +
+                               dl * 8) = ov;
   }
 }

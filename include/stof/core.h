@@ -642,6 +642,12 @@ typedef struct stof_cuda_tmap {
 stof_status stof_cuda_tmap_encode_3d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
                                      const uint64_t dims[3], const uint64_t strides[2],
                                      const uint32_t box[3], int swizzle);
+/** stof_cuda_tmap_encode_3d for a 4-D tensor: dims[0] contiguous, byte strides strides[0..2]
+ *  of dims 1..3 (any order of magnitude: a strided view, e.g. [B][S][H][D] walked as
+ *  {D, S, H, B}), box[0..3]. Same errors. */
+stof_status stof_cuda_tmap_encode_4d(stof_ctx *ctx, stof_cuda_tmap *out, uint64_t base, stof_dtype dtype,
+                                     const uint64_t dims[4], const uint64_t strides[3],
+                                     const uint32_t box[4], int swizzle);
 /** Launches on the context's current stream: args[i] points to the i-th parameter's value,
  *  as cuLaunchKernel takes them. */
 stof_status stof_cuda_launch(stof_ctx *ctx, stof_cuda_kernel *k, const unsigned grid[3],

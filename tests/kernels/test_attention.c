@@ -846,13 +846,9 @@ static void cpu_attention_rejects_bad_arguments(void **state) {
   /* missing tensors */
   TU_ERR(ctx, stof_attention_cpu(ctx, NULL, k, v, f, 0, out), STOF_ERR_ARG, "missing tensor q");
   TU_ERR(ctx, stof_attention_cpu(ctx, q, k, v, f, 0, NULL), STOF_ERR_ARG, "missing tensor out");
-  /* a strided (non-contiguous) q, and a GPU tensor: the CPU path wants contiguous CPU ones */
-  stof_tensor *qs = NULL;
-  int64_t strides[4] = {d.H * d.Sq * d.D, d.Sq * d.D, 1, d.Sq}; /* [.., Sq, D] transposed */
-  TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.H, d.Sq, d.D), strides,
-                              q->data, STOF_DEVICE_CPU, &qs));
-  TU_ERR(ctx, stof_attention_cpu(ctx, qs, k, v, f, 0, out), STOF_ERR_ARG, "contiguous");
-  stof_tensor *vg = NULL;
+  /* a GPU tensor: the CPU path wants CPU ones (strided views are fine: see
+   * cpu_attention_honours_strided_views) */
+  stof_tensor *qs = NULL, *vg = NULL;
   TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(d.B, d.Hkv, d.Sk, d.D), NULL,
                               (void *)(uintptr_t)0x1000, STOF_DEVICE_CUDA, &vg));
   TU_ERR(ctx, stof_attention_cpu(ctx, q, k, vg, f, 0, out), STOF_ERR_ARG, "CPU");
@@ -864,6 +860,65 @@ static void cpu_attention_rejects_bad_arguments(void **state) {
     assert_false(isnan(stof_tensor_load(out, i)));
 
   stof_tensor *ts[] = {q3, k16, k1, v29, o2, k2, v2, k0, v0, qs, vg, q, k, v, out};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* Q, K, V read from a fused [B, S, H + 2 Hkv, D] buffer and O written into [B, S, H + 1, D]
+ * (a gap head per row) give exactly the contiguous result, and the gaps stay NaN. */
+static void cpu_attention_honours_strided_views(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  const int64_t B = 2, H = 4, Hkv = 2, S = 77, D = 16, NH = H + 2 * Hkv;
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", S, &m));
+  stof_mask_format *f = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, B, H, S, S, 64, &f));
+  stof_tensor *q = NULL, *k = NULL, *v = NULL, *want = NULL, *fused = NULL, *obuf = NULL;
+  TU_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(B, H, S, D), 11, &q));
+  TU_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(B, Hkv, S, D), 12, &k));
+  TU_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(B, Hkv, S, D), 13, &v));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(B, H, S, D), STOF_DEVICE_CPU, &want));
+  TU_OK(ctx, stof_attention_cpu(ctx, q, k, v, f, 0, want));
+
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(B, S, NH, D), STOF_DEVICE_CPU, &fused));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(B, S, H + 1, D), STOF_DEVICE_CPU, &obuf));
+  stof_tensor_fill(fused, NAN);
+  stof_tensor_fill(obuf, NAN);
+  float *fb = fused->data;
+  const stof_tensor *src[3] = {q, k, v};
+  int64_t first[3] = {0, H, H + Hkv}, nh[3] = {H, Hkv, Hkv};
+  stof_tensor *view[4];
+  for (int t = 0; t < 3; t++) {
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t h = 0; h < nh[t]; h++)
+        for (int64_t i = 0; i < S; i++)
+          for (int64_t x = 0; x < D; x++)
+            fb[((b * S + i) * NH + first[t] + h) * D + x] =
+                (float)stof_tensor_load(src[t], ((b * nh[t] + h) * S + i) * D + x);
+    TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(B, nh[t], S, D), TU_SHAPE(S * NH * D, D, NH * D, 1),
+                                fb + first[t] * D, STOF_DEVICE_CPU, &view[t]));
+  }
+  TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(B, H, S, D), TU_SHAPE(S * (H + 1) * D, D, (H + 1) * D, 1),
+                              obuf->data, STOF_DEVICE_CPU, &view[3]));
+  TU_OK(ctx, stof_attention_cpu(ctx, view[0], view[1], view[2], f, 0, view[3]));
+  const double *ob = obuf->data, *wb = want->data;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < S; i++)
+      for (int64_t h = 0; h <= H; h++)
+        for (int64_t x = 0; x < D; x++) {
+          double g = ob[((b * S + i) * (H + 1) + h) * D + x];
+          if (h == H) {
+            if (!isnan(g)) fail_msg("the gap at (b %lld, s %lld, d %lld) was written", (long long)b, (long long)i, (long long)x);
+          } else if (g != wb[((b * H + h) * S + i) * D + x]) {
+            fail_msg("(b %lld, h %lld, i %lld, d %lld): %g, contiguous gives %g", (long long)b, (long long)h,
+                     (long long)i, (long long)x, g, wb[((b * H + h) * S + i) * D + x]);
+          }
+        }
+  stof_tensor *ts[] = {q, k, v, want, fused, obuf, view[0], view[1], view[2], view[3]};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
   stof_mask_format_free(f);
   stof_mask_free(m);
@@ -955,6 +1010,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_takes_tma_only_on_the_hopper_kernel),
       cmocka_unit_test(hopper_kernel_compiles_for_sm90a_with_and_without_tma),
       cmocka_unit_test(cpu_attention_rejects_bad_arguments),
+      cmocka_unit_test(cpu_attention_honours_strided_views),
       cmocka_unit_test(cpu_attention_out_of_memory_is_clean),
       cmocka_unit_test(engine_needs_a_gpu),
   };

@@ -669,7 +669,7 @@ static void plan_run_rejects_bad_tensors(void **state) {
   TU_OK(ctx,
         stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 200, 64), STOF_DEVICE_CUDA, &out));
   int64_t n = stof_tensor_numel(out);
-  /* out viewed with its last two dims transposed: not contiguous */
+  /* out viewed with its last two dims transposed: d is not contiguous */
   TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 200, 64),
                               TU_SHAPE(2 * 200 * 64, 200 * 64, 1, 200), out->data, STOF_DEVICE_CUDA,
                               &ot));
@@ -681,7 +681,7 @@ static void plan_run_rejects_bad_tensors(void **state) {
   TU_ERR(ctx, stof_attn_plan_run(plan, hq, p.dk, p.dv, out), STOF_ERR_ARG, "q is on the CPU");
   TU_ERR(ctx, stof_attn_plan_run(plan, qb, p.dk, p.dv, out), STOF_ERR_TYPE, "q is bfloat16");
   TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, p.dv, ob), STOF_ERR_TYPE, "out is bfloat16");
-  TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, p.dv, ot), STOF_ERR_ARG, "not contiguous");
+  TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, p.dv, ot), STOF_ERR_ARG, "head dim is strided");
   TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, NULL, out), STOF_ERR_ARG, "missing tensor v");
 
   /* nothing was launched: out is still poison; then a good run matches the reference */
@@ -700,6 +700,241 @@ static void plan_run_rejects_bad_tensors(void **state) {
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
   stof_attn_plan_free(plan);
   release(&p);
+  stof_mask_free(m);
+}
+
+/* ---------------------------------------------------------------- strided layouts */
+
+/* The kernel variants, each forced: portable mma.sync (tiles 64, 128), Hopper wgmma with
+ * cp.async and with TMA K/V loads (tiles 64, 128; skipped off compute capability 9.0), and
+ * row-wise. */
+typedef struct layout_variant {
+  const char *name;
+  stof_attn_kernel kernel;
+  int tile, portable, tma, hopper;
+} layout_variant;
+
+static const layout_variant layout_variants[] = {
+    {"portable/64", STOF_ATTN_BLOCK, 64, 1, 0, 0},   {"portable/128", STOF_ATTN_BLOCK, 128, 1, 0, 0},
+    {"cp.async/64", STOF_ATTN_BLOCK, 64, 0, -1, 1},  {"cp.async/128", STOF_ATTN_BLOCK, 128, 0, -1, 1},
+    {"tma/64", STOF_ATTN_BLOCK, 64, 0, 1, 1},        {"tma/128", STOF_ATTN_BLOCK, 128, 0, 1, 1},
+    {"row/64", STOF_ATTN_ROW, 64, 0, 0, 0},
+};
+
+/* Copies a contiguous [B, n, S, D] host array of 16-bit elements into buf (elements) at the
+ * strides st {batch, head, row}. */
+static void scatter16(uint16_t *buf, const uint16_t *src, int64_t B, int64_t n, int64_t S, int64_t D,
+                      const int64_t st[3]) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < n; h++)
+      for (int64_t i = 0; i < S; i++)
+        memcpy(buf + b * st[0] + h * st[1] + i * st[2], src + ((b * n + h) * S + i) * D,
+               sizeof *buf * (size_t)D);
+}
+
+static uint16_t *fetch16(fixture *f, const stof_tensor *t) {
+  size_t n = (size_t)stof_tensor_numel(t);
+  uint16_t *h = malloc(sizeof *h * n);
+  assert_non_null(h);
+  TU_OK(f->ctx, stof_cuda_dtoh(f->ctx, h, (uint64_t)(uintptr_t)t->data, sizeof *h * n));
+  return h;
+}
+
+/* One case in two layouts under every variant:
+ *   "bshd":  Q, K, V each a head view of its own [B, S, heads * D] buffer, O written into
+ *            [B, Sq, H + 1, D] (the last head slot of every row is a gap), by
+ *            stof_attn_plan_launch_strided;
+ *   "fused": Q, K, V views of one [B, S, H + 2 Hkv, D] buffer (q heads, then k, then v: a
+ *            c_attn output), O into [B, Sq, H, D], by stof_attn_plan_run on strided views.
+ * Input gaps are NaN too (a read outside the elements would show in the output); after the
+ * run every element of O matches the reference and every other element of O's buffer (gaps,
+ * a guard zone after it) is still NaN. */
+static void check_layouts(fixture *f, const gcase *c) {
+  stof_ctx *ctx = f->ctx;
+  prepared p;
+  prepare(f, c, &p);
+  int64_t B = c->B, H = c->H, Hkv = c->Hkv, Sq = c->Sq, Sk = c->Sk, D = c->D;
+  assert_int_equal(Sq, Sk); /* the fused layout has one S */
+  uint16_t *hq = fetch16(f, p.dq), *hk = fetch16(f, p.dk), *hv = fetch16(f, p.dv);
+  uint16_t nan = nan16(c->dtype);
+  int hopper = f->props.cc_major == 9 && f->props.cc_minor == 0;
+  char ct[160];
+  case_text(c, ct, sizeof ct);
+
+  for (int lay = 0; lay < 2; lay++) {
+    /* input buffers (one for fused) and their layout */
+    int64_t NH = H + 2 * Hkv;
+    stof_attn_layout l;
+    size_t nin[3];
+    int64_t obytes_rows = lay == 0 ? H + 1 : H, nout = B * Sq * obytes_rows * D + GUARD;
+    if (lay == 0) {
+      l = (stof_attn_layout){{Sq * H * D, D, H * D}, {Sk * Hkv * D, D, Hkv * D}, {Sk * Hkv * D, D, Hkv * D},
+                             {Sq * (H + 1) * D, D, (H + 1) * D}};
+      nin[0] = (size_t)(B * Sq * H * D), nin[1] = nin[2] = (size_t)(B * Sk * Hkv * D);
+    } else {
+      l = (stof_attn_layout){{Sq * NH * D, D, NH * D}, {Sq * NH * D, D, NH * D}, {Sq * NH * D, D, NH * D},
+                             {Sq * H * D, D, H * D}};
+      nin[0] = (size_t)(B * Sq * NH * D), nin[1] = nin[2] = 0;
+    }
+    uint64_t dbuf[3] = {0, 0, 0}, dout = 0, addr[3];
+    for (int t = 0; t < 3; t++) {
+      if (!nin[t]) continue;
+      uint16_t *hb = malloc(sizeof *hb * nin[t]);
+      assert_non_null(hb);
+      for (size_t i = 0; i < nin[t]; i++) hb[i] = nan;
+      if (lay == 0) {
+        scatter16(hb, t == 0 ? hq : t == 1 ? hk : hv, B, t ? Hkv : H, t ? Sk : Sq, D, t == 0 ? l.q : t == 1 ? l.k : l.v);
+      } else {
+        scatter16(hb, hq, B, H, Sq, D, l.q);
+        scatter16(hb + H * D, hk, B, Hkv, Sk, D, l.k);
+        scatter16(hb + (H + Hkv) * D, hv, B, Hkv, Sk, D, l.v);
+      }
+      TU_OK(ctx, stof_cuda_malloc(ctx, sizeof *hb * nin[t], &dbuf[t]));
+      TU_OK(ctx, stof_cuda_htod(ctx, dbuf[t], hb, sizeof *hb * nin[t]));
+      free(hb);
+    }
+    if (lay == 0) addr[0] = dbuf[0], addr[1] = dbuf[1], addr[2] = dbuf[2];
+    else addr[0] = dbuf[0], addr[1] = dbuf[0] + (uint64_t)(H * D * 2), addr[2] = dbuf[0] + (uint64_t)((H + Hkv) * D * 2);
+    TU_OK(ctx, stof_cuda_malloc(ctx, sizeof(uint16_t) * (size_t)nout, &dout));
+    uint16_t *host = malloc(sizeof *host * (size_t)nout);
+    assert_non_null(host);
+
+    for (size_t vi = 0; vi < sizeof layout_variants / sizeof layout_variants[0]; vi++) {
+      const layout_variant *lv = &layout_variants[vi];
+      if (lv->hopper && !hopper) continue;
+      char head[256];
+      snprintf(head, sizeof head, "%s | %s %s", ct, lay ? "fused" : "bshd ", lv->name);
+      f->nrun++;
+      stof_attn_opts o = {.kernel = lv->kernel, .tile = lv->tile, .scale = c->scale, .portable = lv->portable,
+                          .tma = lv->tma};
+      stof_attn_plan *plan = NULL;
+      stof_status st = stof_attn_plan_new(f->e, c->mask, B, H, Hkv, Sq, Sk, D, c->dtype, &o, &plan);
+      if (st) {
+        run_failed(f, head, "plan_new: %s: %s", stof_status_name(st), stof_ctx_message(ctx));
+        continue;
+      }
+      const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+      if (ch->kernel != lv->kernel || ch->tile != lv->tile || ch->hopper != lv->hopper ||
+          ch->tma != (lv->tma > 0)) {
+        run_failed(f, head, "chose %s/%d hopper %d tma %d", stof_attn_kernel_name(ch->kernel), ch->tile,
+                   ch->hopper, ch->tma);
+        stof_attn_plan_free(plan);
+        continue;
+      }
+      TU_OK(ctx, stof_cuda_memset16(ctx, dout, nan, (size_t)nout));
+      if (lay == 0) {
+        st = stof_attn_plan_launch_strided(plan, addr[0], addr[1], addr[2], dout, &l);
+      } else {
+        stof_tensor *tq = NULL, *tk = NULL, *tv = NULL, *to = NULL;
+        TU_OK(ctx, stof_tensor_wrap(ctx, c->dtype, 4, TU_SHAPE(B, H, Sq, D), TU_SHAPE(l.q[0], l.q[1], l.q[2], 1),
+                                    (void *)(uintptr_t)addr[0], STOF_DEVICE_CUDA, &tq));
+        TU_OK(ctx, stof_tensor_wrap(ctx, c->dtype, 4, TU_SHAPE(B, Hkv, Sk, D), TU_SHAPE(l.k[0], l.k[1], l.k[2], 1),
+                                    (void *)(uintptr_t)addr[1], STOF_DEVICE_CUDA, &tk));
+        TU_OK(ctx, stof_tensor_wrap(ctx, c->dtype, 4, TU_SHAPE(B, Hkv, Sk, D), TU_SHAPE(l.v[0], l.v[1], l.v[2], 1),
+                                    (void *)(uintptr_t)addr[2], STOF_DEVICE_CUDA, &tv));
+        TU_OK(ctx, stof_tensor_wrap(ctx, c->dtype, 4, TU_SHAPE(B, H, Sq, D), TU_SHAPE(l.o[0], l.o[1], l.o[2], 1),
+                                    (void *)(uintptr_t)dout, STOF_DEVICE_CUDA, &to));
+        st = stof_attn_plan_run(plan, tq, tk, tv, to);
+        stof_tensor_free(tq), stof_tensor_free(tk), stof_tensor_free(tv), stof_tensor_free(to);
+      }
+      if (st || (st = stof_cuda_synchronize(ctx)) ||
+          (st = stof_cuda_dtoh(ctx, host, dout, sizeof *host * (size_t)nout))) {
+        run_failed(f, head, "run: %s: %s", stof_status_name(st), stof_ctx_message(ctx));
+        stof_attn_plan_free(plan);
+        continue;
+      }
+      /* every element of O against the reference; everything else of the buffer still NaN */
+      int64_t nnan = 0, gap_written = -1;
+      double num = 0, den = 0, maxerr = 0;
+      char *isout = calloc((size_t)nout, 1);
+      assert_non_null(isout);
+      for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+          for (int64_t i = 0; i < Sq; i++)
+            for (int64_t x = 0; x < D; x++) {
+              int64_t at = b * l.o[0] + h * l.o[1] + i * l.o[2] + x;
+              isout[at] = 1;
+              double g = value16(c->dtype, host[at]), w = p.want[((b * H + h) * Sq + i) * D + x];
+              if (isnan(g)) {
+                nnan++;
+                continue;
+              }
+              double e = fabs(g - w);
+              if (e > maxerr) maxerr = e;
+              num += (g - w) * (g - w), den += w * w;
+            }
+      for (int64_t i = 0; i < nout && gap_written < 0; i++)
+        if (!isout[i] && host[i] != nan) gap_written = i;
+      free(isout);
+      double rel = nnan ? INFINITY : den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+      double abs_tol = c->dtype == STOF_DTYPE_BF16 ? 2e-2 : 1e-2;
+      int ok = !nnan && maxerr <= abs_tol && rel < 1e-2 && gap_written < 0;
+      print_message("%s %s | rel %.1e max %.1e\n", ok ? "ok  " : "FAIL", head, rel, maxerr);
+      if (!ok) {
+        f->nfail++;
+        if (nnan) print_message("     %lld NaN in O\n", (long long)nnan);
+        if (gap_written >= 0)
+          print_message("     element %lld of O's buffer is outside O and was written\n", (long long)gap_written);
+      }
+      stof_attn_plan_free(plan);
+    }
+    free(host);
+    stof_cuda_mem_free(ctx, dout);
+    for (int t = 0; t < 3; t++)
+      if (dbuf[t]) stof_cuda_mem_free(ctx, dbuf[t]);
+  }
+  free(hq), free(hk), free(hv);
+  release(&p);
+}
+
+/* Every kernel variant on Q/K/V read from [B, S, H, D] and fused [B, S, 3, H, D] buffers and
+ * O written into [B, S, H, D] (with gaps): f16 and bf16, D 64 and 128, Hkv 4 and 2, four
+ * masks at S = 77, a rotating subset at S = 1000 (the CPU reference's time). */
+static void strided_layouts_match_cpu(void **state) {
+  fixture *f = gpu(state);
+  static const char *const masks[] = {"dense", "causal", "bigbird", "document"};
+  uint64_t seed = 5000;
+  for (int si = 0; si < 2; si++) {
+    int64_t S = si ? 1000 : 77;
+    for (int mi = 0; mi < 4; mi++) {
+      stof_mask *m = NULL;
+      TU_OK(f->ctx, stof_mask_suite(f->ctx, masks[mi], S, &m));
+      for (int combo = 0; combo < 8; combo++) {
+        if (si && combo != mi && combo != 7 - mi) continue; /* S = 1000: two combos per mask */
+        int64_t D = combo & 1 ? 128 : 64, Hkv = combo & 4 ? 2 : 4;
+        stof_dtype dt = combo & 2 ? STOF_DTYPE_BF16 : STOF_DTYPE_F16;
+        gcase c = {m, 2, 4, Hkv, S, S, D, dt, 0, seed++};
+        check_layouts(f, &c);
+      }
+      stof_mask_free(m);
+    }
+  }
+  finish(f);
+}
+
+/* Layouts the kernels cannot take are refused before anything runs. */
+static void launch_strided_rejects_bad_layouts(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "causal", 128, &m));
+  stof_attn_plan *plan = NULL;
+  TU_OK(ctx, stof_attn_plan_new(f->e, m, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F16, NULL, &plan));
+  uint64_t buf = 0;
+  TU_OK(ctx, stof_cuda_malloc(ctx, 4 * 2 * 128 * 64 * 2, &buf));
+  uint64_t q = buf, k = buf + 2 * 128 * 64 * 2, v = k + 2 * 128 * 64 * 2, o = v + 2 * 128 * 64 * 2;
+  stof_attn_layout l = {{0, 128 * 64, 64}, {0, 128 * 64, 64}, {0, 128 * 64, 64}, {0, 128 * 64, 64}};
+  TU_OK(ctx, stof_attn_plan_launch_strided(plan, q, k, v, o, &l));
+  TU_ERR(ctx, stof_attn_plan_launch_strided(plan, q + 2, k, v, o, &l), STOF_ERR_ARG, "q at 0x");
+  l.k[2] = 68;
+  TU_ERR(ctx, stof_attn_plan_launch_strided(plan, q, k, v, o, &l), STOF_ERR_ARG, "k's row stride 68");
+  l.k[2] = 64, l.o[1] = -8;
+  TU_ERR(ctx, stof_attn_plan_launch_strided(plan, q, k, v, o, &l), STOF_ERR_ARG, "out's head stride -8");
+  l.o[1] = 128 * 64, l.v[2] = (int64_t)1 << 24;
+  TU_ERR(ctx, stof_attn_plan_launch_strided(plan, q, k, v, o, &l), STOF_ERR_ARG, "under 2^24");
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  stof_cuda_mem_free(ctx, buf);
+  stof_attn_plan_free(plan);
   stof_mask_free(m);
 }
 
@@ -796,6 +1031,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(per_head_masks_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
+      cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_outlives_many_other_variants, setup, teardown),
 #define FORMAT_GPU_TEST(name) cmocka_unit_test_setup_teardown(name, format_gpu_setup, format_gpu_teardown)
       FORMAT_GPU_TEST(gpu_format_matches_cpu_on_suite_masks),
@@ -816,5 +1053,8 @@ int main(void) {
       GEMM_GPU_TEST(gemm_f16_large_throughput),
 #undef GEMM_GPU_TEST
   };
+  /* STOF_TEST_FILTER / STOF_TEST_SKIP: one cmocka pattern each (e.g. "*strided*") */
+  if (getenv("STOF_TEST_FILTER")) cmocka_set_test_filter(getenv("STOF_TEST_FILTER"));
+  if (getenv("STOF_TEST_SKIP")) cmocka_set_skip_filter(getenv("STOF_TEST_SKIP"));
   return cmocka_run_group_tests_name("kernels_gpu", tests, NULL, NULL) ? 1 : 0;
 }
