@@ -67,6 +67,9 @@ static int l_plan(lua_State *L) {
         return slua_argerror(L, 2, fname, "knobs must be a string \"NAME.KNOB=VALUE,...\"");
       o.knobs = lua_tostring(L, -1); /* stays on the stack while the plan is built */
     }
+    lua_getfield(L, 2, "gemm_tune");
+    if (!lua_isnil(L, -1)) o.no_gemm_tune = !lua_toboolean(L, -1);
+    lua_pop(L, 1);
     lua_getfield(L, 2, "verbose");
     o.verbose = lua_toboolean(L, -1);
     lua_pop(L, 1);

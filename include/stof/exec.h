@@ -42,6 +42,8 @@ typedef struct stof_plan_opts {
   int no_graph;       /* 1: launch kernel by kernel instead of replaying a CUDA graph */
   int exact_gelu;     /* 1: never run the erf GELU as cuBLASLt's tanh-form epilogue */
   int no_vendor_gemm; /* 1: GEMMs as generated code, not cuBLASLt */
+  int no_gemm_tune;   /* 1: take cuBLASLt's heuristic's first algorithm without measuring the
+                         others it proposes (by default each distinct GEMM times them once) */
   int verbose;        /* progress lines on stderr while compiling */
   /* decisions forced on intrinsic knobs, "NAME.KNOB=VALUE[,...]" ("attention.tile=128,
    * attention.tma=2"): every segment of intrinsic NAME takes them; the others keep the
