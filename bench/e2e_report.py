@@ -1,0 +1,53 @@
+"""The end-to-end table of docs/PERFORMANCE.md from bench/e2e.lua's and peers.py e2e's JSON lines.
+
+For each (model, B, S): stof's time, each peer variant's time (attention x mode), the best peer and
+the ratio best peer / stof, stof's kernel-by-kernel split (GEMM / attention / other) and its device
+memory (weights + arena + workspace). When several runs measured a peer variant, the fastest is
+taken (the bar stof must clear); the run that measured each number is listed under the table.
+
+  python3 bench/e2e_report.py bench/results/e2e-stof-h100.jsonl bench/results/e2e-peers-h100.jsonl
+"""
+import json, sys
+from collections import defaultdict
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip().startswith("{")]
+
+
+def main():
+    stof, peers = {}, defaultdict(dict)
+    for path in sys.argv[1:]:
+        for r in load(path):
+            if r.get("kind") != "e2e" or r.get("error") or not r.get("ms"):
+                continue
+            key = (r["model"], r["B"], r["S"])
+            if r.get("impl") == "stof":
+                if key not in stof or r["ms"] < stof[key]["ms"]:
+                    stof[key] = r
+            else:
+                v = f'{r["attn"]} {r["impl"].replace("torch_compile_", "compile ").replace("torch_", "")}'
+                if v not in peers[key] or r["ms"] < peers[key][v]["ms"]:
+                    peers[key][v] = r
+    order = {"bert-base": 0, "bert-large": 1, "gpt2": 2}
+    print("| model | B x S | stof ms | best peer (variant) ms | best / stof | GEMM / attention / other ms | device MiB | stof run | peer run |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for key in sorted(stof, key=lambda k: (order.get(k[0], 9), k[1] * k[2])):
+        s = stof[key]
+        p = peers.get(key, {})
+        best = min(p.items(), key=lambda kv: kv[1]["ms"]) if p else None
+        ratio = f'{best[1]["ms"] / s["ms"]:.2f}x' if best else "-"
+        bp = f'{best[1]["ms"]:.3f} ({best[0]})' if best else "-"
+        split = f'{s["gemm_ms"]:.3f} / {s["attention_ms"]:.3f} / {s["other_ms"]:.3f}'
+        print(f'| {key[0]} | {key[1]} x {key[2]} | {s["ms"]:.3f} | {bp} | {ratio} | {split} | {s["device_mb"]:.0f} | {s.get("run", "")} | {best[1].get("run", "") if best else ""} |')
+    print()
+    print("Every peer variant (ms; fastest over the runs that measured it):")
+    print()
+    for key in sorted(peers, key=lambda k: (order.get(k[0], 9), k[1] * k[2])):
+        items = sorted(peers[key].items(), key=lambda kv: kv[1]["ms"])
+        print(f'- {key[0]} {key[1]}x{key[2]}: ' + ", ".join(f'{v} {r["ms"]:.3f}' for v, r in items))
+
+
+if __name__ == "__main__":
+    main()
