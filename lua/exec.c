@@ -181,6 +181,8 @@ static int plan_output(lua_State *L) {
   const char *fname = "Plan:output";
   slua_plan *h = check_plan(L, 1, fname);
   lua_Integer i = slua_check_integer(L, 2, fname, "index");
+  int n = stof_plan_noutput(h->p);
+  if (i < 1 || i > n) return slua_error(L, "IndexError", "%s: index %I out of range (the plan has %d outputs)", fname, i, n);
   stof_tensor *t;
   stof_status st = stof_plan_output(h->p, (int)(i - 1), &t);
   if (st) return slua_raise(L, h->lc->ctx, st, fname);

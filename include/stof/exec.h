@@ -12,8 +12,8 @@
  *  - A plan borrows its graph (the graph must outlive it) and the storage of tensors bound
  *    on the plan's device (weights are never copied); tensors bound from the other device
  *    are copied once into storage the plan owns.
- *  - Running allocates nothing and, on the GPU, does not synchronise until the results are
- *    read.
+ *  - On the GPU, running allocates nothing and does not synchronise until the results are
+ *    read (the CPU backend wraps its buffers in tensor handles per launch).
  */
 #ifndef STOF_EXEC_H
 #define STOF_EXEC_H
@@ -123,9 +123,10 @@ typedef struct stof_seg_info {
 } stof_seg_info;
 stof_status stof_plan_segment(const stof_plan *p, int i, stof_seg_info *out);
 
-/** The fusion scheme as a digit code: one character per op of the graph that the plan
- *  runs (in id order), equal adjacent characters = one segment (DESIGN.md section 7).
- *  Borrowed. */
+/** The fusion scheme as a code: the segment index of every op the plan runs (placeholders
+ *  left out), in id order, separated by spaces ("0 0 1 1 1 2"); DESIGN.md section 7's digit
+ *  code generalised to more than ten segments and to segments whose ops are not adjacent
+ *  (head splits read as views by a later attention). Borrowed. */
 const char *stof_plan_scheme(const stof_plan *p);
 
 /* Memory: the arena (bytes of the values that cross segments, after sharing), the sum of

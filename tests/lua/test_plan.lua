@@ -193,7 +193,7 @@ do
   U.raises(function() p:bind({[w] = "nope"}) end, "Plan:bind")
   p:bind({[w] = wv})
   local r1 = p:run()
-  U.raises(function() p:output(2) end, "ValueError", "out of range")
+  U.raises(function() p:output(2) end, "IndexError", "index 2 out of range (the plan has 1 outputs)")
   U.raises(function() stof.plan(y, {target = "tpu"}) end, "ValueError", "target \"tpu\"")
   U.raises(function() stof.plan(y, {target = 3}) end, "target")
   -- rebinding a CPU input between runs gives new results (the storage is borrowed)
