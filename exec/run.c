@@ -291,6 +291,46 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Timing on the plan's stream: a device timer (GPU) or the monotonic clock (CPU). */
+typedef struct exec_timing {
+  stof_plan *p;
+  stof_cuda_timer *timer;
+  stof_cuda_stream *prev;
+  double t0;
+} exec_timing;
+
+static stof_status timing_begin(stof_plan *p, exec_timing *t) {
+  memset(t, 0, sizeof *t);
+  t->p = p;
+  if (!p->cuda) return STOF_OK;
+  t->prev = stof_cuda_current_stream(p->ctx);
+  stof_cuda_set_stream(p->ctx, p->stream);
+  return stof_cuda_timer_new(p->ctx, &t->timer);
+}
+
+static stof_status timing_start(exec_timing *t) {
+  t->t0 = now_ms();
+  return t->timer ? stof_cuda_timer_start(t->timer) : STOF_OK;
+}
+
+/* Milliseconds since timing_start (waits for the GPU). */
+static stof_status timing_stop(exec_timing *t, double *ms) {
+  if (!t->timer) {
+    *ms = now_ms() - t->t0;
+    return STOF_OK;
+  }
+  float dev = 0;
+  stof_cuda_set_stream(t->p->ctx, t->p->stream);
+  stof_status st = stof_cuda_timer_stop(t->timer, &dev);
+  *ms = dev;
+  return st;
+}
+
+static void timing_end(exec_timing *t) {
+  if (t->timer) stof_cuda_timer_free(t->timer);
+  if (t->p->cuda) stof_cuda_set_stream(t->p->ctx, t->prev);
+}
+
 stof_status stof_plan_time(stof_plan *p, int reps, int warmup, double *ms) {
   stof_ctx *ctx = p->ctx;
   *ms = 0;
@@ -301,64 +341,43 @@ stof_status stof_plan_time(stof_plan *p, int reps, int warmup, double *ms) {
   if (!st) st = stof_plan_sync(p);
   if (st) return st;
   if (warmup) p->ran = 1;
-  int each = reps <= 200;
-  double *t = stof_ctx_alloc(ctx, sizeof *t * (size_t)(each ? reps : 1));
+  int each = reps <= 200; /* each run timed on its own (a median); else one mean */
+  int n = each ? reps : 1, per = each ? 1 : reps;
+  double *t = stof_ctx_alloc(ctx, sizeof *t * (size_t)n);
   if (!t) return STOF_ERR_NOMEM;
-  stof_cuda_timer *timer = NULL;
-  stof_cuda_stream *prev = NULL;
-  if (p->cuda) {
-    prev = stof_cuda_current_stream(ctx);
-    stof_cuda_set_stream(ctx, p->stream);
-    st = stof_cuda_timer_new(ctx, &timer);
+  exec_timing tm;
+  st = timing_begin(p, &tm);
+  for (int r = 0; r < n && !st; r++) {
+    st = timing_start(&tm);
+    for (int k = 0; k < per && !st; k++) st = run_once(p);
+    if (!st) st = timing_stop(&tm, &t[r]);
+    t[r] /= per;
   }
-  for (int r = 0; r < (each ? reps : 1) && !st; r++) {
-    int n = each ? 1 : reps;
-    double t0 = now_ms();
-    float dev = 0;
-    if (timer) st = stof_cuda_timer_start(timer);
-    for (int k = 0; k < n && !st; k++) st = run_once(p);
-    if (!st && timer) {
-      stof_cuda_set_stream(ctx, p->stream);
-      st = stof_cuda_timer_stop(timer, &dev);
-    }
-    t[r] = (timer ? (double)dev : now_ms() - t0) / n;
-  }
-  if (timer) stof_cuda_timer_free(timer);
-  if (p->cuda) stof_cuda_set_stream(ctx, prev);
+  timing_end(&tm);
   if (!st) {
     p->ran = 1;
-    int n = each ? reps : 1;
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     *ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
   }
-  stof_ctx_dealloc(ctx, t, sizeof *t * (size_t)(each ? reps : 1));
+  stof_ctx_dealloc(ctx, t, sizeof *t * (size_t)n);
   return st;
 }
 
 stof_status stof_plan_time_segments(stof_plan *p, int reps, double *ms) {
-  stof_ctx *ctx = p->ctx;
-  if (reps < 1 || reps > 100000) return stof_ctx_error(ctx, STOF_ERR_ARG, "time_segments: reps = %d", reps);
+  if (reps < 1 || reps > 100000) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "time_segments: reps = %d", reps);
   stof_status st = check_bound(p);
   if (!st) st = run_once(p);
   if (!st) st = stof_plan_sync(p);
   if (st) return st;
   p->ran = 1;
-  stof_cuda_timer *timer = NULL;
-  stof_cuda_stream *prev = NULL;
-  if (p->cuda) {
-    prev = stof_cuda_current_stream(ctx);
-    stof_cuda_set_stream(ctx, p->stream);
-    st = stof_cuda_timer_new(ctx, &timer);
-  }
+  exec_timing tm;
+  st = timing_begin(p, &tm);
   for (int i = 0; i < p->nseg && !st; i++) {
-    double t0 = now_ms();
-    float dev = 0;
-    if (timer) st = stof_cuda_timer_start(timer);
+    st = timing_start(&tm);
     for (int r = 0; r < reps && !st; r++) st = exec_launch_segment(p, i);
-    if (!st && timer) st = stof_cuda_timer_stop(timer, &dev);
-    ms[i] = (timer ? (double)dev : now_ms() - t0) / reps;
+    if (!st) st = timing_stop(&tm, &ms[i]);
+    ms[i] /= reps;
   }
-  if (timer) stof_cuda_timer_free(timer);
-  if (p->cuda) stof_cuda_set_stream(ctx, prev);
+  timing_end(&tm);
   return st;
 }

@@ -113,17 +113,22 @@ static void bind_one(lua_State *L, slua_plan *h, int pidx, int tidx, const char 
   lua_pop(L, 1);
 }
 
+/* Binds every placeholder -> tensor pair of the table at idx. */
+static void bind_table(lua_State *L, slua_plan *h, int idx, const char *fname) {
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int top = lua_gettop(L);
+    bind_one(L, h, top - 1, top, fname);
+    lua_pop(L, 1);
+  }
+}
+
 /* p:bind(placeholder, tensor) or p:bind({[placeholder] = tensor, ...}) */
 static int plan_bind(lua_State *L) {
   const char *fname = "Plan:bind";
   slua_plan *h = check_plan(L, 1, fname);
   if (lua_istable(L, 2) && !slua_test_teop(L, 2)) {
-    lua_pushnil(L);
-    while (lua_next(L, 2)) {
-      int top = lua_gettop(L);
-      bind_one(L, h, top - 1, top, fname);
-      lua_pop(L, 1);
-    }
+    bind_table(L, h, 2, fname);
   } else {
     bind_one(L, h, 2, 3, fname);
   }
@@ -152,12 +157,7 @@ static int plan_run(lua_State *L) {
   slua_plan *h = check_plan(L, 1, fname);
   lua_settop(L, 2);
   if (lua_istable(L, 2)) {
-    lua_pushnil(L);
-    while (lua_next(L, 2)) {
-      int top = lua_gettop(L);
-      bind_one(L, h, top - 1, top, fname);
-      lua_pop(L, 1);
-    }
+    bind_table(L, h, 2, fname);
   } else if (!lua_isnil(L, 2)) {
     return slua_typeerror(L, 2, fname, "feed table (placeholder -> tensor)");
   }
