@@ -23,6 +23,22 @@ static int same_shape(const stof_op *a, const stof_op *b) {
   return a->dtype == b->dtype && a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim);
 }
 
+stof_status exec_seg_knob(stof_plan *p, exec_seg *s, const char *name, int64_t value) {
+  if (s->nknob == STOF_PLAN_MAX_SEG_KNOBS) return STOF_OK;
+  char *n = stof_ctx_strdup(p->ctx, name);
+  if (!n) return STOF_ERR_NOMEM;
+  s->knob_name[s->nknob] = n;
+  s->knob_value[s->nknob++] = value;
+  return STOF_OK;
+}
+
+/* A shared segment reports its owner's decisions. */
+static stof_status copy_knobs(stof_plan *p, exec_seg *s, const exec_seg *owner) {
+  stof_status st = STOF_OK;
+  for (int k = 0; k < owner->nknob && !st; k++) st = exec_seg_knob(p, s, owner->knob_name[k], owner->knob_value[k]);
+  return st;
+}
+
 /* ---------------------------------------------------------------- GEMM */
 
 /* Times each algorithm cuBLASLt's heuristic proposed for d on scratch operands (median of
@@ -117,7 +133,7 @@ static stof_status build_gemm(stof_plan *p, int si) {
     if (o->kind == STOF_SEG_GEMM && o->shared_with < 0 && !memcmp(&o->g.desc, d, sizeof *d)) {
       s->shared_with = j;
       g->plan = o->g.plan;
-      return STOF_OK;
+      return copy_knobs(p, s, o);
     }
   }
   if (!p->cuda) return STOF_OK;
@@ -138,6 +154,7 @@ static stof_status build_gemm(stof_plan *p, int si) {
   }
   size_t ws = stof_gemm_plan_workspace(g->plan);
   if (ws > p->ws_bytes) p->ws_bytes = ws;
+  if ((st = exec_seg_knob(p, s, "algo", best))) return st;
   size_t len = strlen(s->detail);
   if (t_best > 0)
     snprintf(s->detail + len, sizeof s->detail - len,
@@ -214,7 +231,7 @@ static stof_status build_intrin(stof_plan *p, int si) {
       x->inst = o->x.inst;
       memcpy(x->knob, o->x.knob, sizeof x->knob);
       snprintf(s->detail, sizeof s->detail, "%s", o->detail);
-      return STOF_OK;
+      return copy_knobs(p, s, o);
     }
   }
   if (!p->cuda) {
@@ -233,6 +250,8 @@ static stof_status build_intrin(stof_plan *p, int si) {
   stof_status st = exec_forced_knobs(p, x->in, x->knob);
   if (st) return st;
   if ((st = x->in->gpu_new(p->ctx, op, x->knob, &p->shared[k], &x->inst))) return st;
+  for (int i = 0; i < x->in->nknob && !st; i++) st = exec_seg_knob(p, s, x->in->knob[i].name, x->knob[i]);
+  if (st) return st;
   stof_buf b;
   stof_buf_init(&b, p->ctx);
   for (int i = 0; i < x->in->nknob; i++) stof_buf_printf(&b, "%s%s=%d", i ? " " : "", x->in->knob[i].name, x->knob[i]);
@@ -313,6 +332,7 @@ static stof_status build_generic(stof_plan *p, int si) {
       s->shared_with = j;
       gen->func = o->gen.func;
       snprintf(s->detail, sizeof s->detail, "%s", o->detail);
+      st = copy_knobs(p, s, o);
       goto done;
     }
   }
@@ -320,6 +340,12 @@ static stof_status build_generic(stof_plan *p, int si) {
   if ((st = stof_sched_new(sub, gen->nout, args + gen->nin, &sched))) goto done;
   if ((st = stof_sched_auto(sched, target, NULL))) goto done;
   if ((st = stof_build(sched, gen->nin + gen->nout, args, target, &gen->func))) goto done;
+  for (int k = 0; k < stof_sched_nknob(sched) && !st; k++) {
+    const char *name;
+    int64_t value;
+    if (!(st = stof_sched_knob_info(sched, k, &name, NULL, NULL, &value))) st = exec_seg_knob(p, s, name, value);
+  }
+  if (st) goto done;
   stof_trace *tr = NULL;
   if (!(st = stof_sched_trace(sched, &tr))) {
     st = stof_trace_to_lua(tr, &gen->trace);
@@ -373,6 +399,7 @@ void exec_free_segments(stof_plan *p) {
     stof_ctx_dealloc(ctx, s->gen.temp_off, sizeof *s->gen.temp_off * (size_t)s->gen.ntemp);
     stof_ctx_dealloc(ctx, s->gen.temp_bytes, sizeof *s->gen.temp_bytes * (size_t)s->gen.ntemp);
     stof_ctx_dealloc(ctx, s->op, sizeof *s->op * (size_t)s->capop);
+    for (int k = 0; k < s->nknob; k++) stof_ctx_dealloc(ctx, s->knob_name[k], strlen(s->knob_name[k]) + 1);
   }
   for (int k = 0; k < p->nshared; k++)
     if (p->shared[k] && p->shared_in[k]->shared_free) p->shared_in[k]->shared_free(p->shared[k]);

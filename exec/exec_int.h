@@ -59,6 +59,10 @@ typedef struct exec_seg {
   int shared_with;
   char tmpl[96];
   char detail[768];
+  /* knob decisions (the owner's; a shared segment copies the owner's) */
+  int nknob;
+  char *knob_name[STOF_PLAN_MAX_SEG_KNOBS]; /* ctx memory, owned */
+  int64_t knob_value[STOF_PLAN_MAX_SEG_KNOBS];
   exec_gemm g;
   exec_generic gen;
   exec_intrin x;
@@ -130,6 +134,8 @@ static inline const stof_op *exec_intrin_op(const exec_seg *s) {
     if (s->op[k]->kind == STOF_OP_EXTERN) return s->op[k];
   return s->last;
 }
+/* records a knob decision of segment s (dropped past STOF_PLAN_MAX_SEG_KNOBS) */
+stof_status exec_seg_knob(stof_plan *p, exec_seg *s, const char *name, int64_t value);
 /* run.c */
 stof_status exec_launch_all(stof_plan *p);
 stof_status exec_launch_segment(stof_plan *p, int i);

@@ -157,15 +157,12 @@ stof_status stof_plan_segment(const stof_plan *p, int i, stof_seg_info *out) {
   out->last = s->op[s->nop - 1];
   out->shared_with = s->shared_with;
   out->detail = s->detail;
-  out->nknob = 0;
-  out->trace = NULL;
-  if (s->kind == STOF_SEG_INTRIN && p->cuda) {
-    for (int k = 0; k < s->x.in->nknob && k < 8; k++) {
-      out->knob_name[k] = s->x.in->knob[k].name;
-      out->knob_value[k] = s->x.knob[k];
-    }
-    out->nknob = s->x.in->nknob < 8 ? s->x.in->nknob : 8;
+  out->nknob = s->nknob;
+  for (int k = 0; k < s->nknob; k++) {
+    out->knob_name[k] = s->knob_name[k];
+    out->knob_value[k] = s->knob_value[k];
   }
+  out->trace = NULL;
   if (s->kind == STOF_SEG_GENERIC) {
     const exec_seg *o = s->shared_with >= 0 ? &p->seg[s->shared_with] : s;
     out->trace = o->gen.trace;

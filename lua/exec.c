@@ -223,7 +223,7 @@ static void push_segment(lua_State *L, const stof_seg_info *s) {
   if (s->nknob) {
     lua_createtable(L, 0, s->nknob);
     for (int k = 0; k < s->nknob; k++) {
-      lua_pushinteger(L, s->knob_value[k]);
+      lua_pushinteger(L, (lua_Integer)s->knob_value[k]);
       lua_setfield(L, -2, s->knob_name[k]);
     }
     lua_setfield(L, -2, "knobs");
@@ -265,6 +265,26 @@ static int plan_time_segments(lua_State *L) {
     lua_pushnumber(L, ms[i]);
     lua_setfield(L, -2, "ms");
     lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* p:knobs() -> {["<segment>.<knob>"] = decision, ...}: every decision the plan took (for
+ * the segments that own their implementation; 0-based segment numbers, as describe shows
+ * them), the knobs of a tuning record (stof.db) */
+static int plan_knobs(lua_State *L) {
+  slua_plan *h = check_plan(L, 1, "Plan:knobs");
+  int n = stof_plan_nsegment(h->p);
+  lua_newtable(L);
+  for (int i = 0; i < n; i++) {
+    stof_seg_info s;
+    stof_plan_segment(h->p, i, &s);
+    if (s.shared_with >= 0) continue;
+    for (int k = 0; k < s.nknob; k++) {
+      lua_pushfstring(L, "%d.%s", i, s.knob_name[k]);
+      lua_pushinteger(L, (lua_Integer)s.knob_value[k]);
+      lua_rawset(L, -3);
+    }
   }
   return 1;
 }
@@ -369,7 +389,8 @@ void slua_open_exec(lua_State *L, int idx) {
       {"bind", plan_bind},         {"run", plan_run},           {"launch", plan_launch},
       {"output", plan_output},     {"time", plan_time},         {"time_segments", plan_time_segments},
       {"segments", plan_segments}, {"describe", plan_describe}, {"memory", plan_memory},
-      {"poison", plan_poison},     {"inputs", plan_inputs},     {NULL, NULL}};
+      {"poison", plan_poison},     {"inputs", plan_inputs},     {"knobs", plan_knobs},
+      {NULL, NULL}};
   luaL_newmetatable(L, SLUA_PLAN_RT);
   luaL_setfuncs(L, methods, 0);
   lua_pushcfunction(L, plan_gc);

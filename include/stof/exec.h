@@ -105,6 +105,7 @@ stof_status stof_plan_time_segments(stof_plan *p, int reps, double *ms);
 
 /* Segments, in execution order. */
 int stof_plan_nsegment(const stof_plan *p);
+#define STOF_PLAN_MAX_SEG_KNOBS 16
 typedef struct stof_seg_info {
   stof_seg_kind kind;
   const char *template_name; /* "attention", "gemm+bias+gelu", "layer_norm", ... */
@@ -112,11 +113,12 @@ typedef struct stof_seg_info {
   const stof_op *first, *last;
   int shared_with;           /* an earlier segment with the same implementation, or -1 */
   const char *detail;        /* knobs and choices, one line (borrowed) */
-  /* an intrinsic segment's knobs and the decisions taken (the selector's, when nothing
-   * forced them): knob_name[i] = knob_value[i] */
+  /* the segment's knobs and the decisions taken: an intrinsic's (the selector's, unless
+   * forced), a GEMM's "algo" (the cuBLASLt algorithm, GPU only), a generated segment's
+   * schedule knobs ("threads", "vec", ...); knob_name[i] = knob_value[i] (names borrowed) */
   int nknob;
-  const char *knob_name[8];
-  int knob_value[8];
+  const char *knob_name[STOF_PLAN_MAX_SEG_KNOBS];
+  int64_t knob_value[STOF_PLAN_MAX_SEG_KNOBS];
   /* a generated segment's schedule as a Lua script (stof_trace_to_lua: the default
    * schedule's primitives with its knobs threads / vec), borrowed; NULL for the others */
   const char *trace;

@@ -296,3 +296,24 @@ do
   check(p, {y}, nil, "plan with forced knobs")
 end
 print("test_plan: knobs ok")
+
+-- A run's measurement as a tuning record (stof.db): its workload key, the scheme's code, the
+-- knob decisions (Plan:knobs(): none on the CPU backend) and the times; the best record of
+-- the workload is that one.
+do
+  local run = require("stof.models.run")
+  local models = require("stof.models")
+  local cfg = models.gpt2.config("gpt2", {n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 100})
+  cfg.model_type = "gpt2"
+  local r = run.prepare(cfg, {batch = 1, seq = 16, mask = "bigbird", target = "c", dtype = "float32"})
+  assert(type(r.plan:knobs()) == "table")
+  local path = os.tmpname()
+  local db = stof.db.open(path)
+  local rec = r:record(db, 2)
+  assert(rec.scheme == r.plan.scheme and rec.median_ms > 0 and rec.workload:find("gpt2", 1, true))
+  local best = db:best(r:workload(), "cpu")
+  assert(best and best.scheme == r.plan.scheme, "the record is not the workload's best")
+  db:close()
+  os.remove(path)
+end
+print("test_plan: records ok")

@@ -115,6 +115,25 @@ function R:split(reps)
   return s, segs
 end
 
+--- The workload key of this run in a tuning database: model, shape, mask, dtype, target.
+function R:workload()
+  local name = self.config.model_type or "model"
+  return ("%s-h%d-l%d/%dx%d/%s/%s/%s"):format(name, self.config.hidden_size or 0, self.config.num_hidden_layers or 0,
+    self.batch, self.seq, tostring(self.mask), self.dtype, self.plan.target)
+end
+
+--- Times the plan and appends the measurement to db (a stof.db handle) as a tuning record:
+--- the fusion scheme's code, every knob decision (Plan:knobs()), the times. Returns the
+--- record as stored.
+function R:record(db, reps)
+  local times = {}
+  for i = 1, 3 do times[i] = self.plan:time(reps or 10, i == 1 and 3 or 0) end
+  local device = "cpu"
+  if self.plan.target == "cuda" then device = "cuda" end
+  return db:append{workload = self:workload(), device = device, scheme = self.plan.scheme,
+                   knobs = self.plan:knobs(), times_ms = times}
+end
+
 --- Bytes: weights, the plan's arena and workspace, and their sum (the device memory the
 --- model holds while it runs, beside the inputs).
 function R:memory()
