@@ -23,7 +23,8 @@ local nn = {}
 nn.TAGS = {
   "embedding", "add", "gemm", "bias_add", "gelu", "gelu_tanh", "relu", "silu",
   "residual_add", "mul", "layer_norm_stat", "layer_norm", "rms_norm_stat", "rms_norm",
-  "softmax_stat", "softmax", "split_heads", "merge_heads",
+  "softmax_stat", "softmax", "split_heads", "merge_heads", "rotary", "swiglu", "patches",
+  "concat",
 }
 
 -- ---------------------------------------------------------------- argument checks
@@ -153,7 +154,8 @@ function nn.embedding(ids, tbl, name)
 end
 
 --- The learned position embeddings of positions offset .. offset + seq - 1 for every batch
---- element: table [P, E] -> [batch, seq, E]. Tag "embedding".
+--- element: table [P, E] (or [1, P, E], as ViT stores it) -> [batch, seq, E]. Tag
+--- "embedding".
 function nn.position_embedding(tbl, batch, seq, name, offset)
   local layer = "nn.position_embedding"
   check_te(layer, "table", tbl)
@@ -164,12 +166,17 @@ function nn.position_embedding(tbl, batch, seq, name, offset)
       fail("%s: %s must be a non-negative integer, got %s", layer, a[1], tostring(a[2]))
     end
   end
-  if tbl.ndim ~= 2 then fail("%s: table has shape %s, [P, E] expected", layer, shape_str(tbl.shape)) end
-  if offset + seq > tbl.shape[1] then
-    fail("%s: positions up to %d need a table of at least %d rows, it has %d", layer,
-      offset + seq - 1, offset + seq, tbl.shape[1])
+  local lead = tbl.ndim == 3 and tbl.shape[1] == 1
+  if tbl.ndim ~= 2 and not lead then
+    fail("%s: table has shape %s, [P, E] or [1, P, E] expected", layer, shape_str(tbl.shape))
   end
-  return te.compute({batch, seq, tbl.shape[2]}, function(_, s, e)
+  local P, E = tbl.shape[tbl.ndim - 1], tbl.shape[tbl.ndim]
+  if offset + seq > P then
+    fail("%s: positions up to %d need a table of at least %d rows, it has %d", layer,
+      offset + seq - 1, offset + seq, P)
+  end
+  return te.compute({batch, seq, E}, function(_, s, e)
+    if lead then return tbl[{0, s + offset, e}] end
     return tbl[{s + offset, e}]
   end, name, nil, "embedding")
 end
@@ -307,6 +314,19 @@ end
 --- a * b, same shapes and dtypes (SwiGLU's gate). Tag "mul".
 function nn.mul(a, b, name)
   return binary("nn.mul", "mul", a, b, name, function(x, y) return x * y end)
+end
+
+--- silu(gate) * up in float32, stored in gate's dtype: LLaMA's gated feed-forward in one
+--- op (same shapes and dtypes). Tag "swiglu".
+function nn.swiglu(gate, up, name)
+  local layer = "nn.swiglu"
+  check_same(layer, gate, up)
+  check_float(layer, "gate", gate)
+  local dtype = gate.dtype
+  return binary(layer, "swiglu", gate, up, name, function(g, u)
+    g = f32(g)
+    return as(g * te.sigmoid(g) * f32(u), dtype)
+  end)
 end
 
 -- ---------------------------------------------------------------- normalisation
@@ -466,11 +486,103 @@ function nn.merge_heads(x, name)
   end, name, nil, "merge_heads")
 end
 
+-- ---------------------------------------------------------------- rotary positions
+
+--- Rotary position embedding (Hugging Face Llama's rotate-half form) of x [B, H, S, D]
+--- after the head split: with half = D/2, i = d mod half, p = s + offset and
+--- a = p * theta^(-2i/D),
+---   out[..., d] = x[..., d] cos a - x[..., d + half] sin a   (d < half)
+---   out[..., d] = x[..., d] cos a + x[..., d - half] sin a   (d >= half).
+--- opts: {theta = (10000), offset = (0), name =} or the name. The angle, its cos and sin
+--- are float32; the result is stored in x's dtype. Tag "rotary".
+function nn.rotary(x, opts)
+  local layer = "nn.rotary"
+  if type(opts) == "string" then opts = {name = opts} end
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("%s: opts must be a table or a name, got %s", layer, type(opts))
+  end
+  opts = opts or {}
+  check_te(layer, "x", x)
+  check_float(layer, "x", x)
+  if x.ndim ~= 4 then fail("%s: x has shape %s, [B, H, S, D] expected", layer, shape_str(x.shape)) end
+  local name = check_name(layer, opts.name, "rotary")
+  local theta = opts.theta == nil and 10000.0 or check_number(layer, "opts.theta", opts.theta)
+  if theta <= 0 then fail("%s: opts.theta %g is not positive", layer, theta) end
+  local offset = opts.offset or 0
+  if math.type(offset) ~= "integer" or offset < 0 then
+    fail("%s: opts.offset must be a non-negative integer, got %s", layer, tostring(offset))
+  end
+  local D = x.shape[4]
+  if D % 2 ~= 0 then fail("%s: the head dim %d of x %s is odd", layer, D, shape_str(x.shape)) end
+  local half, dtype = D // 2, x.dtype
+  return te.compute(x.shape, function(b, h, s, d)
+    -- Hugging Face: inv_freq = 1 / theta^(2i / D), angle = position * inv_freq (float32)
+    local inv = 1.0 / te.pow(te.const(theta, "float32"), (d % half):astype("float32") * (2.0 / D))
+    local p = offset ~= 0 and s + offset or s
+    local a = p:astype("float32") * inv
+    local v, w = f32(x[{b, h, s, d}]), f32(x[{b, h, s, (d + half) % D}])
+    return as(v * te.cos(a) + te.select(te.lt(d, half), -w, w) * te.sin(a), dtype)
+  end, name, nil, "rotary")
+end
+
+-- ---------------------------------------------------------------- vision
+
+--- Non-overlapping patches of pixels [B, C, Hi, Wi] (Hi, Wi multiples of patch) as rows:
+--- [B, (Hi/p)(Wi/p), C p p], patches in row-major order over the image and each row in the
+--- order (c, kh, kw), so that a convolution weight [E, C, p, p] read as [E, C p p] is the
+--- weight of a transposed nn.linear (ViT's patch embedding as a GEMM). Tag "patches".
+function nn.patches(pixels, patch, name)
+  local layer = "nn.patches"
+  check_te(layer, "pixels", pixels)
+  check_float(layer, "pixels", pixels)
+  if pixels.ndim ~= 4 then
+    fail("%s: pixels has shape %s, [B, C, H, W] expected", layer, shape_str(pixels.shape))
+  end
+  if math.type(patch) ~= "integer" or patch <= 0 then
+    fail("%s: patch must be a positive integer, got %s", layer, tostring(patch))
+  end
+  name = check_name(layer, name, "patches")
+  local B, Cn, Hi, Wi = table.unpack(pixels.shape)
+  if Hi % patch ~= 0 or Wi % patch ~= 0 then
+    fail("%s: the image %dx%d is not a multiple of the patch size %d", layer, Hi, Wi, patch)
+  end
+  local nw, pp = Wi // patch, patch * patch
+  return te.compute({B, (Hi // patch) * nw, Cn * pp}, function(b, n, col)
+    local kh, kw = (col // patch) % patch, col % patch
+    return pixels[{b, col // pp, (n // nw) * patch + kh, (n % nw) * patch + kw}]
+  end, name, nil, "patches")
+end
+
+--- token [E] (or [1, 1, E], ViT's class token) before x [B, N, E] -> [B, N + 1, E]. Same
+--- dtypes. Tag "concat".
+function nn.prepend(token, x, name)
+  local layer = "nn.prepend"
+  check_te(layer, "token", token)
+  check_te(layer, "x", x)
+  if x.ndim ~= 3 then fail("%s: x has shape %s, [B, N, E] expected", layer, shape_str(x.shape)) end
+  local B, N, E = table.unpack(x.shape)
+  local ts = token.shape
+  if not ((token.ndim == 1 and ts[1] == E) or (token.ndim == 3 and ts[1] == 1 and ts[2] == 1 and ts[3] == E)) then
+    fail("%s: token has shape %s, [%d] or [1, 1, %d] expected (x is %s)", layer, shape_str(ts), E, E,
+      shape_str(x.shape))
+  end
+  if token.dtype ~= x.dtype then fail("%s: dtypes %s and %s differ", layer, token.dtype, x.dtype) end
+  name = check_name(layer, name, "prepend")
+  local flat = token.ndim == 1
+  return te.compute({B, N + 1, E}, function(b, s, e)
+    local t = flat and token[{e}] or token[{0, 0, e}]
+    -- the clamp keeps the load of x in range at s = 0, where it is not taken
+    return te.select(te.eq(s, 0), t, x[{b, te.max(s - 1, 0), e}])
+  end, name, nil, "concat")
+end
+
 -- ---------------------------------------------------------------- attention
 
 --- Sparse attention as an opaque intrinsic: q [B, H, Sq, D], k and v [B, Hkv, Sk, D] (GQA
 --- when Hkv < H), mask a stof.mask value; softmax(scale * q k^T, masked) v with scale
---- 1/sqrt(D) unless opts.scale says otherwise. Rows with no kept key give zeros.
+--- 1/sqrt(D) unless opts.scale says otherwise. Rows with no kept key give zeros. The score
+--- modifiers of te.attention pass through: opts.bias (T5's [H, buckets] table, with
+--- buckets, max_distance, bidirectional), opts.alibi (slopes [H] or true), opts.softcap.
 function nn.attention(q, k, v, mask, opts)
   local layer = "nn.attention"
   check_te(layer, "q", q)

@@ -77,8 +77,10 @@ local function model(args)
   if f then
     f:close()
     local raw = stof.load_json(o.name .. "/config.json")
-    local mod = models[raw.model_type == "gpt2" and "gpt2" or raw.model_type == "bert" and "bert" or ""]
-    if not mod then common.fail("%s/config.json: model_type '%s' is not in the zoo", o.name, tostring(raw.model_type)) end
+    local mod = type(raw.model_type) == "string" and models[raw.model_type]
+    if type(mod) ~= "table" or not mod.from_pretrained then
+      common.fail("%s/config.json: model_type '%s' is not in the zoo", o.name, tostring(raw.model_type))
+    end
     spec, weights = mod.from_pretrained(o.name, {dtype = o.dtype})
     spec.model_type = raw.model_type
   elseif not models.configs[o.name] then
@@ -101,8 +103,9 @@ local function model(args)
   local out = r:run()
   local ms = r:time(o.reps, 3)
   local mem = r:memory()
-  print(("%s  batch %d  seq %d  mask %s  %s on %s: %.3f ms per forward (median of %d%s)"):format(
-    type(o.name) == "string" and o.name or "model", o.batch, o.seq, o.mask, o.dtype, plan.target, ms, o.reps,
+  print(("%s  batch %d  seq %d%s  mask %s  %s on %s: %.3f ms per forward (median of %d%s)"):format(
+    type(o.name) == "string" and o.name or "model", o.batch, r.seq,
+    r.image_size and (" (image %d px)"):format(r.image_size) or "", o.mask, o.dtype, plan.target, ms, o.reps,
     plan.target == "cuda" and (o.graph == false and ", kernel by kernel" or ", CUDA graph replay") or ""))
   print(("  %d segments; memory: weights %.1f MiB, arena %.1f MiB (%.1f MiB of values before sharing), workspace %.1f MiB"):format(
     plan.nsegment, mib(mem.weights), mib(mem.arena), mib(mem.values), mib(mem.workspace)))

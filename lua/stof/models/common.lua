@@ -182,6 +182,7 @@ local function feed(m, weights, inputs)
   end
   return f
 end
+C.feed_raw = feed
 C.feed = C.api(feed)
 
 -- ---------------------------------------------------------------- random weights
@@ -198,6 +199,30 @@ local function in_scratch_graph(fn)
   if reg then rawset(reg, "stof.graph", saved) end
   if not ok then error(r, 0) end
   return r
+end
+
+-- t (a CPU tensor) with shape, the same elements in the same (row-major) order: a view
+-- where stof.Tensor has reshape, else a copy made by the reference interpreter.
+function C.reshape(t, shape)
+  if t.reshape then return t:reshape(shape) end
+  local from, n, m = t:shape(), 1, 1
+  for _, d in ipairs(from) do n = n * d end
+  for _, d in ipairs(shape) do m = m * d end
+  if n ~= m then C.raise("reshape: %s to %s changes the element count", C.shape_str(from), C.shape_str(shape)) end
+  return in_scratch_graph(function()
+    local src = te.placeholder(from, t:dtype(), "src")
+    local out = te.compute(shape, function(...)
+      local idx, flat = {...}, nil
+      for d = 1, #idx do flat = flat and flat * shape[d] + idx[d] or idx[d] end
+      local at, stride = {}, 1
+      for d = #from, 1, -1 do
+        at[d] = stride == 1 and flat % from[d] or (flat // stride) % from[d]
+        stride = stride * from[d]
+      end
+      return src[at]
+    end, "reshape")
+    return (stof.eval(out, {[src] = t}))
+  end)
 end
 
 -- a * u + b with u uniform in [-1, 1) drawn from seed (standard deviation a / sqrt(3)).
@@ -248,7 +273,8 @@ local FLOATS = {float32 = true, float16 = true, bfloat16 = true}
 
 -- cfg, weights from a Hugging Face model directory: dir/config.json through M.config and
 -- dir/model.safetensors, each tensor found under its name or a prefixed one (prefixes:
--- "bert.", "transformer.", ...), checked against M.weight_shapes. opts.dtype converts every
+-- "bert.", "transformer.", ...) or one of M.weight_aliases[name] (optional), checked
+-- against M.weight_shapes. opts.dtype converts every
 -- weight to that dtype; without it all weights must share one float dtype.
 function C.from_pretrained(M, prefixes, dir, opts)
   local what = M.name .. ".from_pretrained"
@@ -285,6 +311,10 @@ function C.from_pretrained(M, prefixes, dir, opts)
         t = file[p .. name]
         if t ~= nil then break end
       end
+    end
+    -- M.weight_aliases[name]: other names a weight may be saved under (a tied embedding)
+    for _, alt in ipairs(t == nil and M.weight_aliases and M.weight_aliases[name] or {}) do
+      if t == nil then t = file[alt] end
     end
     if t == nil then C.raise("from_pretrained: model.safetensors lacks %s (in %s)", name, dir) end
     local want, got = shapes[name], t:shape()

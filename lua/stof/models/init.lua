@@ -7,11 +7,13 @@
 local models = {
   bert = require("stof.models.bert"),
   gpt2 = require("stof.models.gpt2"),
+  llama = require("stof.models.llama"),
+  vit = require("stof.models.vit"),
 }
 
 -- name -> the config table, with model_type naming its module
 models.configs = {}
-for _, key in ipairs({"bert", "gpt2"}) do
+for _, key in ipairs({"bert", "gpt2", "llama", "vit"}) do
   for name, cfg in pairs(models[key].configs) do
     local c = {model_type = key}
     for k, v in pairs(cfg) do c[k] = v end

@@ -34,13 +34,18 @@ end
 --- opts: batch, seq, mask (a stof.mask value or a suite name; decoders add causal), dtype
 --- ("float16"), target ("cuda" when a GPU is present, else "c"), weights (name -> tensor;
 --- default seeded random weights), seed, hidden_states (plan every hidden state, not only the
---- last), verbose (progress on stderr), graph (CUDA-graph replay, default true), exact_gelu.
+--- last; then the output where it is not the last hidden state: ViT), verbose (progress on
+--- stderr), graph (CUDA-graph replay, default true), exact_gelu.
+--- ViT: seq picks the smallest image side whose token count is at least seq (128 -> 192 px,
+--- 145 tokens) unless weights are given (then the config's image_size rules); r.seq is the
+--- token count, r.seq_requested and r.image_size say what was asked and what was built.
 function R.prepare(name, opts)
   opts = opts or {}
   local mod = models.module(name)
   local batch, seq = opts.batch or 1, opts.seq or 128
   local cfg = type(name) == "table" and name or mod.config(name, opts.overrides)
-  if type(name) == "string" and not opts.weights and (cfg.max_position_embeddings or 0) < seq then
+  if type(name) == "string" and not opts.weights and cfg.max_position_embeddings ~= nil
+     and cfg.max_position_embeddings < seq then
     -- random weights: the position table is sized for the sequence, as the peers do
     -- (DESIGN.md section 8: max_position_embeddings >= S)
     local over = {}
@@ -48,11 +53,26 @@ function R.prepare(name, opts)
     over.max_position_embeddings = seq
     cfg = mod.config(name, over)
   end
+  local seq_requested = seq
+  if mod.tokens then
+    -- ViT: with random weights, the image side whose token count is nearest above seq
+    -- (DESIGN.md section 9); the sequence is that token count
+    if not opts.weights then
+      local image = mod.image_for(seq, cfg.patch_size)
+      if image ~= cfg.image_size then cfg = mod.config(cfg, {image_size = image}) end
+    end
+    seq = mod.tokens(cfg)
+  end
   local dtype = opts.dtype or "float16"
   local mask = mask_of(opts.mask, seq)
   local t0 = os.clock()
   local m = mod.build(cfg, {batch = batch, seq = seq, mask = mask, dtype = dtype})
-  local outs = opts.hidden_states and m.hidden_states or {m.output}
+  local outs = {m.output}
+  if opts.hidden_states then
+    -- every hidden state, then the output where it is none of them (ViT's final layernorm)
+    outs = {table.unpack(m.hidden_states)}
+    if outs[#outs] ~= m.output then outs[#outs + 1] = m.output end
+  end
   local plan = stof.plan(outs, {target = opts.target, graph = opts.graph, verbose = opts.verbose,
                                exact_gelu = opts.exact_gelu})
   local weights = opts.weights
@@ -73,15 +93,17 @@ function R.prepare(name, opts)
   end
   local inputs = {}
   for iname, ph in pairs(m.inputs) do
-    -- token ids in [0, 100) (inside every zoo vocabulary); token types 0
+    -- token ids in [0, 100) (inside every zoo vocabulary); token types 0; pixels in [-1, 1)
     inputs[iname] = iname == "input_ids" and stof.rand(ph.shape, "int64", (opts.seed or 0) + 17)
+      or iname == "pixel_values" and stof.rand(ph.shape, ph.dtype, (opts.seed or 0) + 17)
       or stof.zeros(ph.shape, "int64")
   end
   if opts.inputs then for k, v in pairs(opts.inputs) do inputs[k] = v end end
   plan:bind(m:feed(weights, inputs))
   local self = setmetatable({model = m, plan = plan, config = cfg, weights = weights, inputs = inputs,
                              weight_bytes = wbytes, build_s = os.clock() - t0, mask = mask,
-                             batch = batch, seq = seq, dtype = dtype}, R)
+                             batch = batch, seq = seq, seq_requested = seq_requested,
+                             image_size = cfg.image_size, dtype = dtype}, R)
   return self
 end
 
