@@ -2,12 +2,22 @@
  * kernels module internals shared by mask.c, mask_format.c and mask_svg.c: the mask tree,
  * tile classification and tile filling, and a small string builder.
  *
- * A mask is a tree of mask_node in the mask's own arena. Leaves are the primitive kinds;
- * named composites (longformer, bigbird) are UNION nodes whose description is their name
- * (atom = 1). sliding, causal_sliding and causal are WINDOW nodes.
+ * A mask is a handle on the root of a tree of immutable mask nodes. Nodes are shared: a
+ * combination points at its operands' roots and counts a reference on each (an atomic
+ * count per node, so masks are freed in any order, from any thread), which makes combining
+ * N masks cost O(N) memory. Leaves are the primitive kinds; named composites (longformer,
+ * bigbird) are UNION nodes whose description is their name (atom = 1). sliding,
+ * causal_sliding and causal are WINDOW nodes.
+ *
+ * Descriptions: a node's desc is exact while it is at most KERNELS_DESC_MAX characters;
+ * a longer combination keeps the head of the exact text and ends with its structural hash
+ * ("... #0123456789abcdef"), so that it stays short and distinct. Caches key on the exact
+ * text, which kernels_mask_key writes out of the tree (linear in its size).
  */
 #ifndef STOF_KERNELS_INT_H
 #define STOF_KERNELS_INT_H
+
+#include <stdatomic.h>
 
 #include <stof/kernels.h>
 
@@ -35,12 +45,23 @@ typedef enum kernels_mask_kind {
 /* "causal" as a window: l this large never cuts a position. */
 #define KERNELS_WINDOW_INF ((int64_t)1 << 60)
 
+/* The longest description a node stores (then cut, with the node's hash). */
+#define KERNELS_DESC_MAX 256
+
 typedef struct kernels_mask_node kernels_mask_node;
 struct kernels_mask_node {
   kernels_mask_kind kind;
-  const char *desc; /* in the owning mask's arena */
+  const char *desc; /* owned by the node (strlen + 1 bytes) */
   int atom;         /* printed without parentheses inside a combination */
   int varies_b, varies_h;
+  int cacheable;    /* no fn node inside */
+  int fill_need;    /* scratch tiles kernels_mask_fill needs below this node */
+  int64_t depth;    /* 1 for a leaf, else 1 + the deeper operand's */
+  uint64_t hash;    /* structural: equal for equal exact descriptions */
+  stof_ctx *ctx;
+  int cut;          /* desc is cut (binary nodes): the exact text is longer */
+  atomic_long refs; /* the masks and nodes that point here */
+  kernels_mask_node *next_dead; /* used while freeing */
   union {
     struct { int64_t l, r; } window;
     struct { int64_t g; } global;
@@ -55,8 +76,8 @@ struct kernels_mask_node {
     } doc;
     struct { int64_t w, d; } dilated;
     struct {
-      int64_t nb, nh, S, wpr;   /* wpr: 64-bit words per row */
-      const uint64_t *bits;     /* row (bb, hh, i) at ((bb * nh + hh) * S + i) * wpr */
+      int64_t nb, nh, Sq, Sk, wpr; /* wpr: 64-bit words per row (of Sk bits) */
+      const uint64_t *bits;        /* row (bb, hh, i) at ((bb * nh + hh) * Sq + i) * wpr */
     } tensor;
     struct { stof_mask_pred f; void *ud; } fn;
     struct { const kernels_mask_node *a, *b; } bin;
@@ -65,10 +86,12 @@ struct kernels_mask_node {
 
 struct stof_mask {
   stof_ctx *ctx;
-  stof_arena arena;
-  const kernels_mask_node *root;
-  int cacheable; /* no fn node inside */
+  const kernels_mask_node *root; /* one reference counted on it */
+  int cacheable;                 /* no fn node inside (root->cacheable) */
 };
+
+/* Writes the exact description of m (the cache key's mask part) into b. */
+void kernels_mask_key(const stof_mask *m, stof_buf *b);
 
 /* Tile classification: every element 0, every element 1, or unknown / mixed. */
 enum { KERNELS_TILE_ZERO = 0, KERNELS_TILE_ONE = 1, KERNELS_TILE_MIXED = 2 };
@@ -84,7 +107,8 @@ int kernels_mask_node_eval(const kernels_mask_node *n, int64_t b, int64_t h, int
 int kernels_mask_classify(const kernels_mask_node *n, int64_t b, int64_t h, int64_t i0,
                           int64_t i1, int64_t j0, int64_t j1);
 /* Exact bits of rows [i0, i0 + nrows) x columns [j0, j0 + ncols), nrows, ncols <= 128,
- * into rows[0 .. nrows) (bits past ncols are 0). 0, or -1 when an fn predicate failed. */
+ * into rows[0 .. nrows) (bits past ncols are 0). 0, -1 when an fn predicate failed, -2
+ * when the scratch of a deeply nested combination could not be allocated. */
 int kernels_mask_fill(const kernels_mask_node *n, int64_t b, int64_t h, int64_t i0,
                       int nrows, int64_t j0, int ncols, kernels_tile_row *rows);
 /* Checks that the mask fits a format of these dims; records the error (naming "who"). */
@@ -149,13 +173,20 @@ typedef struct kernels_format_dims {
 } kernels_format_dims;
 
 /* The format builders' argument checks (the CPU and the GPU builder report the same
- * statuses and messages, naming who), then the tile grid of (B, H, Sq, Sk, T). */
+ * statuses and messages, naming who), then the tile grid of (B, H, Sq, Sk, T), and the
+ * size limits checked before anything is allocated: extents at most STOF_MASK_MAX_EXTENT,
+ * at most STOF_MASK_FORMAT_MAX_TILES tiles, a worst case (every tile partial) of at most
+ * STOF_MASK_FORMAT_MAX_BYTES, and for a mask holding an fn predicate at most
+ * STOF_MASK_FN_MAX_EVALS elements. All in checked arithmetic. */
 stof_status kernels_format_dims_check(stof_ctx *ctx, const char *who, const stof_mask *mask,
                                       const void *out, int64_t B, int64_t H, int64_t Sq,
                                       int64_t Sk, int T, kernels_format_dims *d);
 
 /* The built-in intrinsics (kernels/intrinsic_*.c). */
 extern const stof_intrin kernels_intrin_attention;
+/* STOF_ERR_UNSUPPORTED naming the score modifier m when it has one (the GPU kernels have
+ * none yet), else STOF_OK. */
+stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m);
 
 /* A monotonic clock in milliseconds, for build and preparation times. */
 double kernels_now_ms(void);

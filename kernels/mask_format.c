@@ -88,6 +88,12 @@ double kernels_now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* Bytes as "125.0 GiB". */
+static void fmt_bytes(char *buf, size_t size, double n) {
+  if (n >= 1024.0 * 1024 * 1024) snprintf(buf, size, "%.1f GiB", n / (1024.0 * 1024 * 1024));
+  else snprintf(buf, size, "%.1f MiB", n / (1024.0 * 1024));
+}
+
 stof_status kernels_format_dims_check(stof_ctx *ctx, const char *who, const stof_mask *mask,
                                       const void *out, int64_t B, int64_t H, int64_t Sq,
                                       int64_t Sk, int T, kernels_format_dims *d) {
@@ -99,17 +105,62 @@ stof_status kernels_format_dims_check(stof_ctx *ctx, const char *who, const stof
     return stof_ctx_error(ctx, STOF_ERR_ARG,
                           "%s: extents must be >= 1 (B = %lld, H = %lld, Sq = %lld, Sk = %lld)",
                           who, (long long)B, (long long)H, (long long)Sq, (long long)Sk);
+  const char *big = Sq > STOF_MASK_MAX_EXTENT ? "Sq" : Sk > STOF_MASK_MAX_EXTENT ? "Sk" : NULL;
+  if (big)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: %s = %lld is too large (at most 2^40 = %lld)",
+                          who, big, (long long)(Sq > STOF_MASK_MAX_EXTENT ? Sq : Sk),
+                          (long long)STOF_MASK_MAX_EXTENT);
   stof_status st = kernels_mask_check_dims(ctx, who, mask, B, H, Sq, Sk);
   if (st) return st;
+  /* Sq, Sk <= 2^40: the tile counts fit; the products below are checked */
   d->nrow = (Sq + T - 1) / T, d->ncol = (Sk + T - 1) / T;
   d->mask_b = stof_mask_varies_b(mask) ? B : 1, d->mask_h = stof_mask_varies_h(mask) ? H : 1;
-  if (d->nrow >= INT32_MAX || d->ncol >= INT32_MAX || d->mask_b * d->mask_h > INT32_MAX ||
-      d->mask_b * d->mask_h * (d->nrow + 1) > INT32_MAX)
+  int64_t nmask, ntile, grid, rowptr;
+  int over = __builtin_mul_overflow(d->mask_b, d->mask_h, &nmask) ||
+             __builtin_mul_overflow(d->nrow, d->ncol, &grid) ||
+             __builtin_mul_overflow(nmask, grid, &ntile);
+  if (over || ntile > STOF_MASK_FORMAT_MAX_TILES)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: %lld instance%s of %lld x %lld tiles of %d x %d is %s%.3g tiles, "
+                          "more than a format may have (2^26 = %lld): use a larger tile, a "
+                          "shorter sequence, or fewer batches / heads where the mask varies",
+                          who, (long long)nmask, nmask == 1 ? "" : "s", (long long)d->nrow,
+                          (long long)d->ncol, T, T, over ? "over " : "",
+                          over ? 9.2e18 : (double)ntile, (long long)STOF_MASK_FORMAT_MAX_TILES);
+  if (__builtin_mul_overflow(nmask, d->nrow + 1, &rowptr) || rowptr > INT32_MAX)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "%s: %lld instances of %lld x %lld tiles is too large", who,
-                          (long long)(d->mask_b * d->mask_h), (long long)d->nrow,
-                          (long long)d->ncol);
-  d->nmask = d->mask_b * d->mask_h;
+                          (long long)nmask, (long long)d->nrow, (long long)d->ncol);
+  /* the worst case: every tile partial (an entry and (T/8)^2 bitmap words each) */
+  int64_t wpt = (int64_t)(T / 8) * (T / 8);
+  int64_t worst = rowptr * 4 + 2 * nmask * d->nrow * 4 + ntile * (8 + wpt * 8);
+  if (worst > STOF_MASK_FORMAT_MAX_BYTES) {
+    char have[32], lim[32];
+    fmt_bytes(have, sizeof have, (double)worst);
+    fmt_bytes(lim, sizeof lim, (double)STOF_MASK_FORMAT_MAX_BYTES);
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: a format of %lld instance%s of %lld x %lld tiles of %d x %d may "
+                          "take up to %s (every tile partial), more than the limit of %s: use a "
+                          "shorter sequence, fewer batches / heads where the mask varies, or a "
+                          "smaller tile",
+                          who, (long long)nmask, nmask == 1 ? "" : "s", (long long)d->nrow,
+                          (long long)d->ncol, T, T, have, lim);
+  }
+  /* an fn predicate is called for every element of the tiles it decides */
+  int64_t elems;
+  if (!mask->cacheable &&
+      (__builtin_mul_overflow(Sq, Sk, &elems) || __builtin_mul_overflow(elems, nmask, &elems) ||
+       elems > STOF_MASK_FN_MAX_EVALS))
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "%s: mask %s calls a predicate for each element: %lld instance%s x "
+                          "%lld x %lld = %.3g calls, more than the limit of 2^26 = %lld (about "
+                          "10 s at 0.15 us a call from Lua): use a shorter sequence, or build "
+                          "the mask from the analytic constructors or from_tensor",
+                          who, stof_mask_description(mask), (long long)nmask,
+                          nmask == 1 ? "" : "s", (long long)Sq, (long long)Sk,
+                          (double)nmask * (double)Sq * (double)Sk,
+                          (long long)STOF_MASK_FN_MAX_EVALS);
+  d->nmask = nmask;
   return STOF_OK;
 }
 
@@ -204,7 +255,12 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
             kernels_row_set(rows[q], 0, nc);
           }
         } else {
-          if (kernels_mask_fill(root, bb, hh, i0, nr, j0, nc, rows)) {
+          int fs = kernels_mask_fill(root, bb, hh, i0, nr, j0, nc, rows);
+          if (fs == -2) {
+            st = STOF_ERR_NOMEM;
+            break;
+          }
+          if (fs) {
             st = stof_ctx_error(ctx, STOF_ERR_ARG,
                                 "%s: the predicate of mask %s failed in tile (%lld, %lld) of "
                                 "instance (b %lld, h %lld)",
@@ -401,9 +457,9 @@ stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64
   if (mask->cacheable) {
     stof_buf s;
     stof_buf_init(&s, ctx);
-    stof_buf_printf(&s, "%s|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d",
-                       stof_mask_description(mask), (long long)B, (long long)H, (long long)Sq,
-                       (long long)Sk, T);
+    kernels_mask_key(mask, &s); /* exact, however long the description */
+    stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", (long long)B, (long long)H,
+                    (long long)Sq, (long long)Sk, T);
     if (stof_buf_finish(&s, &key)) return STOF_ERR_NOMEM;
     for (int k = 0; k < c->n; k++)
       if (c->e[k].key && !strcmp(c->e[k].key, key)) {

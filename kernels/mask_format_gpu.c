@@ -479,8 +479,9 @@ stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask,
   if (mask->cacheable) {
     stof_buf s;
     stof_buf_init(&s, ctx);
-    stof_buf_printf(&s, "%s|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", stof_mask_description(mask),
-                    (long long)B, (long long)H, (long long)Sq, (long long)Sk, T);
+    kernels_mask_key(mask, &s); /* exact, however long the description */
+    stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", (long long)B, (long long)H,
+                    (long long)Sq, (long long)Sk, T);
     if (stof_buf_finish(&s, &key)) return STOF_ERR_NOMEM;
     for (int k = 0; k < g->n; k++)
       if (g->e[k].key && !strcmp(g->e[k].key, key)) {

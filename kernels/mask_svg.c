@@ -116,17 +116,20 @@ stof_status stof_mask_format_svg(const stof_mask_format *f, int64_t b, int64_t h
           "<text x=\"10\" y=\"58\">density %.2f%% (all instances %.2f%%)  16x16 tiles "
           "non-empty %.1f%%</text>\n",
           100 * dens, 100 * f->density, 100 * f->frac16);
+  int bits = f->Sq <= SVG_BITS_MAX && f->Sk <= SVG_BITS_MAX;
   fprintf(fp,
-          "<text x=\"10\" y=\"74\">tiles: %lld full (dark), %lld partial (light), %lld "
-          "empty</text>\n",
-          (long long)nfull, (long long)npart, (long long)nempty);
+          "<text x=\"10\" y=\"74\">tiles: %lld full (dark), %lld partial (light; %s), "
+          "%lld empty (white)</text>\n",
+          (long long)nfull, (long long)npart,
+          bits ? "its kept elements mid blue" : "kept elements not drawn past 1024 x 1024",
+          (long long)nempty);
 
   fprintf(fp, "<g transform=\"translate(10 %.0f) scale(%.6g)\" shape-rendering=\"crispEdges\">\n",
           top, scale);
   fprintf(fp, "<rect x=\"0\" y=\"0\" width=\"%lld\" height=\"%lld\" fill=\"#ffffff\"/>\n",
           (long long)f->Sk, (long long)f->Sq);
   for (int64_t r = 0; r < f->nrow; r++) draw_tiles(fp, f, r, rp[r], rp[r + 1]);
-  if (f->Sq <= SVG_BITS_MAX && f->Sk <= SVG_BITS_MAX)
+  if (bits)
     for (int64_t r = 0; r < f->nrow; r++)
       for (int32_t e = rp[r]; e < rp[r + 1]; e++)
         if (f->bmp_off[e] >= 0) draw_bits(fp, f, r, e);

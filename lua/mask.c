@@ -16,8 +16,8 @@
  *   f:expand(b, h) -> bool stof.Tensor [Sq, Sk]   f:svg(path[, b, h])   f:map([b, h])
  *   tostring(f)              a header of stats and the text tile map of instance (0, 0)
  *
- * Lifetimes: a Mask owns its stof_mask (the core copies operands when combining, so masks
- * are independent in C); its user values keep alive what its predicates call back into:
+ * Lifetimes: a Mask owns its stof_mask (the core shares operands' nodes when combining and
+ * counts references on them, so masks are independent in C); its user values keep alive what its predicates call back into:
  * the Lua function of an fn mask (user value 1), the operands of a combined mask (user
  * values 1 and 2), so that a predicate never outlives its function. A MaskFormat owns its
  * stof_mask_format and keeps its mask alive (user value 1).

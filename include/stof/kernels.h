@@ -3,9 +3,10 @@
  * attention kernels read, and pictures of it.
  *
  * Invariants:
- *  - A stof_mask is an immutable value. Each mask owns its whole tree (in one arena of its
- *    own): combining masks copies the operands, so every mask is freed on its own with
- *    stof_mask_free, in any order, and no mask keeps another alive.
+ *  - A stof_mask is an immutable value. Combining masks shares the operands' trees
+ *    (reference-counted immutable nodes): combining N masks costs O(N) memory, and every
+ *    mask is still freed on its own with stof_mask_free, in any order (what a combination
+ *    needs of its operands lives until the combination is freed).
  *  - Positions are 0-based; i is a query, j a key, b a batch element, h a head.
  *  - A stof_mask_format is built from a mask and (B, H, Sq, Sk, T) on the CPU, or on the
  *    GPU with the identical result; its arrays follow the layout documented at struct
@@ -23,6 +24,21 @@ extern "C" {
 /* ---------------------------------------------------------------- masks */
 
 typedef struct stof_mask stof_mask;
+
+/* Limits (docs/MASKS.md, "Limits"), checked with overflow-safe arithmetic where a user's
+ * number enters: every constructor parameter (widths, offsets, block sizes, dilations,
+ * lengths and their sums) and every sequence length S, Sq, Sk is at most
+ * STOF_MASK_MAX_EXTENT; a combination is at most STOF_MASK_MAX_DEPTH levels deep; a
+ * document mask has at most STOF_MASK_MAX_SEQS sequences. A format has at most
+ * STOF_MASK_FORMAT_MAX_TILES outer tiles (all instances) and its worst case (every tile
+ * partial) at most STOF_MASK_FORMAT_MAX_BYTES; a mask holding an fn predicate is evaluated
+ * on at most STOF_MASK_FN_MAX_EVALS elements (instances x Sq x Sk) per format. */
+#define STOF_MASK_MAX_EXTENT ((int64_t)1 << 40)
+#define STOF_MASK_MAX_DEPTH 8192
+#define STOF_MASK_MAX_SEQS ((int64_t)1 << 24)
+#define STOF_MASK_FORMAT_MAX_TILES ((int64_t)1 << 26)
+#define STOF_MASK_FORMAT_MAX_BYTES ((int64_t)1 << 33)
+#define STOF_MASK_FN_MAX_EVALS ((int64_t)1 << 26)
 
 /*
  * Constructors. Each returns STOF_OK and an owned mask in *out (stof_mask_free), or an
@@ -68,9 +84,10 @@ stof_status stof_mask_document_random(stof_ctx *ctx, int64_t S, int64_t lo, int6
 /** dilated(w, d): causal, j = i - k(d + 1) for 0 <= k < w; w >= 1, d >= 0. */
 stof_status stof_mask_dilated(stof_ctx *ctx, int64_t w, int64_t d, stof_mask **out);
 /** from_tensor(t): t is a CPU tensor of dtype bool, int32 or int64 (non-zero = kept) of
- *  shape [S, S] or [B, H, S, S] (B or H may be 1: the mask is then the same for every b or
- *  h). Copied: t may be freed afterwards. STOF_ERR_SHAPE for another rank or a non-square
- *  mask, STOF_ERR_TYPE for a float dtype. A format for it needs Sq == Sk == S. */
+ *  shape [Sq, Sk] or [B, H, Sq, Sk] (B or H may be 1: the mask is then the same for every b
+ *  or h; Sq, Sk at most 2^20). Copied: t may be freed afterwards. STOF_ERR_SHAPE for
+ *  another rank or an empty tensor, STOF_ERR_TYPE for a float dtype. A format for it needs
+ *  the same Sq and Sk. */
 stof_status stof_mask_from_tensor(stof_ctx *ctx, const stof_tensor *t, stof_mask **out);
 
 /** A predicate: > 0 keeps (i, j), 0 drops it, < 0 reports a failure (the build or eval
@@ -83,8 +100,9 @@ typedef int (*stof_mask_pred)(void *ud, int64_t b, int64_t h, int64_t i, int64_t
 stof_status stof_mask_fn(stof_ctx *ctx, stof_mask_pred f, void *ud, const char *name,
                          int varies_b, int varies_h, stof_mask **out);
 
-/** a | b, a & b, a - b (a and not b). The operands are copied (still owned by the
- *  caller); both must come from the same context. */
+/** a | b, a & b, a - b (a and not b). The operands are shared, not copied (still owned by
+ *  the caller, who may free them at once); both must come from the same context.
+ *  STOF_ERR_ARG when the result would be more than STOF_MASK_MAX_DEPTH levels deep. */
 stof_status stof_mask_union(const stof_mask *a, const stof_mask *b, stof_mask **out);
 stof_status stof_mask_intersection(const stof_mask *a, const stof_mask *b, stof_mask **out);
 stof_status stof_mask_difference(const stof_mask *a, const stof_mask *b, stof_mask **out);
@@ -108,8 +126,10 @@ int stof_mask_eval(const stof_mask *m, int64_t b, int64_t h, int64_t i, int64_t 
 int stof_mask_varies_b(const stof_mask *m);
 int stof_mask_varies_h(const stof_mask *m);
 /** The description ("longformer(32, 32)", "causal() | window(3, 0)"): exact for every
- *  kind but fn (long length lists and tensors appear as a hash), so it keys caches.
- *  Borrowed: lives as long as the mask. */
+ *  kind but fn (long length lists and tensors appear as a hash) up to 256 characters; a
+ *  longer combination shows its first characters and ends with " ... #" and a 64-bit hash
+ *  of the whole tree. Format caches key on the exact text, however long. Borrowed: lives
+ *  as long as the mask. */
 const char *stof_mask_description(const stof_mask *m);
 /** The same, as an owned copy: stof_ctx_dealloc(ctx, *out, strlen(*out) + 1). */
 stof_status stof_mask_describe(const stof_mask *m, char **out);
@@ -164,10 +184,13 @@ typedef struct stof_mask_format {
  * Builds the format of mask for B batch elements, H heads, Sq queries, Sk keys and outer
  * tile T. Tiles are classified analytically where the mask kind allows it and evaluated
  * element by element only where they must be. Owned: stof_mask_format_free.
- * STOF_ERR_ARG: T not a multiple of 16 in [16, 128], a non-positive extent, or dims the
- * mask does not fit (a tensor mask of another size, a batched document mask with another
- * B); STOF_ERR_UNSUPPORTED: more than 2^31 - 1 entries or bitmap words; STOF_ERR_ARG
- * when an fn predicate fails.
+ * STOF_ERR_ARG: T not a multiple of 16 in [16, 128], a non-positive extent or one past
+ * STOF_MASK_MAX_EXTENT, or dims the mask does not fit (a tensor mask of another size, a
+ * batched document mask with another B); STOF_ERR_UNSUPPORTED, before anything is
+ * allocated: more than STOF_MASK_FORMAT_MAX_TILES tiles, a worst case past
+ * STOF_MASK_FORMAT_MAX_BYTES, an fn mask on more than STOF_MASK_FN_MAX_EVALS elements
+ * (each message names the sizes); later, more than 2^31 - 1 entries or bitmap words;
+ * STOF_ERR_ARG when an fn predicate fails.
  */
 stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
                                    int64_t Sq, int64_t Sk, int T, stof_mask_format **out);

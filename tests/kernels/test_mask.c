@@ -3,8 +3,10 @@
 #include "helpers.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------- direct predicates */
 
@@ -439,16 +441,14 @@ static void constructors_reject_bad_arguments(void **state) {
   kt_expect_error(ctx, stof_mask_suite(ctx, "nope", 128, &m), STOF_ERR_NOT_FOUND,
                   "no mask named 'nope'");
 
-  /* tensors: wrong rank, not square, float, empty */
+  /* tensors: wrong rank, float, empty ([4, 5] is accepted: from_tensor_takes_...) */
   stof_tensor *t3, *ns, *fl;
   int64_t s3[3] = {2, 8, 8}, s2[2] = {4, 5}, sq[2] = {8, 8};
   KT_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_BOOL, 3, s3, STOF_DEVICE_CPU, &t3));
   KT_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_BOOL, 2, s2, STOF_DEVICE_CPU, &ns));
   KT_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 2, sq, STOF_DEVICE_CPU, &fl));
   kt_expect_error(ctx, stof_mask_from_tensor(ctx, t3, &m), STOF_ERR_SHAPE,
-                  "from_tensor: rank 3 tensor; a mask is [S, S] or [B, H, S, S]");
-  kt_expect_error(ctx, stof_mask_from_tensor(ctx, ns, &m), STOF_ERR_SHAPE,
-                  "from_tensor: mask is not square (4 queries x 5 keys)");
+                  "from_tensor: rank 3 tensor; a mask is [Sq, Sk] or [B, H, Sq, Sk]");
   kt_expect_error(ctx, stof_mask_from_tensor(ctx, fl, &m), STOF_ERR_TYPE,
                   "from_tensor: dtype float32");
   kt_expect_error(ctx, stof_mask_from_tensor(ctx, NULL, &m), STOF_ERR_ARG,
@@ -487,6 +487,219 @@ static void suite_builds_every_canonical_mask(void **state) {
   kt_ctx_done(ctx);
 }
 
+/* Issue 12: parameters past STOF_MASK_MAX_EXTENT overflowed the fill arithmetic (dilated
+ * wrote out of its tile, window cut the band wrongly, document kept nothing, the suite's
+ * document overflowed its buffer); now they are refused when the mask is built. */
+static void constructors_refuse_parameters_past_the_limit(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  stof_mask *m = NULL;
+  const int64_t big = INT64_MAX - 1, lim = STOF_MASK_MAX_EXTENT;
+  kt_expect_error(ctx, stof_mask_dilated(ctx, 3, big, &m), STOF_ERR_ARG,
+                  "dilated: d = 9223372036854775806 is too large (at most 2^40 = 1099511627776)");
+  kt_expect_error(ctx, stof_mask_dilated(ctx, 2, INT64_MAX, &m), STOF_ERR_ARG,
+                  "dilated: d = 9223372036854775807 is too large");
+  kt_expect_error(ctx, stof_mask_dilated(ctx, lim + 1, 0, &m), STOF_ERR_ARG,
+                  "dilated: w = 1099511627777 is too large");
+  kt_expect_error(ctx, stof_mask_window(ctx, 5, INT64_MAX, &m), STOF_ERR_ARG,
+                  "window: r = 9223372036854775807 is too large");
+  kt_expect_error(ctx, stof_mask_window(ctx, lim + 1, 0, &m), STOF_ERR_ARG, "window: l = ");
+  kt_expect_error(ctx, stof_mask_sliding(ctx, big, &m), STOF_ERR_ARG, "sliding: w = ");
+  kt_expect_error(ctx, stof_mask_causal_sliding(ctx, big, &m), STOF_ERR_ARG,
+                  "causal_sliding: w = ");
+  kt_expect_error(ctx, stof_mask_global(ctx, big, &m), STOF_ERR_ARG, "global: g = ");
+  kt_expect_error(ctx, stof_mask_longformer(ctx, 3, big, &m), STOF_ERR_ARG,
+                  "longformer: g = ");
+  kt_expect_error(ctx, stof_mask_random_blocks(ctx, big, 0.5, 0, &m), STOF_ERR_ARG,
+                  "random_blocks: block size b = 9223372036854775806 is too large");
+  kt_expect_error(ctx, stof_mask_bigbird(ctx, 3, 3, big, 0.5, 0, &m), STOF_ERR_ARG,
+                  "bigbird: block size b = ");
+  static const int64_t len[] = {1, INT64_MAX, 5}, len2[] = {(int64_t)1 << 39, (int64_t)1 << 39, 1};
+  kt_expect_error(ctx, stof_mask_document(ctx, 3, len, &m), STOF_ERR_ARG,
+                  "document: lengths[1] = 9223372036854775807: the lengths sum past 2^40");
+  kt_expect_error(ctx, stof_mask_document(ctx, 3, len2, &m), STOF_ERR_ARG,
+                  "document: lengths[2] = 1: the lengths sum past 2^40");
+  kt_expect_error(ctx, stof_mask_document_random(ctx, big, big / 16, big / 2, 1, &m),
+                  STOF_ERR_ARG, "document_random: S = 9223372036854775806 is too large");
+  kt_expect_error(ctx, stof_mask_document_random(ctx, lim, 1, 2, 1, &m), STOF_ERR_ARG,
+                  "sequences (at most 2^24");
+  kt_expect_error(ctx, stof_mask_suite(ctx, "document", big, &m), STOF_ERR_ARG,
+                  "mask suite: document: S = 9223372036854775806 must be in [1, 2^40");
+  assert_null(m);
+  /* at the limit: built, and the suite's document sums to S exactly */
+  KT_OK(ctx, stof_mask_suite(ctx, "document", lim, &m));
+  assert_int_equal(stof_mask_eval(m, 0, 0, lim - 1, lim - 1), 1);
+  assert_int_equal(stof_mask_eval(m, 0, 0, lim, lim), 0); /* past the lengths' sum */
+  stof_mask_free(m);
+  kt_ctx_done(ctx);
+}
+
+/* Masks at the edges of the limits: the format equals eval element by element, and a
+ * window wider than the sequence is the same mask as any other wider one (issue 12:
+ * window(5, 2^63 - 1) | global(1) gave another format than window(5, 100000) | global(1)). */
+static void masks_at_the_limits_format_exactly(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  const int64_t lim = STOF_MASK_MAX_EXTENT;
+  stof_mask *w1, *w2, *g, *u1, *u2, *d1, *d2, *d3, *wl, *doc;
+  KT_OK(ctx, stof_mask_window(ctx, 5, lim, &w1));
+  KT_OK(ctx, stof_mask_window(ctx, 5, 100000, &w2));
+  KT_OK(ctx, stof_mask_global(ctx, 1, &g));
+  KT_OK(ctx, stof_mask_union(w1, g, &u1));
+  KT_OK(ctx, stof_mask_union(w2, g, &u2));
+  KT_OK(ctx, stof_mask_dilated(ctx, 3, lim, &d1));
+  KT_OK(ctx, stof_mask_dilated(ctx, lim, lim, &d2));
+  KT_OK(ctx, stof_mask_dilated(ctx, lim, 0, &d3));
+  KT_OK(ctx, stof_mask_window(ctx, lim, lim, &wl));
+  static const int64_t len[] = {1, (int64_t)1 << 39, 5};
+  KT_OK(ctx, stof_mask_document(ctx, 3, len, &doc));
+  const stof_mask *ms[] = {u1, u2, d1, d2, d3, wl, doc};
+  for (int k = 0; k < 7; k++) {
+    kt_build_and_check(ctx, ms[k], 1, 1, 200, 200, 64);
+    kt_build_and_check(ctx, ms[k], 1, 1, 77, 130, 16);
+  }
+  stof_mask_format *f1, *f2;
+  KT_OK(ctx, stof_mask_format_build(ctx, u1, 1, 1, 300, 300, 64, &f1));
+  KT_OK(ctx, stof_mask_format_build(ctx, u2, 1, 1, 300, 300, 64, &f2));
+  assert_int_equal(f1->nentry, f2->nentry);
+  assert_int_equal(f1->nword, f2->nword);
+  assert_int_equal(f1->nvalid, f2->nvalid);
+  assert_memory_equal(f1->row_ptr, f2->row_ptr, sizeof(int32_t) * (size_t)(f1->nrow + 1));
+  assert_memory_equal(f1->col_idx, f2->col_idx, sizeof(int32_t) * (size_t)f1->nentry);
+  assert_memory_equal(f1->bitmap, f2->bitmap, sizeof(uint64_t) * (size_t)f1->nword);
+  stof_mask_format_free(f1);
+  stof_mask_format_free(f2);
+  /* dilated(3, 2^40) at S = 100 is causal's diagonal; document(1, 2^39, 5) keeps (0, 0) */
+  assert_int_equal(stof_mask_eval(d1, 0, 0, 50, 50), 1);
+  assert_int_equal(stof_mask_eval(d1, 0, 0, 50, 49), 0);
+  assert_int_equal(stof_mask_eval(doc, 0, 0, 0, 0), 1);
+  assert_int_equal(stof_mask_eval(doc, 0, 0, 5, 3), 1);
+  stof_mask *all[] = {w1, w2, g, u1, u2, d1, d2, d3, wl, doc};
+  for (int k = 0; k < 10; k++) stof_mask_free(all[k]);
+  kt_ctx_done(ctx);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Issue 12: m = m | global(k % 7) for k = 1..N deep-copied both operands (and their
+ * descriptions) at each step: 17 GB and 48 s at N = 2000. Combinations now share their
+ * operands: memory linear in N, descriptions short. */
+static void combining_many_masks_costs_linear_memory(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  enum { N = 5000 };
+  stof_mask **ms = calloc(N + 1, sizeof *ms);
+  assert_non_null(ms);
+  double t0 = now_s();
+  size_t before = stof_ctx_bytes_in_use(ctx);
+  KT_OK(ctx, stof_mask_global(ctx, 0, &ms[0]));
+  for (int k = 1; k <= N; k++) {
+    stof_mask *g;
+    KT_OK(ctx, stof_mask_global(ctx, k % 7, &g));
+    KT_OK(ctx, stof_mask_union(ms[k - 1], g, &ms[k]));
+    stof_mask_free(g); /* the union keeps what it needs */
+  }
+  size_t used = stof_ctx_bytes_in_use(ctx) - before;
+  double dt = now_s() - t0;
+  printf("# %d unions: %zu bytes (%.0f per union), %.3f s\n", N, used, (double)used / N, dt);
+  assert_true(used < (size_t)N * 1024); /* O(N): a node, a handle, a short description */
+  assert_true(dt < 5.0);
+  const char *d = stof_mask_description(ms[N]);
+  assert_true(strlen(d) <= 256);
+  assert_non_null(strstr(d, "global(0) | global(1) | global(2)"));
+  assert_non_null(strstr(d, " ... #"));
+  /* the same union built again has the same description; one more term changes it */
+  assert_string_not_equal(d, stof_mask_description(ms[N - 1]));
+  /* the mask is global(6) */
+  for (int64_t i = 0; i < 20; i++)
+    for (int64_t j = 0; j < 20; j++)
+      assert_int_equal(stof_mask_eval(ms[N], 0, 0, i, j), i < 6 || j < 6);
+  kt_build_and_check(ctx, ms[N], 1, 1, 100, 90, 32);
+  /* the cache keys on the exact text: two masks whose short descriptions agree on the
+   * head are told apart, one mask built twice is found again */
+  stof_mask_cache *c;
+  const stof_mask_format *f1, *f2, *f3;
+  KT_OK(ctx, stof_mask_cache_new(ctx, 4, &c));
+  KT_OK(ctx, stof_mask_cache_get(c, ms[N], 1, 1, 64, 64, 16, &f1));
+  KT_OK(ctx, stof_mask_cache_get(c, ms[N - 1], 1, 1, 64, 64, 16, &f2));
+  KT_OK(ctx, stof_mask_cache_get(c, ms[N], 1, 1, 64, 64, 16, &f3));
+  assert_ptr_not_equal(f1, f2);
+  assert_ptr_equal(f1, f3);
+  stof_mask_cache_free(c);
+  /* freed in any order: every other one first, then the rest backwards */
+  for (int k = 0; k <= N; k += 2) stof_mask_free(ms[k]);
+  for (int k = N - (N % 2 ? 0 : 1); k >= 1; k -= 2) stof_mask_free(ms[k]);
+  free(ms);
+  kt_ctx_done(ctx);
+}
+
+/* A combination deeper than STOF_MASK_MAX_DEPTH is refused (the evaluators recurse). */
+static void combinations_past_the_depth_limit_are_refused(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  stof_mask *m, *g;
+  KT_OK(ctx, stof_mask_causal(ctx, &m));
+  KT_OK(ctx, stof_mask_global(ctx, 2, &g));
+  for (int k = 1; k < STOF_MASK_MAX_DEPTH; k++) {
+    stof_mask *n;
+    KT_OK(ctx, stof_mask_difference(m, g, &n));
+    stof_mask_free(m);
+    m = n;
+  }
+  stof_mask *n = NULL;
+  kt_expect_error(ctx, stof_mask_union(g, m, &n), STOF_ERR_ARG,
+                  "union: the result would be 8192 combinations deep (at most 8191)");
+  assert_null(n);
+  /* the deepest mask still builds formats and evaluates (it is causal - global(2)) */
+  assert_int_equal(stof_mask_eval(m, 0, 0, 10, 5), 1);
+  assert_int_equal(stof_mask_eval(m, 0, 0, 10, 1), 0);
+  kt_build_and_check(ctx, m, 1, 1, 40, 40, 16);
+  stof_mask_free(m);
+  stof_mask_free(g);
+  kt_ctx_done(ctx);
+}
+
+/* Issue 12, item 14: f:expand() gives [Sq, Sk] tensors that from_tensor refused. */
+static void from_tensor_takes_masks_of_unequal_lengths(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  stof_tensor *t;
+  int64_t sh[4] = {2, 1, 70, 130};
+  KT_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_BOOL, 4, sh, 3, &t));
+  stof_mask *m;
+  KT_OK(ctx, stof_mask_from_tensor(ctx, t, &m));
+  assert_non_null(strstr(stof_mask_description(m), "from_tensor(2x1x70x130, #"));
+  for (int64_t b = 0; b < 2; b++)
+    for (int64_t i = 0; i < 70; i++)
+      for (int64_t j = 0; j < 130; j++)
+        assert_int_equal(stof_mask_eval(m, b, 0, i, j),
+                         stof_tensor_load(t, b * t->strides[0] + i * t->strides[2] +
+                                                 j * t->strides[3]) != 0);
+  assert_int_equal(stof_mask_eval(m, 0, 0, 70, 0), 0);
+  assert_int_equal(stof_mask_eval(m, 0, 0, 0, 130), 0);
+  kt_build_and_check(ctx, m, 2, 3, 70, 130, 32);
+  stof_mask_format *f = NULL;
+  kt_expect_error(ctx, stof_mask_format_build(ctx, m, 2, 1, 130, 70, 64, &f), STOF_ERR_ARG,
+                  "is 70 x 130, the format 130 x 70");
+  /* the format's expansion goes back through from_tensor */
+  stof_mask_format *g;
+  KT_OK(ctx, stof_mask_format_build(ctx, m, 2, 1, 70, 130, 64, &g));
+  stof_tensor *e;
+  int64_t es[2] = {70, 130};
+  KT_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_BOOL, 2, es, STOF_DEVICE_CPU, &e));
+  KT_OK(ctx, stof_mask_format_expand(g, 1, 0, e));
+  stof_mask *back;
+  KT_OK(ctx, stof_mask_from_tensor(ctx, e, &back));
+  for (int64_t i = 0; i < 70; i++)
+    for (int64_t j = 0; j < 130; j++)
+      assert_int_equal(stof_mask_eval(back, 0, 0, i, j), stof_mask_eval(m, 1, 0, i, j));
+  stof_mask_free(back);
+  stof_tensor_free(e);
+  stof_mask_format_free(g);
+  stof_mask_free(m);
+  stof_tensor_free(t);
+  kt_ctx_done(ctx);
+}
+
 int run_mask_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(eval_matches_direct_predicates),
@@ -500,6 +713,11 @@ int run_mask_tests(void) {
       cmocka_unit_test(fn_masks_call_the_predicate),
       cmocka_unit_test(constructors_reject_bad_arguments),
       cmocka_unit_test(suite_builds_every_canonical_mask),
+      cmocka_unit_test(constructors_refuse_parameters_past_the_limit),
+      cmocka_unit_test(masks_at_the_limits_format_exactly),
+      cmocka_unit_test(combining_many_masks_costs_linear_memory),
+      cmocka_unit_test(combinations_past_the_depth_limit_are_refused),
+      cmocka_unit_test(from_tensor_takes_masks_of_unequal_lengths),
   };
   return cmocka_run_group_tests_name("mask", tests, NULL, NULL);
 }

@@ -379,6 +379,70 @@ static void format_rejects_bad_arguments(void **state) {
   kt_ctx_done(ctx);
 }
 
+static int pred_all(void *ud, int64_t b, int64_t h, int64_t i, int64_t j);
+
+/* Issue 12: sizes are checked before anything is allocated or evaluated. Before, dense at
+ * Sq = 1, Sk = 2^63 - 6 gave negative tile counts, dense at S = 10^6 took minutes and
+ * gigabytes, and an fn mask at S = 2^31 ran (practically) forever. */
+static void format_sizes_are_checked_before_building(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  stof_mask *d, *fn, *doc;
+  stof_mask_format *f = NULL;
+  KT_OK(ctx, stof_mask_dense(ctx, &d));
+  KT_OK(ctx, stof_mask_fn(ctx, pred_all, NULL, "all", 0, 0, &fn));
+  static const int64_t nseq[] = {1, 1}, len[] = {5, 6};
+  KT_OK(ctx, stof_mask_document_batched(ctx, 2, nseq, len, &doc));
+  size_t before = stof_ctx_bytes_in_use(ctx);
+  kt_expect_error(ctx, stof_mask_format_build(ctx, d, 1, 1, 1, INT64_MAX - 5, 64, &f),
+                  STOF_ERR_ARG,
+                  "mask_format_build: Sk = 9223372036854775802 is too large (at most 2^40");
+  kt_expect_error(ctx, stof_mask_format_build(ctx, d, 1, 1, INT64_MAX, 1, 64, &f),
+                  STOF_ERR_ARG, "Sq = 9223372036854775807 is too large");
+  kt_expect_error(ctx, stof_mask_format_build(ctx, d, 1, 1, 1000000, 1000000, 64, &f),
+                  STOF_ERR_UNSUPPORTED,
+                  "mask_format_build: 1 instance of 15625 x 15625 tiles of 64 x 64 is "
+                  "2.44e+08 tiles, more than a format may have (2^26 = 67108864)");
+  kt_expect_error(ctx, stof_mask_format_build(ctx, d, 1, 1, 1000000, 1000000, 128, &f),
+                  STOF_ERR_UNSUPPORTED,
+                  "a format of 1 instance of 7813 x 7813 tiles of 128 x 128 may take up to ");
+  kt_expect_error(ctx, stof_mask_format_build(ctx, d, 1, 1, 1000000, 1000000, 128, &f),
+                  STOF_ERR_UNSUPPORTED, "GiB (every tile partial), more than the limit of 8.0 GiB");
+  kt_expect_error(ctx, stof_mask_format_build(ctx, d, 1, 1, 1000000000, 1000000000, 64, &f),
+                  STOF_ERR_UNSUPPORTED, "more than a format may have");
+  /* B x H past int64 where the mask varies with b */
+  kt_expect_error(ctx, stof_mask_format_build(ctx, doc, INT64_MAX, 1, 16, 16, 16, &f),
+                  STOF_ERR_ARG, "has 2 batches");
+  stof_mask *fnbh;
+  KT_OK(ctx, stof_mask_fn(ctx, pred_all, NULL, "all", 1, 1, &fnbh));
+  kt_expect_error(ctx, stof_mask_format_build(ctx, fnbh, (int64_t)1 << 40, (int64_t)1 << 40,
+                                              16, 16, 16, &f),
+                  STOF_ERR_UNSUPPORTED, "over 9.2e+18 tiles");
+  stof_mask_free(fnbh);
+  /* fn masks: Sq x Sk x instances predicate calls */
+  kt_expect_error(ctx, stof_mask_format_build(ctx, fn, 1, 1, (int64_t)1 << 31,
+                                              (int64_t)1 << 31, 128, &f),
+                  STOF_ERR_UNSUPPORTED, "more than a format may have");
+  kt_expect_error(ctx, stof_mask_format_build(ctx, fn, 1, 1, 8193, 8192, 128, &f),
+                  STOF_ERR_UNSUPPORTED,
+                  "mask fn(all) calls a predicate for each element: 1 instance x 8193 x 8192 = "
+                  "6.71e+07 calls, more than the limit of 2^26 = 67108864");
+  assert_null(f);
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), before);
+  /* at the edges: an fn mask on exactly 2^26 elements builds */
+  KT_OK(ctx, stof_mask_format_build(ctx, fn, 1, 1, 8192, 8192, 128, &f));
+  assert_int_equal(f->nvalid, STOF_MASK_FN_MAX_EVALS);
+  stof_mask_format_free(f);
+  /* ... and: the largest single-instance grid that passes builds, exactly */
+  KT_OK(ctx, stof_mask_format_build(ctx, d, 1, 1, 1, STOF_MASK_MAX_EXTENT / 4096, 16, &f));
+  assert_int_equal(f->nvalid, STOF_MASK_MAX_EXTENT / 4096);
+  assert_int_equal(stof_mask_format_get(f, 0, 0, 0, STOF_MASK_MAX_EXTENT / 4096 - 1), 1);
+  stof_mask_format_free(f);
+  stof_mask_free(d);
+  stof_mask_free(fn);
+  stof_mask_free(doc);
+  kt_ctx_done(ctx);
+}
+
 static void format_expand_matches_get(void **state) {
   stof_ctx *ctx = kt_ctx();
   stof_mask *m;
@@ -499,6 +563,7 @@ int run_mask_format_tests(void) {
       cmocka_unit_test(format_statistics_match_known_counts),
       cmocka_unit_test(format_builds_long_sequences_fast),
       cmocka_unit_test(format_rejects_bad_arguments),
+      cmocka_unit_test(format_sizes_are_checked_before_building),
       cmocka_unit_test(format_expand_matches_get),
       cmocka_unit_test(cache_returns_one_format_per_mask_and_dims),
       cmocka_unit_test(cache_evicts_the_least_recently_used),

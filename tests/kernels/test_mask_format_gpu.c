@@ -35,17 +35,17 @@ static int many_masks(stof_ctx *ctx, int64_t S, named *out) {
   stof_mask *a, *b, *c;
   KT_OK(ctx, stof_mask_dilated(ctx, 8, 3, &out[n++].m));
   KT_OK(ctx, stof_mask_dilated(ctx, 40, 0, &out[n++].m));
-  KT_OK(ctx, stof_mask_dilated(ctx, 3, ((int64_t)1 << 62), &out[n++].m)); /* only j = i */
-  KT_OK(ctx, stof_mask_dilated(ctx, INT64_MAX, 1, &out[n++].m));
+  KT_OK(ctx, stof_mask_dilated(ctx, 3, STOF_MASK_MAX_EXTENT, &out[n++].m)); /* only j = i */
+  KT_OK(ctx, stof_mask_dilated(ctx, STOF_MASK_MAX_EXTENT, 1, &out[n++].m));
   KT_OK(ctx, stof_mask_window(ctx, 3, 70, &out[n++].m));
-  KT_OK(ctx, stof_mask_window(ctx, INT64_MAX, INT64_MAX, &out[n++].m));
+  KT_OK(ctx, stof_mask_window(ctx, STOF_MASK_MAX_EXTENT, STOF_MASK_MAX_EXTENT, &out[n++].m));
   KT_OK(ctx, stof_mask_global(ctx, 20, &out[n++].m));
-  KT_OK(ctx, stof_mask_global(ctx, INT64_MAX, &out[n++].m));
+  KT_OK(ctx, stof_mask_global(ctx, STOF_MASK_MAX_EXTENT, &out[n++].m));
   KT_OK(ctx, stof_mask_random_blocks(ctx, 16, 0.4, 5, &out[n++].m));
   KT_OK(ctx, stof_mask_random_blocks(ctx, 5, 0.5, 77, &out[n++].m));  /* blocks < 8 */
   KT_OK(ctx, stof_mask_random_blocks(ctx, 3, 1.0, 1, &out[n++].m));
   KT_OK(ctx, stof_mask_random_blocks(ctx, 3, 0.0, 1, &out[n++].m));
-  KT_OK(ctx, stof_mask_random_blocks(ctx, INT64_MAX, 0.5, 9, &out[n++].m));
+  KT_OK(ctx, stof_mask_random_blocks(ctx, STOF_MASK_MAX_EXTENT, 0.5, 9, &out[n++].m));
   KT_OK(ctx, stof_mask_random_blocks(ctx, 1, 0.3, 11, &out[n++].m));
   KT_OK(ctx, stof_mask_bigbird(ctx, 5, 3, 24, 0.25, 42, &out[n++].m));
   KT_OK(ctx, stof_mask_longformer(ctx, 0, 0, &out[n++].m));
@@ -496,8 +496,16 @@ static void gpu_builder_checks_arguments_then_reports_no_device(void **state) {
                   STOF_ERR_ARG, "2 batches, the format B = 3");
   kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, NULL, 1, 1, 500, 500, 64, &f),
                   STOF_ERR_ARG, "mask or out is NULL");
+  /* the size limits are the CPU builder's, with the same messages (2^31 positions are
+   * past them at every tile size) */
   kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, m, 1, 1, (int64_t)1 << 31, 500, 64, &f),
-                  STOF_ERR_UNSUPPORTED, "past the GPU builder's range");
+                  STOF_ERR_UNSUPPORTED,
+                  "mask_format_build_gpu: 1 instance of 33554432 x 8 tiles of 64 x 64 is "
+                  "2.68e+08 tiles, more than a format may have");
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, m, 1, 1, 1, INT64_MAX - 5, 64, &f),
+                  STOF_ERR_ARG, "Sk = 9223372036854775802 is too large (at most 2^40");
+  kt_expect_error(ctx, stof_mask_format_build_gpu(ctx, m, 1, 1, 1000000, 1000000, 128, &f),
+                  STOF_ERR_UNSUPPORTED, "(every tile partial), more than the limit of 8.0 GiB");
   assert_null(f);
   stof_status dev = stof_cuda_init(ctx);
   stof_ctx_clear_error(ctx);

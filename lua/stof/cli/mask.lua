@@ -124,7 +124,11 @@ local function eval_mask(expr, Sq, Sk)
   local name = expr:match("^%s*([%a_][%w_]*)%s*$")
   if name then
     for _, s in ipairs(M.suite_names()) do
-      if s == name then return M.suite(name, Sq) end
+      if s == name then
+        local ok, m = pcall(M.suite, name, Sq)
+        if not ok then fail("%s", tostring(m)) end
+        return m
+      end
     end
   end
   local env = setmetatable({S = Sq, Sq = Sq, Sk = Sk, stof = stof}, {__index = function(_, k)
