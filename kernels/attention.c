@@ -74,9 +74,116 @@ static int format_bit(const stof_mask_format *f, int32_t e, int64_t ii, int64_t 
   return (int)((w >> ((ii % 8) * 8 + jj % 8)) & 1);
 }
 
-stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
-                               const stof_tensor *v, const stof_mask_format *f, float scale,
-                               stof_tensor *out) {
+/* ---------------------------------------------------------------- score modifiers */
+
+static const char *const mod_names[] = {
+#define STOF_X(name, text) text,
+    STOF_ATTN_MOD_LIST(STOF_X)
+#undef STOF_X
+};
+
+const char *stof_attn_mod_name(stof_attn_mod_kind k) {
+  return (unsigned)k < STOF_ATTN_MOD_COUNT ? mod_names[k] : "?";
+}
+
+int64_t stof_attn_t5_bucket(int64_t rel, int bidirectional, int num_buckets, int max_distance) {
+  int64_t nb = num_buckets, bucket = 0, n;
+  if (bidirectional) {
+    nb /= 2;
+    if (rel > 0) bucket = nb;
+    n = rel < 0 ? -rel : rel;
+  } else {
+    n = rel < 0 ? -rel : 0;
+  }
+  int64_t max_exact = nb / 2;
+  if (max_exact < 1 || max_distance <= max_exact) return -1;
+  if (n < max_exact) return bucket + n;
+  /* PyTorch's float32 steps: log(n.float() / max_exact) / log(max_distance / max_exact)
+   * (the double constant rounded to float32) * (nb - max_exact), truncated */
+  float x = (float)n / (float)max_exact;
+  float r = logf(x) / (float)log((double)max_distance / (double)max_exact);
+  r = r * (float)(nb - max_exact);
+  int64_t large = max_exact + (int64_t)r;
+  return bucket + (large < nb - 1 ? large : nb - 1);
+}
+
+double stof_attn_alibi_slope(int64_t H, int64_t h) {
+  if (H <= 0 || h < 0 || h >= H) return 0;
+  int64_t P = 1;
+  while (P * 2 <= H) P *= 2;
+  if (h < P) return pow(2.0, -8.0 * (double)(h + 1) / (double)P);
+  return pow(2.0, -4.0 * (double)(2 * (h - P) + 1) / (double)P); /* 2P's slopes 1, 3, 5, ... */
+}
+
+stof_status stof_attn_mod_check(stof_ctx *ctx, const char *who, const stof_attn_mod *m) {
+  if (!m) return STOF_OK;
+  if ((unsigned)m->kind >= STOF_ATTN_MOD_COUNT)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: unknown score modifier kind %d", who, (int)m->kind);
+  if (!(m->softcap >= 0) || isinf(m->softcap))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: softcap %g (a positive number, or 0 for none)", who,
+                          (double)m->softcap);
+  if (m->kind == STOF_ATTN_MOD_T5_BIAS) {
+    int min = m->bidirectional ? 4 : 2;
+    if (m->num_buckets < min)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: %d buckets: a %s T5 bias needs at least %d", who, m->num_buckets,
+                            m->bidirectional ? "bidirectional" : "unidirectional", min);
+    int max_exact = (m->bidirectional ? m->num_buckets / 2 : m->num_buckets) / 2;
+    if (m->max_distance <= max_exact)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: max_distance %d must exceed the exact buckets (%d at %d buckets)",
+                            who, m->max_distance, max_exact, m->num_buckets);
+  }
+  return STOF_OK;
+}
+
+/* The bias each (query head h, offset j - i) gets, for every offset of [-(Sq - 1), Sk - 1]:
+ * rel[h * nrel + (j - i) + Sq - 1]. O(H (Sq + Sk)), never Sq x Sk. */
+static stof_status bias_by_offset(stof_ctx *ctx, const stof_attn_mod *m, const stof_tensor *bias, int64_t H,
+                                  int64_t Sq, int64_t Sk, double **out, size_t *bytes) {
+  const char *who = "attention (cpu)";
+  *out = NULL;
+  *bytes = 0;
+  if (m->kind == STOF_ATTN_MOD_NONE) {
+    if (bias) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: a bias tensor without a modifier that reads one", who);
+    return STOF_OK;
+  }
+  if (bias && bias->device != STOF_DEVICE_CPU)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: the bias is a CUDA tensor: the CPU implementation takes CPU tensors", who);
+  if (bias && !stof_dtype_is_float(bias->dtype))
+    return stof_ctx_error(ctx, STOF_ERR_TYPE, "%s: the bias is %s, a float dtype is needed", who,
+                          stof_dtype_name(bias->dtype));
+  if (m->kind == STOF_ATTN_MOD_T5_BIAS) {
+    if (!bias) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: the T5 bias needs its [H, buckets] table", who);
+    if (bias->ndim != 2 || bias->shape[0] != H || bias->shape[1] != m->num_buckets)
+      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: the T5 bias table must be [H, buckets] = [%lld, %d]", who,
+                            (long long)H, m->num_buckets);
+  } else if (bias && (bias->ndim != 1 || bias->shape[0] != H)) {
+    return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: the ALiBi slopes must be [H] = [%lld]", who, (long long)H);
+  }
+  int64_t nrel = Sq + Sk - 1;
+  size_t n = (size_t)(H * nrel);
+  double *rel = stof_ctx_alloc(ctx, sizeof *rel * n);
+  if (!rel) return STOF_ERR_NOMEM;
+  for (int64_t h = 0; h < H; h++)
+    for (int64_t r = 0; r < nrel; r++) {
+      int64_t off = r - (Sq - 1);
+      double v;
+      if (m->kind == STOF_ATTN_MOD_T5_BIAS) {
+        int64_t bk = stof_attn_t5_bucket(off, m->bidirectional, m->num_buckets, m->max_distance);
+        v = stof_tensor_load(bias, h * bias->strides[0] + bk * bias->strides[1]);
+      } else {
+        double slope = bias ? stof_tensor_load(bias, h * bias->strides[0]) : stof_attn_alibi_slope(H, h);
+        v = slope * (double)off;
+      }
+      rel[h * nrel + r] = v;
+    }
+  *out = rel;
+  *bytes = sizeof *rel * n;
+  return STOF_OK;
+}
+
+stof_status stof_attention_cpu_mod(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
+                                   const stof_tensor *v, const stof_mask_format *f, float scale,
+                                   const stof_attn_mod *mod, const stof_tensor *bias, stof_tensor *out) {
   int64_t d[6];
   stof_status st = check_shapes(ctx, "attention (cpu)", q, k, v, out, d);
   if (st) return st;
@@ -91,7 +198,13 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
   const int64_t *qs = q->strides, *ks = k->strides, *vs = v->strides, *os = out->strides;
   if (!f || f->B != B || f->H != H || f->Sq != Sq || f->Sk != Sk)
     return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention (cpu): the mask format was built for other dims");
-  double sc = scale > 0 ? scale : 1.0 / sqrt((double)D);
+  stof_attn_mod m = mod ? *mod : (stof_attn_mod){0};
+  if ((st = stof_attn_mod_check(ctx, "attention (cpu)", &m))) return st;
+  double sc = scale > 0 ? scale : 1.0 / sqrt((double)D), cap = m.softcap;
+  double *rel = NULL;
+  size_t rel_bytes = 0;
+  if ((st = bias_by_offset(ctx, &m, bias, H, Sq, Sk, &rel, &rel_bytes))) return st;
+  int64_t nrel = Sq + Sk - 1;
   size_t nkey = (size_t)(Sk ? Sk : 1);
   double *s = stof_ctx_alloc(ctx, sizeof *s * nkey), *acc = stof_ctx_alloc(ctx, sizeof *acc * (size_t)D);
   int64_t *keys = stof_ctx_alloc(ctx, sizeof *keys * nkey);
@@ -101,13 +214,14 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
   }
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < H; h++) {
-      int32_t m = stof_mask_format_instance(f, b, h);
+      int32_t mi = stof_mask_format_instance(f, b, h);
       int64_t hk = h / (H / Hkv);
       int64_t qo = b * qs[0] + h * qs[1], ko = b * ks[0] + hk * ks[1], vo = b * vs[0] + hk * vs[1],
               oo = b * os[0] + h * os[1];
+      const double *hrel = rel ? rel + h * nrel + (Sq - 1) : NULL; /* hrel[j - i] */
       for (int64_t i = 0; i < Sq; i++) {
         int64_t r = i / f->T, n = 0;
-        const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
+        const int32_t *rp = f->row_ptr + (int64_t)mi * (f->nrow + 1);
         double mx = -INFINITY;
         for (int32_t e = rp[r]; e < rp[r + 1]; e++)
           for (int64_t jj = 0; jj < f->T; jj++) {
@@ -117,8 +231,11 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
             double dot = 0;
             for (int64_t x = 0; x < D; x++)
               dot += stof_tensor_load(q, qo + i * qs[2] + x * qs[3]) * stof_tensor_load(k, ko + j * ks[2] + x * ks[3]);
-            s[n] = dot * sc;
-            if (s[n] > mx) mx = s[n];
+            double sv = dot * sc;
+            if (cap > 0) sv = cap * tanh(sv / cap);
+            if (hrel) sv += hrel[j - i];
+            s[n] = sv;
+            if (sv > mx) mx = sv;
             keys[n++] = j;
           }
         double sum = 0;
@@ -132,10 +249,26 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
       }
     }
 done:
+  stof_ctx_dealloc(ctx, rel, rel_bytes);
   stof_ctx_dealloc(ctx, s, sizeof *s * nkey);
   stof_ctx_dealloc(ctx, acc, sizeof *acc * (size_t)D);
   stof_ctx_dealloc(ctx, keys, sizeof *keys * nkey);
   return st;
+}
+
+stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m) {
+  if (!m || (m->kind == STOF_ATTN_MOD_NONE && m->softcap == 0)) return STOF_OK;
+  const char *what = m->kind == STOF_ATTN_MOD_T5_BIAS ? "the T5 relative position bias"
+                     : m->kind == STOF_ATTN_MOD_ALIBI ? "the ALiBi bias"
+                                                      : "the tanh soft cap";
+  return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                        "attention: %s is not in the GPU kernels yet; run with target \"c\"", what);
+}
+
+stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
+                               const stof_tensor *v, const stof_mask_format *f, float scale,
+                               stof_tensor *out) {
+  return stof_attention_cpu_mod(ctx, q, k, v, f, scale, NULL, NULL, out);
 }
 
 /* ---------------------------------------------------------------- selector */
@@ -186,12 +319,21 @@ static unsigned threads_hopper(int T, int tma) {
   return (unsigned)(2 * T + (!tma ? 0 : T == 128 ? 128 : 32));
 }
 
+/* The head dims the GPU kernels are compiled for: the plan and the selector say the same. */
+static stof_status head_dim_check(stof_ctx *ctx, int64_t D) {
+  if (D != 64 && D != 128)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: head dim %lld is not supported (64 or 128)", (long long)D);
+  return STOF_OK;
+}
+
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int64_t B,
                                   int64_t H, int64_t D, const stof_cuda_props *dev,
                                   const stof_attn_opts *opts, stof_attn_choice *out) {
   int sm_count = dev ? dev->sm_count : 0;
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   memset(out, 0, sizeof *out);
+  stof_status st = head_dim_check(ctx, D);
+  if (st) return st;
   if ((unsigned)o.kernel >= STOF_ATTN_KERNEL_COUNT)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: unknown kernel %d", (int)o.kernel);
   if (o.tile != 0 && o.tile != 64 && o.tile != 128)
@@ -483,17 +625,21 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
                                int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, stof_dtype dtype,
                                const stof_attn_opts *opts, stof_attn_plan **out) {
   stof_ctx *ctx = e->ctx;
+  stof_status st;
   *out = NULL;
   double t0 = kernels_now_ms();
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: missing mask");
+  if (opts) {
+    stof_status mst = kernels_attn_mod_gpu_check(ctx, &opts->mod);
+    if (mst) return mst;
+  }
   if (B <= 0 || H <= 0 || Hkv <= 0 || Sq <= 0 || Sk <= 0)
     return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: sizes must be positive (B %lld, H %lld, Hkv %lld, Sq %lld, Sk %lld)",
                           (long long)B, (long long)H, (long long)Hkv, (long long)Sq, (long long)Sk);
   if (H % Hkv)
     return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: %lld query heads is not a multiple of %lld key/value heads",
                           (long long)H, (long long)Hkv);
-  if (D != 64 && D != 128)
-    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: head dim %lld is not supported (64 or 128)", (long long)D);
+  if ((st = head_dim_check(ctx, D))) return st;
   if (dtype != STOF_DTYPE_F16 && dtype != STOF_DTYPE_BF16)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: dtype %s is not supported on the GPU (float16 or bfloat16)",
                           stof_dtype_name(dtype));
@@ -501,11 +647,10 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: sizes past 2^31");
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   const stof_mask_format *f;
-  stof_status st = engine_format(e, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
+  st = engine_format(e, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
   if (st) return st;
-  if (f->nvalid == 0)
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: the mask %s keeps no (query, key) pair at Sq = %lld, Sk = %lld",
-                          f->desc, (long long)Sq, (long long)Sk);
+  /* a mask that keeps no pair is no error: every row has no valid key and gives zeros, as
+   * on the CPU and in the runtime's intrinsic (the kernels write zeros for such rows) */
   stof_attn_plan *p = stof_ctx_alloc(ctx, sizeof *p);
   if (!p) return STOF_ERR_NOMEM;
   memset(p, 0, sizeof *p); /* a failure below frees whatever is set */

@@ -11,6 +11,8 @@
  *   hopper  1 the wgmma kernel where the device has it, 2 the portable kernel
  * After gpu_new the knobs hold the decisions the plan took, so a replay with them forces
  * the same kernel.
+ * A score modifier (attrs->mod) with a table or slopes makes them the op's 4th input; the
+ * CPU implementation applies it, gpu_new refuses it until the kernels have it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,31 +23,33 @@ enum { K_KERNEL, K_TILE, K_WARPS, K_STAGES, K_TMA, K_HOPPER, K_COUNT };
 
 typedef struct attn_inst {
   stof_attn_plan *plan;
+  int ninput; /* strides[ninput] is the output's */
   char why[640];
 } attn_inst;
 
 static stof_status run_cpu(stof_ctx *ctx, const stof_attn_attrs *a, const stof_tensor *q,
-                           const stof_tensor *k, const stof_tensor *v, stof_tensor *out) {
+                           const stof_tensor *k, const stof_tensor *v, const stof_tensor *bias,
+                           stof_tensor *out) {
   stof_mask_format *f;
   stof_status st = stof_mask_format_build(ctx, a->mask, q->shape[0], q->shape[1], q->shape[2], k->shape[2], 64, &f);
   if (st) return st;
-  st = stof_attention_cpu(ctx, q, k, v, f, a->scale, out);
+  st = stof_attention_cpu_mod(ctx, q, k, v, f, a->scale, &a->mod, bias, out);
   stof_mask_format_free(f);
   return st;
 }
 
 static stof_status attn_cpu(stof_ctx *ctx, const stof_op *op, const stof_tensor *const *in,
                             stof_tensor *out) {
-  if (op->ninput != 3 || !op->intrin_attrs)
+  if (op->ninput < 3 || op->ninput > 4 || !op->intrin_attrs)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention intrinsic: op %s is not an attention op", op->name);
-  return run_cpu(ctx, op->intrin_attrs, in[0], in[1], in[2], out);
+  return run_cpu(ctx, op->intrin_attrs, in[0], in[1], in[2], op->ninput == 4 ? in[3] : NULL, out);
 }
 
 /* The interpreter's entry (float64 tensors). */
 static stof_status attn_interp(stof_ctx *ctx, int ninput, const stof_tensor *const *in,
                                stof_tensor *out, void *ud) {
-  if (ninput != 3) return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention extern: %d inputs", ninput);
-  return run_cpu(ctx, ud, in[0], in[1], in[2], out);
+  if (ninput < 3 || ninput > 4) return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention extern: %d inputs", ninput);
+  return run_cpu(ctx, ud, in[0], in[1], in[2], ninput == 4 ? in[3] : NULL, out);
 }
 
 static stof_status attn_gpu_new(stof_ctx *ctx, const stof_op *op, int *knobs, void **shared,
@@ -53,7 +57,9 @@ static stof_status attn_gpu_new(stof_ctx *ctx, const stof_op *op, int *knobs, vo
   const stof_attn_attrs *a = op->intrin_attrs;
   *out = NULL;
   if (!a) return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention intrinsic: op %s has no parameters", op->name);
-  stof_status st = STOF_OK;
+  /* before the engine: the refusal reads the same with or without a GPU */
+  stof_status st = kernels_attn_mod_gpu_check(ctx, &a->mod);
+  if (st) return st;
   if (!*shared && (st = stof_attn_engine_new(ctx, (stof_attn_engine **)shared))) return st;
   const stof_op *q = op->input[0], *k = op->input[1];
   stof_attn_opts o = {0};
@@ -67,8 +73,10 @@ static stof_status attn_gpu_new(stof_ctx *ctx, const stof_op *op, int *knobs, vo
   o.tma = knobs[K_TMA] == 1 ? 1 : knobs[K_TMA] == 2 ? -1 : 0;
   o.portable = knobs[K_HOPPER] == 2;
   o.scale = a->scale;
+  o.mod = a->mod;
   attn_inst *in = stof_ctx_alloc(ctx, sizeof *in);
   if (!in) return STOF_ERR_NOMEM;
+  in->ninput = op->ninput;
   st = stof_attn_plan_new(*shared, a->mask, q->shape[0], q->shape[1], k->shape[1], q->shape[2], k->shape[2],
                           q->shape[3], q->dtype, &o, &in->plan);
   if (st) {
@@ -100,11 +108,12 @@ static stof_status attn_gpu_launch_strided(void *inst, const uint64_t *in, uint6
   stof_attn_layout l;
   int64_t *dst[4] = {l.q, l.k, l.v, l.o};
   for (int t = 0; t < 4; t++) {
-    if (strides[t][3] != 1)
+    const int64_t *s = strides[t == 3 ? a->ninput : t]; /* q, k, v, then the output's */
+    if (s[3] != 1)
       return stof_ctx_error(stof_attn_plan_ctx(a->plan), STOF_ERR_INTERNAL,
                             "attention: tensor %d's head dim is not contiguous (stride %lld)", t,
-                            (long long)strides[t][3]);
-    for (int k = 0; k < 3; k++) dst[t][k] = strides[t][k];
+                            (long long)s[3]);
+    for (int k = 0; k < 3; k++) dst[t][k] = s[k];
   }
   return stof_attn_plan_launch_strided(a->plan, in[0], in[1], in[2], out, &l);
 }
@@ -139,14 +148,14 @@ const stof_intrin kernels_intrin_attention = {
     .gpu_describe = attn_describe,
 };
 
-stof_status stof_attention_op(stof_graph *g, const stof_op *q, const stof_op *k,
-                              const stof_op *v, const stof_mask *mask, float scale,
-                              const stof_op **out) {
+stof_status stof_attention_op_ex(stof_graph *g, const stof_op *q, const stof_op *k,
+                                 const stof_op *v, const stof_op *bias, const stof_mask *mask,
+                                 float scale, const stof_attn_mod *mod, const stof_op **out) {
   stof_ctx *ctx = stof_graph_ctx(g);
   const char *fname = "attention";
   if (!q || !k || !v) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: missing q, k or v", fname);
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: missing mask", fname);
-  const stof_op *t[3] = {q, k, v};
+  const stof_op *t[4] = {q, k, v, bias};
   static const char *const names[3] = {"q", "k", "v"};
   for (int i = 0; i < 3; i++) {
     if (t[i]->ndim != 4)
@@ -161,15 +170,43 @@ stof_status stof_attention_op(stof_graph *g, const stof_op *q, const stof_op *k,
     return stof_ctx_error(ctx, STOF_ERR_SHAPE,
                           "%s: q [B, H, Sq, D], k and v [B, Hkv, Sk, D] with H a multiple of Hkv expected", fname);
   if (!(scale >= 0)) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: scale %g is negative", fname, (double)scale);
-  stof_status st = kernels_mask_check_dims(ctx, fname, mask, q->shape[0], q->shape[1], q->shape[2], k->shape[2]);
+  stof_attn_mod m = mod ? *mod : (stof_attn_mod){0};
+  stof_status st = stof_attn_mod_check(ctx, fname, &m);
   if (st) return st;
+  int64_t H = q->shape[1];
+  if (bias) {
+    if (m.kind == STOF_ATTN_MOD_NONE)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: a bias input (%s) without a modifier that reads one", fname,
+                            bias->name);
+    if (!stof_dtype_is_float(bias->dtype))
+      return stof_ctx_error(ctx, STOF_ERR_TYPE, "%s: the bias (%s) is %s, a float dtype is needed", fname, bias->name,
+                            stof_dtype_name(bias->dtype));
+    if (m.kind == STOF_ATTN_MOD_T5_BIAS && (bias->ndim != 2 || bias->shape[0] != H || bias->shape[1] != m.num_buckets))
+      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: the T5 bias table (%s) must be [H, buckets] = [%lld, %d]", fname,
+                            bias->name, (long long)H, m.num_buckets);
+    if (m.kind == STOF_ATTN_MOD_ALIBI && (bias->ndim != 1 || bias->shape[0] != H))
+      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: the ALiBi slopes (%s) must be [H] = [%lld]", fname, bias->name,
+                            (long long)H);
+  } else if (m.kind == STOF_ATTN_MOD_T5_BIAS) {
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: the T5 bias needs its [H, buckets] table as an input", fname);
+  }
+  if ((st = kernels_mask_check_dims(ctx, fname, mask, q->shape[0], q->shape[1], q->shape[2], k->shape[2]))) return st;
   stof_attn_attrs *a = stof_graph_alloc(g, sizeof *a);
   if (!a) return STOF_ERR_NOMEM;
+  memset(a, 0, sizeof *a); /* the runtime compares attrs bytewise */
   a->mask = mask;
   a->scale = scale;
+  a->mod = m;
   const stof_op *op;
-  if ((st = stof_te_extern(g, "attention", 3, t, 4, q->shape, q->dtype, attn_interp, a, NULL, 1, &op))) return st;
+  if ((st = stof_te_extern(g, "attention", bias ? 4 : 3, t, 4, q->shape, q->dtype, attn_interp, a, NULL, 1, &op)))
+    return st;
   if ((st = stof_te_set_intrin(g, op, "attention", a))) return st;
   *out = op;
   return STOF_OK;
+}
+
+stof_status stof_attention_op(stof_graph *g, const stof_op *q, const stof_op *k,
+                              const stof_op *v, const stof_mask *mask, float scale,
+                              const stof_op **out) {
+  return stof_attention_op_ex(g, q, k, v, NULL, mask, scale, NULL, out);
 }

@@ -2,8 +2,10 @@
  * Attention from Lua: stof.attention(q, k, v, mask[, opts]) runs the sparse attention
  * kernels (GPU tensors) or the CPU implementation (CPU tensors); stof.attention_plan fixes
  * a shape and mask for repeated runs; stof.explain says which kernel the selector picks
- * and why; stof.te.attention(q, k, v, mask[, scale]) puts attention into a TE graph as an
- * opaque extern op whose CPU implementation the interpreter calls.
+ * and why; stof.te.attention(q, k, v, mask[, scale | opts]) puts attention into a TE graph
+ * as an opaque extern op whose CPU implementation the interpreter calls. Score modifiers
+ * (opts bias / buckets / max_distance / bidirectional, alibi, softcap: check_mod) reach the
+ * CPU implementation; the GPU plans refuse them until the kernels have them.
  *
  * The GPU engine is one per Lua state (registry "stof.attn_engine"). Plans made by
  * stof.attention are cached per mask handle (a weak-keyed table), per dims and options.
@@ -31,7 +33,7 @@ typedef struct slua_plan { /* user value 1: the engine handle; 2: the mask handl
 } slua_plan;
 
 static int engine_gc(lua_State *L) {
-  slua_engine *h = luaL_checkudata(L, 1, SLUA_ENGINE);
+  slua_engine *h = slua_checkudata(L, 1, SLUA_ENGINE, "AttnEngine:__gc");
   if (h->e) stof_attn_engine_free(h->e);
   h->e = NULL;
   if (h->lc) slua_ctx_unref(h->lc);
@@ -40,7 +42,7 @@ static int engine_gc(lua_State *L) {
 }
 
 static int plan_gc(lua_State *L) {
-  slua_plan *h = luaL_checkudata(L, 1, SLUA_PLAN);
+  slua_plan *h = slua_checkudata(L, 1, SLUA_PLAN, "AttnPlan:close");
   if (h->p) stof_attn_plan_free(h->p);
   h->p = NULL;
   if (h->lc) slua_ctx_unref(h->lc);
@@ -65,11 +67,116 @@ static slua_engine *push_engine(lua_State *L, const char *fname) {
   return h;
 }
 
-/* Reads the options table at idx (absent or nil: defaults). */
-static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname) {
+/* Refuses a key of the table at idx that is not one of known (NULL-terminated), naming it
+ * and listing the known ones: a misspelt option ({tiel = 64}) must not pass for a default. */
+static void check_keys(lua_State *L, int idx, const char *fname, const char *what, const char *const *known) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    int ok = 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (const char *const *k = known; *k && !ok; k++) ok = strcmp(lua_tostring(L, -1), *k) == 0;
+    if (!ok) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (const char *const *k = known; *k; k++) {
+        if (k != known) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, *k);
+      }
+      luaL_pushresult(&b);
+      const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -2))
+                                                       : lua_pushfstring(L, "[%s]", slua_typename(L, -2));
+      slua_error(L, "ValueError", "%s: unknown %s %s (known: %s)", fname, what, key, lua_tostring(L, -2));
+    }
+  }
+}
+
+static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", NULL};
+static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "gpu", NULL};
+/* stof.attention's options: opt_keys and the score modifiers'; te.attention's */
+static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "bias",
+                                            "buckets", "max_distance", "bidirectional", "alibi", "softcap", NULL};
+static const char *const te_opt_keys[] = {"scale", "bias", "buckets", "max_distance", "bidirectional", "alibi",
+                                          "softcap", NULL};
+
+/* The bias table or slopes at idx: a te tensor (te 1) or a stof.Tensor; raises otherwise. */
+static void check_bias_value(lua_State *L, int idx, const char *fname, const char *key, int te) {
+  if (te ? slua_test_teop(L, idx) != NULL : luaL_testudata(L, idx, SLUA_TENSOR) != NULL) return;
+  slua_error(L, "TypeError", "%s: option %s must be a %s, got %s", fname, key, te ? "te tensor" : "stof.Tensor",
+             slua_typename(L, idx));
+}
+
+/* The score modifier of the options table at idx (absent or nil: none): {bias = table [H,
+ * buckets], buckets =, max_distance = (128), bidirectional = (true), alibi = slopes [H] or
+ * true, softcap =}. Returns the stack index of the bias table or slopes (0: none). */
+static int check_mod(lua_State *L, int idx, const char *fname, int te, stof_attn_mod *m) {
+  memset(m, 0, sizeof *m);
+  if (!lua_istable(L, idx)) return 0;
+  idx = lua_absindex(L, idx);
+  int bias = 0;
+  int has_bias = lua_getfield(L, idx, "bias") != LUA_TNIL;
+  int has_alibi = lua_getfield(L, idx, "alibi") != LUA_TNIL && !(lua_isboolean(L, -1) && !lua_toboolean(L, -1));
+  if (has_bias && has_alibi) slua_error(L, "ValueError", "%s: options bias and alibi exclude each other", fname);
+  if (has_bias) {
+    check_bias_value(L, -2, fname, "bias", te);
+    m->kind = STOF_ATTN_MOD_T5_BIAS;
+    bias = lua_absindex(L, -2);
+  } else if (has_alibi) {
+    m->kind = STOF_ATTN_MOD_ALIBI;
+    if (!lua_isboolean(L, -1)) {
+      check_bias_value(L, -1, fname, "alibi", te);
+      bias = lua_absindex(L, -1);
+    }
+  }
+  /* the two values stay on the stack (bias refers to one of them) */
+  static const char *const t5_keys[] = {"buckets", "max_distance", "bidirectional"};
+  m->bidirectional = 1;
+  m->max_distance = 128;
+  for (int i = 0; i < 3; i++) {
+    int t = lua_getfield(L, idx, t5_keys[i]);
+    if (t != LUA_TNIL && !has_bias)
+      slua_error(L, "ValueError", "%s: option %s is for the T5 bias (give bias = its [H, buckets] table)", fname,
+                 t5_keys[i]);
+    if (t != LUA_TNIL && i < 2 && (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0 || lua_tointeger(L, -1) > INT32_MAX))
+      slua_error(L, "ValueError", "%s: option %s must be a positive integer", fname, t5_keys[i]);
+    if (t != LUA_TNIL && i == 2 && t != LUA_TBOOLEAN)
+      slua_error(L, "TypeError", "%s: option bidirectional must be a boolean", fname);
+    if (t != LUA_TNIL) {
+      if (i == 0) m->num_buckets = (int)lua_tointeger(L, -1);
+      else if (i == 1) m->max_distance = (int)lua_tointeger(L, -1);
+      else m->bidirectional = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  if (has_bias && !m->num_buckets) { /* the table's columns */
+    int64_t nb = 0;
+    if (te) {
+      const stof_op *op = slua_test_teop(L, bias)->op;
+      nb = op->ndim == 2 ? op->shape[1] : 0;
+    } else {
+      const stof_tensor *t = slua_check_tensor(L, bias, fname);
+      nb = t->ndim == 2 ? t->shape[1] : 0;
+    }
+    if (nb <= 0 || nb > INT32_MAX)
+      slua_error(L, "ShapeError", "%s: option bias must be the [H, buckets] table of the T5 bias", fname);
+    m->num_buckets = (int)nb;
+  }
+  if (lua_getfield(L, idx, "softcap") != LUA_TNIL) {
+    if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) > 0) || isinf(lua_tonumber(L, -1)))
+      slua_error(L, "ValueError", "%s: option softcap must be a positive number", fname);
+    m->softcap = (float)lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return bias;
+}
+
+/* Reads the options table at idx (absent or nil: defaults); known lists its keys. */
+static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname, const char *const *known) {
   stof_attn_opts o = {0};
   if (lua_isnoneornil(L, idx)) return o;
   if (!lua_istable(L, idx)) return slua_typeerror(L, idx, fname, "options table"), o;
+  check_keys(L, idx, fname, "option", known);
   if (lua_getfield(L, idx, "kernel") != LUA_TNIL) {
     const char *k = lua_tostring(L, -1);
     int found = 0;
@@ -141,7 +248,9 @@ static int l_attention(lua_State *L) {
   stof_tensor *q = slua_check_tensor(L, 1, fname), *k = slua_check_tensor(L, 2, fname),
               *v = slua_check_tensor(L, 3, fname);
   stof_mask *m = slua_check_mask(L, 4, fname);
-  stof_attn_opts o = check_opts(L, 5, fname);
+  stof_attn_opts o = check_opts(L, 5, fname, attn_opt_keys);
+  int bidx = check_mod(L, 5, fname, 0, &o.mod);
+  const stof_tensor *bias = bidx ? slua_check_tensor(L, bidx, fname) : NULL;
   for (int i = 1; i <= 3; i++) check_rank4(L, i == 1 ? q : i == 2 ? k : v, i, fname);
   int64_t d[6];
   dims_of(q, k, d);
@@ -151,14 +260,16 @@ static int l_attention(lua_State *L) {
   stof_status st = stof_tensor_new(lc->ctx, q->dtype, 4, q->shape, q->device, &out->t);
   if (st) return slua_raise(L, lc->ctx, st, fname);
   if (q->device == STOF_DEVICE_CPU) {
+    /* the GPU plans' tiles, so that a script that runs here runs there (the other options
+     * only steer the GPU kernels) */
+    if (o.tile != 0 && o.tile != 64 && o.tile != 128)
+      return slua_error(L, "ValueError", "%s: tile %d (64 or 128, on the CPU as on the GPU)", fname, o.tile);
+    /* a mask that keeps no pair gives zeros (DESIGN.md: rows with no valid key give zeros) */
     stof_mask_format *f = NULL;
     slua_pred_call c;
     slua_pred_begin(L, &c);
     st = stof_mask_format_build(lc->ctx, m, d[0], d[1], d[3], d[4], o.tile ? o.tile : 64, &f);
-    if (!st && f->nvalid == 0)
-      st = stof_ctx_error(lc->ctx, STOF_ERR_ARG, "the mask %s keeps no (query, key) pair at Sq = %lld, Sk = %lld",
-                          f->desc, (long long)d[3], (long long)d[4]);
-    if (!st) st = stof_attention_cpu(lc->ctx, q, k, v, f, o.scale, out->t);
+    if (!st) st = stof_attention_cpu_mod(lc->ctx, q, k, v, f, o.scale, &o.mod, bias, out->t);
     slua_pred_end(&c);
     stof_mask_format_free(f);
     if (st && c.failed) return slua_pred_raise(L, lc->ctx, fname, m, &c);
@@ -167,10 +278,11 @@ static int l_attention(lua_State *L) {
     return 1;
   }
   /* GPU: a plan per (mask handle, dims, dtype, options), cached */
-  char key[256];
-  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g", (long long)d[0], (long long)d[1],
-           (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5], (int)q->dtype, (int)o.kernel, o.tile,
-           o.warps, o.stages, o.portable, (double)o.scale);
+  char key[256]; /* the modifier too: a plan never runs without the modifier it was asked with */
+  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g m%d %d %d %d %g", (long long)d[0],
+           (long long)d[1], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5], (int)q->dtype,
+           (int)o.kernel, o.tile, o.warps, o.stages, o.portable, (double)o.scale, (int)o.mod.kind,
+           o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap);
   slua_registry_table(L, REG_PLANS, "k");
   int pidx = lua_gettop(L);
   lua_pushvalue(L, 4);
@@ -201,8 +313,10 @@ static int l_attention(lua_State *L) {
 static int l_attention_plan(lua_State *L) {
   const char *fname = "stof.attention_plan";
   slua_check_mask(L, 1, fname);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  stof_attn_opts o = check_opts(L, 3, fname);
+  if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "table {B=, H=, Hkv=, S= | Sq=, Sk=, D=, dtype=}");
+  static const char *const dim_keys[] = {"B", "H", "Hkv", "S", "Sq", "Sk", "D", "dtype", NULL};
+  check_keys(L, 2, fname, "dims key", dim_keys);
+  stof_attn_opts o = check_opts(L, 3, fname, opt_keys);
   int64_t d[6] = {1, 1, 0, 0, 0, 64};
   static const char *const names[] = {"B", "H", "Hkv", "Sq", "Sk", "D"};
   int64_t S = 0;
@@ -276,7 +390,8 @@ static void push_choice(lua_State *L, const stof_attn_choice *c) {
 
 static int plan_index(lua_State *L) {
   slua_plan *h = check_plan(L, 1, "AttnPlan");
-  const char *key = luaL_checkstring(L, 2);
+  if (lua_type(L, 2) != LUA_TSTRING) return lua_pushnil(L), 1; /* no such field */
+  const char *key = lua_tostring(L, 2);
   if (strcmp(key, "choice") == 0) {
     push_choice(L, stof_attn_plan_choice(h->p));
   } else if (strcmp(key, "prepare_ms") == 0) {
@@ -294,7 +409,7 @@ static int plan_index(lua_State *L) {
 }
 
 static int plan_tostring(lua_State *L) {
-  slua_plan *h = luaL_checkudata(L, 1, SLUA_PLAN);
+  slua_plan *h = slua_checkudata(L, 1, SLUA_PLAN, "AttnPlan:__tostring");
   if (!h->p) return lua_pushliteral(L, "stof.AttnPlan (closed)"), 1;
   lua_pushfstring(L, "stof.AttnPlan: %s", stof_attn_plan_choice(h->p)->why);
   return 1;
@@ -348,7 +463,9 @@ static int l_explain(lua_State *L) {
   const char *fname = "stof.explain";
   stof_mask *m = slua_check_mask(L, 1, fname);
   if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "table {S=, B=, H=, D=}");
-  stof_attn_opts o = check_opts(L, 3, fname);
+  static const char *const dim_keys[] = {"S", "Sq", "Sk", "B", "H", "D", NULL};
+  check_keys(L, 2, fname, "dims key", dim_keys);
+  stof_attn_opts o = check_opts(L, 3, fname, explain_opt_keys);
   int64_t S = 0, Sq = 0, Sk = 0, B = 1, H = 1, D = 64;
   static const char *const names[] = {"S", "Sq", "Sk", "B", "H", "D"};
   int64_t *dst[] = {&S, &Sq, &Sk, &B, &H, &D};
@@ -408,12 +525,30 @@ static int te_attention(lua_State *L) {
     if (t[i]->g != t[0]->g) return slua_error(L, "ValueError", "%s: tensors from different graphs", fname);
   }
   slua_check_mask(L, 4, fname);
-  double scale = slua_opt_number(L, 5, fname, "scale", 0);
+  /* the 5th argument: the scale, or the options {scale =, bias =, alibi =, softcap = ...} */
+  double scale = 0;
+  stof_attn_mod mod = {0};
+  const stof_op *bias = NULL;
+  if (lua_istable(L, 5)) {
+    check_keys(L, 5, fname, "option", te_opt_keys);
+    if (lua_getfield(L, 5, "scale") != LUA_TNIL && lua_type(L, -1) != LUA_TNUMBER)
+      return slua_error(L, "TypeError", "%s: option scale must be a number, got %s", fname, slua_typename(L, -1));
+    scale = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    int bidx = check_mod(L, 5, fname, 1, &mod);
+    if (bidx) {
+      slua_teop *b = slua_test_teop(L, bidx);
+      if (b->g != t[0]->g) return slua_error(L, "ValueError", "%s: the bias and q are tensors of different graphs", fname);
+      bias = b->op;
+    }
+  } else {
+    scale = slua_opt_number(L, 5, fname, "scale", 0);
+  }
   const stof_op *q = t[0]->op, *k = t[1]->op, *v = t[2]->op;
   const stof_mask *mask = slua_check_mask(L, 4, fname);
   stof_graph *g = t[0]->g;
   const stof_op *op;
-  stof_status st = stof_attention_op(g, q, k, v, mask, (float)scale, &op);
+  stof_status st = stof_attention_op_ex(g, q, k, v, bias, mask, (float)scale, &mod, &op);
   if (st) return slua_raise(L, stof_graph_ctx(g), st, fname);
   lua_getiuservalue(L, 1, 1); /* the graph handle */
   int gidx = lua_gettop(L);

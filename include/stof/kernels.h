@@ -273,6 +273,56 @@ typedef enum stof_attn_kernel {
 } stof_attn_kernel;
 const char *stof_attn_kernel_name(stof_attn_kernel k);
 
+/*
+ * Score modifiers (FlexAttention's score_mod as data): each kept score s = scale * q.k of
+ * query i, key j, head h becomes
+ *
+ *   s' = cap * tanh(s / cap)    when softcap = cap > 0 (Gemma-2's attention soft cap: on the
+ *                               scaled logits, before any bias and the mask)
+ *   s' += table[h, bucket(j - i)]           kind T5_BIAS (a [H, num_buckets] table)
+ *   s' += slope[h] * (j - i)                kind ALIBI (a [H] slopes tensor, or the standard
+ *                                           geometric slopes, stof_attn_alibi_slope)
+ *
+ * then the mask drops what it drops and the softmax runs over what is left. The modifier is
+ * computed on the fly (never an Sq x Sk tensor). h is the query head.
+ */
+#define STOF_ATTN_MOD_LIST(X) X(NONE, "none") X(T5_BIAS, "t5_bias") X(ALIBI, "alibi")
+typedef enum stof_attn_mod_kind {
+#define STOF_X(name, text) STOF_ATTN_MOD_##name,
+  STOF_ATTN_MOD_LIST(STOF_X)
+#undef STOF_X
+  STOF_ATTN_MOD_COUNT
+} stof_attn_mod_kind;
+/** "none", "t5_bias", "alibi"; "?" out of range. Borrowed, static. */
+const char *stof_attn_mod_name(stof_attn_mod_kind k);
+
+typedef struct stof_attn_mod {
+  stof_attn_mod_kind kind; /* the additive bias, NONE for none */
+  int bidirectional;       /* T5: 1 for an encoder, 0 for a decoder's self-attention */
+  int num_buckets;         /* T5: the table's columns (>= 2; >= 4 when bidirectional) */
+  int max_distance;        /* T5: offsets from here on share the last bucket */
+  float softcap;           /* > 0: cap * tanh(s / cap) on the scaled score; 0: none */
+} stof_attn_mod;
+
+/**
+ * Hugging Face's T5Attention._relative_position_bucket of rel = j - i (key minus query):
+ * bidirectional: half the buckets for rel > 0 (offset by num_buckets / 2), |rel| in the
+ * rest; else only rel <= 0 counts (n = max(-rel, 0)), in all the buckets. With nb the
+ * buckets that remain and max_exact = nb / 2: n < max_exact is its own bucket; larger n
+ * max_exact + (int)(log(n / max_exact) / log(max_distance / max_exact) * (nb - max_exact)),
+ * at most nb - 1. The logarithm is computed in float32 as PyTorch computes it there, so
+ * that offsets on a bucket edge (16, 32, 64 at 32 buckets, 128) land where Hugging Face
+ * puts them. -1 for parameters out of range (see stof_attn_mod).
+ */
+int64_t stof_attn_t5_bucket(int64_t rel, int bidirectional, int num_buckets, int max_distance);
+/** The standard ALiBi slope of head h of H (Press et al.; Hugging Face's
+ *  build_alibi_tensor): for H a power of two 2^(-8 (h + 1) / H); otherwise the slopes of
+ *  the largest power of two P <= H, then every other slope of 2P for the remaining heads. */
+double stof_attn_alibi_slope(int64_t H, int64_t h);
+/** Checks a modifier (kind, bucket parameters, a finite softcap >= 0): STOF_ERR_ARG naming
+ *  the field, prefixed by who. */
+stof_status stof_attn_mod_check(stof_ctx *ctx, const char *who, const stof_attn_mod *mod);
+
 typedef struct stof_attn_opts {
   stof_attn_kernel kernel; /* AUTO: the selector decides */
   int tile;                /* outer tile of the mask format, 64 or 128; 0: the selector's */
@@ -284,15 +334,28 @@ typedef struct stof_attn_opts {
                               faster: D 128 at tile 128, D 64 at tile 64; else cp.async),
                               1: TMA + mbarrier producer warp (an error where the Hopper
                               kernel is not chosen), -1: cp.async */
+  stof_attn_mod mod;       /* a score modifier: the GPU kernels have none yet, so a plan
+                              refuses one (STOF_ERR_UNSUPPORTED); zero: none */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
  *  entries of fmt, f64 accumulation, two-pass softmax. q, k, v, out: CPU tensors of any
  *  float dtype with the shapes above and any strides (views; out's elements must not
- *  overlap); fmt built for (B, H, Sq, Sk). */
+ *  overlap); fmt built for (B, H, Sq, Sk). stof_attention_cpu_mod with no modifier. */
 stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
                                const stof_tensor *v, const stof_mask_format *fmt, float scale,
                                stof_tensor *out);
+
+/**
+ * stof_attention_cpu with a score modifier (mod NULL or kind NONE with softcap 0: none).
+ * bias: for T5_BIAS the [H, num_buckets] table, for ALIBI the [H] slopes or NULL for the
+ * standard ones, else NULL; a CPU tensor of any float dtype and any strides. STOF_ERR_SHAPE
+ * / _ARG name the tensor or field.
+ */
+stof_status stof_attention_cpu_mod(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
+                                   const stof_tensor *v, const stof_mask_format *fmt,
+                                   float scale, const stof_attn_mod *mod,
+                                   const stof_tensor *bias, stof_tensor *out);
 
 /* What the selector decided, and why. */
 typedef struct stof_attn_choice {
@@ -437,6 +500,8 @@ stof_status stof_intrin_register(stof_ctx *ctx, const stof_intrin *in);
 typedef struct stof_attn_attrs {
   const stof_mask *mask; /* borrowed: must outlive the graph */
   float scale;           /* 0: 1 / sqrt(D) */
+  stof_attn_mod mod;     /* the score modifier (kind NONE, softcap 0: none); its table or
+                            slopes, when it has one, are the op's 4th input */
 } stof_attn_attrs;
 
 /**
@@ -449,6 +514,17 @@ typedef struct stof_attn_attrs {
 stof_status stof_attention_op(stof_graph *g, const stof_op *q, const stof_op *k,
                               const stof_op *v, const stof_mask *mask, float scale,
                               const stof_op **out);
+/**
+ * stof_attention_op with a score modifier mod (copied; NULL: none): bias is the op's 4th
+ * input, the [H, num_buckets] table of T5_BIAS (required) or the [H] slopes of ALIBI (NULL:
+ * the standard slopes), a float op; NULL for other kinds. The GPU kernels do not have the
+ * modifiers yet: a plan for the GPU refuses such an op (STOF_ERR_UNSUPPORTED); the CPU
+ * backend and the interpreter run it. STOF_ERR_ARG / _SHAPE / _TYPE name the argument.
+ * Borrowed op.
+ */
+stof_status stof_attention_op_ex(stof_graph *g, const stof_op *q, const stof_op *k,
+                                 const stof_op *v, const stof_op *bias, const stof_mask *mask,
+                                 float scale, const stof_attn_mod *mod, const stof_op **out);
 
 /* ---------------------------------------------------------------- GEMM (cuBLASLt) */
 

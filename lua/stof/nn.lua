@@ -611,7 +611,18 @@ function nn.attention(q, k, v, mask, opts)
   end
   local scale = opts and opts.scale
   if scale ~= nil then check_number(layer, "opts.scale", scale) end
-  return te.attention(q, k, v, mask, scale)
+  -- the score modifiers (bias, buckets, max_distance, bidirectional, alibi, softcap) pass
+  -- through to te.attention, which checks them and refuses unknown keys
+  local arg = scale
+  if opts ~= nil and next(opts) ~= nil then
+    arg = {}
+    for key, val in pairs(opts) do arg[key] = val end
+  end
+  -- what te.attention refuses (a mask for other dims, a negative scale) is raised again at
+  -- the caller's line: called by pcall (a C function), the binding adds no position
+  local ok, out = pcall(te.attention, q, k, v, mask, arg)
+  if not ok then fail("%s", tostring(out)) end
+  return out
 end
 
 return nn

@@ -6,4 +6,5 @@
   X(mask_svg)               \
   X(mask_nomem)             \
   X(attention)              \
+  X(attention_mod)          \
   X(gemm)

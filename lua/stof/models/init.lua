@@ -9,11 +9,12 @@ local models = {
   gpt2 = require("stof.models.gpt2"),
   llama = require("stof.models.llama"),
   vit = require("stof.models.vit"),
+  t5 = require("stof.models.t5"),
 }
 
 -- name -> the config table, with model_type naming its module
 models.configs = {}
-for _, key in ipairs({"bert", "gpt2", "llama", "vit"}) do
+for _, key in ipairs({"bert", "gpt2", "llama", "vit", "t5"}) do
   for name, cfg in pairs(models[key].configs) do
     local c = {model_type = key}
     for k, v in pairs(cfg) do c[k] = v end
