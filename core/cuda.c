@@ -1043,7 +1043,9 @@ stof_status stof_cuda_compile_cached(stof_ctx *ctx, const char *src, const char 
     snprintf(path, sizeof path, "%s/%016llx-%s.cubin", dir, (unsigned long long)h, arch);
     void *data;
     size_t n;
-    if (stof_cache_read(ctx, path, &data, &n) == STOF_OK) {
+    stof_status rst = stof_cache_read(ctx, path, &data, &n);
+    if (rst == STOF_ERR_NOMEM) return rst; /* out of memory is sticky, not a cache miss */
+    if (rst == STOF_OK) {
       if (n > 4 && memcmp(data, "\177ELF", 4) == 0) {
         *cubin = data;
         *size = n;

@@ -11,6 +11,7 @@
  * decision), times_ms, status (a status name: "OK", "ERR_COMPILE", ...), message, version,
  * median_ms, and index (1-based). The handle owns the database; __close and __gc free it.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <stof/search.h>
@@ -18,6 +19,9 @@
 #include "lua_int.h"
 
 #define SLUA_DB "stof.Db"
+/* At most this many knobs or times in a record: what the database reads back (search/db.c
+ * skips a line with more). */
+#define MAX_ITEMS 1000000
 
 typedef struct slua_db {
   stof_db *db;
@@ -25,7 +29,7 @@ typedef struct slua_db {
 } slua_db;
 
 static int db_gc(lua_State *L) {
-  slua_db *h = luaL_checkudata(L, 1, SLUA_DB);
+  slua_db *h = slua_checkudata(L, 1, SLUA_DB, "Db:close");
   if (h->db) stof_db_free(h->db);
   h->db = NULL;
   if (h->lc) slua_ctx_unref(h->lc);
@@ -39,11 +43,22 @@ static slua_db *check_db(lua_State *L, const char *fname) {
   return h;
 }
 
+/* The string argument arg, refused when it holds a NUL byte (the core takes C strings:
+ * "bert\0-large" would be read as "bert"). */
+static const char *check_string(lua_State *L, int arg, const char *fname, const char *what) {
+  if (lua_type(L, arg) != LUA_TSTRING) return slua_typeerror(L, arg, fname, what), NULL;
+  size_t len;
+  const char *s = lua_tolstring(L, arg, &len);
+  if (strlen(s) != len)
+    slua_error(L, "ValueError", "%s: argument #%d (%s) holds a NUL byte at byte %d", fname, arg, what,
+               (int)strlen(s) + 1);
+  return s;
+}
+
 /* stof.db.open(path) -> stof.Db */
 static int l_open(lua_State *L) {
   const char *fname = "stof.db.open";
-  const char *path = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
-  if (!path) return slua_typeerror(L, 1, fname, "string (the database's path)");
+  const char *path = check_string(L, 1, fname, "string (the database's path)");
   slua_ctx *lc = slua_state_ctx(L);
   slua_db *h = lua_newuserdatauv(L, sizeof *h, 0);
   h->db = NULL;
@@ -89,13 +104,27 @@ static void push_record(lua_State *L, const stof_db_record *r, int index) {
   lua_setfield(L, -2, "index");
 }
 
+/* The string at the top of the stack, refused when it holds a NUL byte (named what). */
+static const char *nul_free(lua_State *L, const char *fname, const char *what) {
+  size_t len;
+  const char *s = lua_tolstring(L, -1, &len);
+  if (strlen(s) != len)
+    slua_error(L, "ValueError", "%s: %s holds a NUL byte at byte %d (the database's strings end at one)", fname,
+               what, (int)strlen(s) + 1);
+  return s;
+}
+
 /* A string field of the record table at idx (required unless def). */
 static const char *field_string(lua_State *L, int idx, const char *fname, const char *key, const char *def) {
   int t = lua_getfield(L, idx, key);
-  const char *s = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  if (t == LUA_TNIL && def) return lua_pop(L, 1), def;
+  if (t != LUA_TSTRING)
+    return slua_error(L, "TypeError", "%s: field %s must be a string, got %s", fname, key, slua_typename(L, -1)),
+           NULL;
+  char what[64];
+  snprintf(what, sizeof what, "field %s", key);
+  const char *s = nul_free(L, fname, what);
   lua_pop(L, 1); /* the table keeps the string alive */
-  if (t == LUA_TNIL && def) return def;
-  if (!s) slua_error(L, "TypeError", "%s: field %s must be a string, got %s", fname, key, lua_typename(L, t));
   return s;
 }
 
@@ -118,7 +147,7 @@ static int l_append(lua_State *L) {
   int t = lua_getfield(L, 2, "message");
   if (t != LUA_TNIL && t != LUA_TSTRING)
     return slua_error(L, "TypeError", "%s: field message must be a string, got %s", fname, lua_typename(L, t));
-  r.message = lua_tostring(L, -1);
+  r.message = t == LUA_TSTRING ? nul_free(L, fname, "field message") : NULL;
   lua_pop(L, 1);
   /* knobs: name -> integer, in sorted order so that a record's text does not depend on
    * the table's traversal order */
@@ -130,6 +159,11 @@ static int l_append(lua_State *L) {
       if (lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1))
         return slua_error(L, "TypeError", "%s: knobs maps names to integer decisions (got %s = %s)", fname,
                           slua_typename(L, -2), slua_typename(L, -1));
+      if (nk >= MAX_ITEMS)
+        return slua_error(L, "ValueError", "%s: field knobs has more than %d entries", fname, MAX_ITEMS);
+      lua_pushvalue(L, -2);
+      nul_free(L, fname, "a knob name");
+      lua_pop(L, 1);
       nk++;
       lua_pop(L, 1);
     }
@@ -153,10 +187,19 @@ static int l_append(lua_State *L) {
   double *times = NULL;
   if (lua_getfield(L, 2, "times_ms") != LUA_TNIL) {
     if (!lua_istable(L, -1)) return slua_error(L, "TypeError", "%s: field times_ms must be a list of numbers", fname);
-    nt = (int)luaL_len(L, -1);
+    /* the list as stored: a __len or __index metamethod would make the length (and the
+     * allocation) whatever it says */
+    if (luaL_getmetafield(L, -1, "__len") != LUA_TNIL || luaL_getmetafield(L, -1, "__index") != LUA_TNIL)
+      return slua_error(L, "TypeError", "%s: field times_ms must be a plain list of numbers (it has a metatable with "
+                        "__len or __index)", fname);
+    size_t len = lua_rawlen(L, -1);
+    if (len > MAX_ITEMS)
+      return slua_error(L, "ValueError", "%s: field times_ms has %I entries, at most %d", fname, (lua_Integer)len,
+                        MAX_ITEMS);
+    nt = (int)len;
     times = slua_scratch(L, sizeof *times * (size_t)(nt + 1));
     for (int i = 0; i < nt; i++) {
-      lua_geti(L, -2, i + 1);
+      lua_rawgeti(L, -2, i + 1);
       if (!lua_isnumber(L, -1))
         return slua_error(L, "TypeError", "%s: times_ms[%d] is %s, not a number", fname, i + 1, slua_typename(L, -1));
       times[i] = lua_tonumber(L, -1);
@@ -179,7 +222,7 @@ static int l_append(lua_State *L) {
 static int l_best(lua_State *L) {
   const char *fname = "Db:best";
   slua_db *h = check_db(L, fname);
-  const char *w = luaL_checkstring(L, 2), *d = luaL_checkstring(L, 3);
+  const char *w = check_string(L, 2, fname, "workload string"), *d = check_string(L, 3, fname, "device string");
   stof_ctx *ctx = h->lc->ctx;
   int i;
   stof_status st = stof_db_best(h->db, w, d, &i);
@@ -234,7 +277,7 @@ static int db_len(lua_State *L) {
 }
 
 static int db_tostring(lua_State *L) {
-  slua_db *h = luaL_checkudata(L, 1, SLUA_DB);
+  slua_db *h = slua_checkudata(L, 1, SLUA_DB, "Db:__tostring");
   if (!h->db) return lua_pushliteral(L, "stof.Db (closed)"), 1;
   lua_pushfstring(L, "stof.Db: %d records, %d lines skipped", stof_db_count(h->db), stof_db_nskipped(h->db));
   return 1;

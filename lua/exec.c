@@ -27,7 +27,7 @@ static slua_plan *check_plan(lua_State *L, int idx, const char *fname) {
 }
 
 static int plan_gc(lua_State *L) {
-  slua_plan *h = luaL_checkudata(L, 1, SLUA_PLAN_RT);
+  slua_plan *h = slua_checkudata(L, 1, SLUA_PLAN_RT, "Plan:close");
   if (h->p) {
     stof_plan_free(h->p);
     h->p = NULL;
@@ -338,7 +338,8 @@ static int plan_inputs(lua_State *L) {
 
 static int plan_index(lua_State *L) {
   slua_plan *h = check_plan(L, 1, "Plan");
-  const char *k = luaL_checkstring(L, 2);
+  if (lua_type(L, 2) != LUA_TSTRING) return lua_pushnil(L), 1; /* no such field */
+  const char *k = lua_tostring(L, 2);
   if (strcmp(k, "target") == 0) {
     lua_pushstring(L, stof_plan_target(h->p));
     return 1;
@@ -357,7 +358,7 @@ static int plan_index(lua_State *L) {
 }
 
 static int plan_tostring(lua_State *L) {
-  slua_plan *h = luaL_checkudata(L, 1, SLUA_PLAN_RT);
+  slua_plan *h = slua_checkudata(L, 1, SLUA_PLAN_RT, "Plan:__tostring");
   if (!h->p) {
     lua_pushstring(L, "stof.Plan (closed)");
     return 1;

@@ -38,7 +38,7 @@ typedef struct slua_stfile { /* stof.SafetensorsFile: owns f (NULL once closed) 
 } slua_stfile;
 
 static int stfile_gc(lua_State *L) {
-  slua_stfile *h = luaL_checkudata(L, 1, SLUA_STFILE);
+  slua_stfile *h = slua_checkudata(L, 1, SLUA_STFILE, "SafetensorsFile:__gc");
   if (h->f) stof_st_close(h->f);
   h->f = NULL;
   if (h->lc) slua_ctx_unref(h->lc);
@@ -47,7 +47,7 @@ static int stfile_gc(lua_State *L) {
 }
 
 static int stfile_tostring(lua_State *L) {
-  slua_stfile *h = luaL_checkudata(L, 1, SLUA_STFILE);
+  slua_stfile *h = slua_checkudata(L, 1, SLUA_STFILE, "SafetensorsFile:__tostring");
   if (!h->f)
     lua_pushliteral(L, "stof.SafetensorsFile (closed)");
   else
@@ -176,7 +176,7 @@ typedef struct slua_json { /* stof.JsonDocument: a parsed document, freed if any
 } slua_json;
 
 static int json_gc(lua_State *L) {
-  slua_json *h = luaL_checkudata(L, 1, SLUA_JSON);
+  slua_json *h = slua_checkudata(L, 1, SLUA_JSON, "JsonDocument:__gc");
   if (h->j) json_decref(h->j);
   h->j = NULL;
   return 0;

@@ -70,6 +70,12 @@ int stof_lua_open(lua_State *L);
  *  tree (STOF_SOURCE_DIR). Entries already present are not added twice. */
 void stof_lua_add_path(lua_State *L, const char *anchor_dir);
 
+/** Test-only (fault injection): opens the module as stof_lua_open does, on a context the
+ *  caller made (with its own allocator hook), which the state takes over: it is freed once
+ *  the state is closed and no handle uses it. Call it before anything opens the module in
+ *  L (else it frees ctx and raises). tests/core/test_nomem.c runs scripts with the Nth
+ *  allocation of that context failing. */
+int slua_open_with_ctx(lua_State *L, stof_ctx *ctx);
 /** The state's context (created on first use). Borrowed; slua_ctx_ref to keep it. */
 slua_ctx *slua_state_ctx(lua_State *L);
 slua_ctx *slua_ctx_ref(slua_ctx *lc);

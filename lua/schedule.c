@@ -172,7 +172,7 @@ static int push_owned(lua_State *L, stof_ctx *ctx, char *s) {
 /* ---------------------------------------------------------------- schedules */
 
 static int sched_gc(lua_State *L) {
-  lsched *ls = luaL_checkudata(L, 1, MT_SCHED);
+  lsched *ls = slua_checkudata(L, 1, MT_SCHED, "Schedule:close");
   if (ls->s) {
     stof_sched_free(ls->s);
     ls->s = NULL;
@@ -663,7 +663,7 @@ static int sched_tostring(lua_State *L) { return m_print_loop_nest(L); }
 /* ---------------------------------------------------------------- handles */
 
 static int loop_index(lua_State *L) {
-  lhandle *h = luaL_checkudata(L, 1, MT_LOOP);
+  lhandle *h = slua_checkudata(L, 1, MT_LOOP, "Loop:__index");
   stof_sched *s = handle_sched(L, 1);
   stof_loop_info info;
   if (stof_sched_loop_info(s, h->id, &info)) return 0;
@@ -681,7 +681,7 @@ static int loop_index(lua_State *L) {
 }
 
 static int loop_tostring(lua_State *L) {
-  lhandle *h = luaL_checkudata(L, 1, MT_LOOP);
+  lhandle *h = slua_checkudata(L, 1, MT_LOOP, "Loop:__tostring");
   stof_loop_info info;
   if (stof_sched_loop_info(handle_sched(L, 1), h->id, &info)) return 0;
   lua_pushstring(L, info.name);
@@ -689,7 +689,7 @@ static int loop_tostring(lua_State *L) {
 }
 
 static int block_index(lua_State *L) {
-  lhandle *h = luaL_checkudata(L, 1, MT_BLOCK);
+  lhandle *h = slua_checkudata(L, 1, MT_BLOCK, "Block:__index");
   stof_sched *s = handle_sched(L, 1);
   const char *name = stof_sched_block_name(s, h->id);
   const char *k = lua_tostring(L, 2);
@@ -702,14 +702,14 @@ static int block_index(lua_State *L) {
 }
 
 static int block_tostring(lua_State *L) {
-  lhandle *h = luaL_checkudata(L, 1, MT_BLOCK);
+  lhandle *h = slua_checkudata(L, 1, MT_BLOCK, "Block:__tostring");
   const char *name = stof_sched_block_name(handle_sched(L, 1), h->id);
   lua_pushfstring(L, "block %s", name ? name : "?");
   return 1;
 }
 
 static int knob_index(lua_State *L) {
-  lhandle *h = luaL_checkudata(L, 1, MT_KNOB);
+  lhandle *h = slua_checkudata(L, 1, MT_KNOB, "Knob:__index");
   stof_sched *s = handle_sched(L, 1);
   const char *name;
   int ncand, decision;
@@ -733,7 +733,7 @@ static int knob_index(lua_State *L) {
 }
 
 static int knob_tostring(lua_State *L) {
-  lhandle *h = luaL_checkudata(L, 1, MT_KNOB);
+  lhandle *h = slua_checkudata(L, 1, MT_KNOB, "Knob:__tostring");
   const char *name;
   int64_t value;
   if (stof_sched_knob_info(handle_sched(L, 1), h->id, &name, NULL, NULL, &value)) return 0;
@@ -759,7 +759,7 @@ static int handle_eq(lua_State *L) {
 /* ---------------------------------------------------------------- build and call */
 
 static int func_gc(lua_State *L) {
-  lfunc *lf = luaL_checkudata(L, 1, MT_FUNC);
+  lfunc *lf = slua_checkudata(L, 1, MT_FUNC, "Func:close");
   if (lf->f) {
     stof_func_free(lf->f);
     lf->f = NULL;
@@ -920,7 +920,7 @@ static int func_library(lua_State *L) {
 }
 
 static int func_tostring(lua_State *L) {
-  lfunc *lf = luaL_checkudata(L, 1, MT_FUNC);
+  lfunc *lf = slua_checkudata(L, 1, MT_FUNC, "Func:__tostring");
   lua_pushfstring(L, "stof.Func(%d arguments)", lf->f ? stof_func_nargs(lf->f) : 0);
   return 1;
 }

@@ -30,15 +30,8 @@ static int state_gc(lua_State *L) {
   return 0;
 }
 
-slua_ctx *slua_state_ctx(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_STATE) == LUA_TUSERDATA) {
-    slua_ctx **p = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    if (*p) return *p;
-    slua_error(L, "InternalError", "the stof context was closed");
-    return NULL;
-  }
-  lua_pop(L, 1);
+/* Creates the state record with the context given (NULL: a new one on malloc). */
+static slua_ctx *state_new(lua_State *L, stof_ctx *given) {
   slua_ctx **p = lua_newuserdatauv(L, sizeof *p, 0);
   *p = NULL;
   if (luaL_newmetatable(L, SLUA_STATE)) {
@@ -49,9 +42,10 @@ slua_ctx *slua_state_ctx(lua_State *L) {
   }
   lua_setmetatable(L, -2);
   slua_ctx *lc = malloc(sizeof *lc);
-  if (lc) lc->ctx = stof_ctx_new(NULL, NULL);
+  if (lc) lc->ctx = given ? given : stof_ctx_new(NULL, NULL);
   if (!lc || !lc->ctx) {
     free(lc);
+    if (given) stof_ctx_free(given);
     slua_error(L, "MemoryError", "cannot create the stof context");
     return NULL;
   }
@@ -59,6 +53,28 @@ slua_ctx *slua_state_ctx(lua_State *L) {
   *p = lc;
   lua_setfield(L, LUA_REGISTRYINDEX, REG_STATE);
   return lc;
+}
+
+slua_ctx *slua_state_ctx(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_STATE) == LUA_TUSERDATA) {
+    slua_ctx **p = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (*p) return *p;
+    slua_error(L, "InternalError", "the stof context was closed");
+    return NULL;
+  }
+  lua_pop(L, 1);
+  return state_new(L, NULL);
+}
+
+int slua_open_with_ctx(lua_State *L, stof_ctx *ctx) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, REG_STATE) != LUA_TNIL) {
+    stof_ctx_free(ctx);
+    return slua_error(L, "InternalError", "the stof module is open in this state already");
+  }
+  lua_pop(L, 1);
+  state_new(L, ctx);
+  return stof_lua_open(L);
 }
 
 slua_ctx *slua_ctx_ref(slua_ctx *lc) {

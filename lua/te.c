@@ -29,7 +29,7 @@
 /* ---------------------------------------------------------------- graphs */
 
 static int graph_gc(lua_State *L) {
-  slua_graph *sg = luaL_checkudata(L, 1, SLUA_GRAPH);
+  slua_graph *sg = slua_checkudata(L, 1, SLUA_GRAPH, "Graph:__gc");
   if (sg->g) {
     stof_graph_free(sg->g);
     sg->g = NULL;

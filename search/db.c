@@ -49,6 +49,10 @@ struct stof_db {
 
 static stof_status own_fd(stof_db *db);
 
+/* At most this many knobs or times in a record: a line with more is skipped when read, so
+ * an append with more is refused. */
+#define DB_MAX_ITEMS 1000000
+
 /* ---------------------------------------------------------------- records in memory */
 
 static void rec_clear(stof_ctx *ctx, db_rec *r) {
@@ -172,7 +176,7 @@ static stof_status load_object(stof_db *db, json_t *o) {
                     "times_ms, message)"),
            STOF_OK;
   if (!status_of(status, &r.status)) return skip(db, "unknown status \"%s\"", status), STOF_OK;
-  if (json_object_size(knobs) > 1000000 || json_array_size(times) > 1000000)
+  if (json_object_size(knobs) > DB_MAX_ITEMS || json_array_size(times) > DB_MAX_ITEMS)
     return skip(db, "too many knobs or times"), STOF_OK;
   int nk = (int)json_object_size(knobs), nt = (int)json_array_size(times), ok = 1;
   size_t bn = sizeof(char *) * (size_t)nk, bv = sizeof(int64_t) * (size_t)nk, bt = sizeof(double) * (size_t)nt;
@@ -353,6 +357,9 @@ static stof_status check_record(stof_db *db, const stof_db_record *r) {
     return stof_ctx_error(ctx, STOF_ERR_ARG, "tuning database: record of %s: status %d", r->workload, (int)r->status);
   if (r->nknob < 0 || r->ntime < 0 || (r->nknob && (!r->knob_name || !r->knob_value)) || (r->ntime && !r->time_ms))
     return stof_ctx_error(ctx, STOF_ERR_ARG, "tuning database: record of %s: bad knob or time arrays", r->workload);
+  if (r->nknob > DB_MAX_ITEMS || r->ntime > DB_MAX_ITEMS)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "tuning database: record of %s: %d knobs and %d times, at most %d of each",
+                          r->workload, r->nknob, r->ntime, DB_MAX_ITEMS);
   for (int k = 0; k < r->nknob; k++) {
     if (!r->knob_name[k] || !*r->knob_name[k])
       return stof_ctx_error(ctx, STOF_ERR_ARG, "tuning database: record of %s: knob %d has no name", r->workload, k);

@@ -6,4 +6,5 @@
   X(te)                     \
   X(interp)                 \
   X(cuda)                   \
-  X(safetensors)
+  X(safetensors)            \
+  X(nomem)

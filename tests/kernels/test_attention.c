@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct dims {
   int64_t B, H, Hkv, Sq, Sk, D;
@@ -969,6 +970,124 @@ static void cpu_attention_out_of_memory_is_clean(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* Keeps (i, j) unless i + j is a multiple of 3: an fn mask (the slow path). */
+static int pred_thirds(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud, (void)b, (void)h;
+  return (i + j) % 3 != 0;
+}
+
+/* fn masks, the format, the selector, the mask's SVG and attention on the CPU with the Nth
+ * allocation failing, for every N: NOMEM each time, nothing left once freed. */
+static void masks_selector_and_svg_out_of_memory_are_clean(void **state) {
+  (void)state;
+  char dir[] = "/tmp/stof-attn-nomem-XXXXXX", path[128];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/mask.svg", dir);
+  int done = 0, nfail = 0;
+  for (long n = 1; !done && n < 20000; n++) {
+    tu_heap heap;
+    stof_ctx *ctx = tu_ctx_new(&heap);
+    uint64_t seed = 9;
+    stof_tensor *q = uniform4(ctx, STOF_DTYPE_F32, 1, 2, 40, 8, &seed, -1, 1), *out = NULL;
+    heap.fail_at = heap.nalloc + n;
+    stof_mask *c = NULL, *fm = NULL, *d = NULL;
+    stof_mask_format *f = NULL;
+    stof_attn_choice ch;
+    stof_status st = stof_mask_causal(ctx, &c);
+    if (!st) st = stof_mask_fn(ctx, pred_thirds, NULL, "thirds", 0, 0, &fm);
+    if (!st) st = stof_mask_difference(c, fm, &d);
+    if (!st) st = stof_mask_format_build(ctx, d, 1, 2, 40, 40, 16, &f);
+    if (!st) st = stof_attention_select(ctx, f, 1, 2, 64, NULL, NULL, &ch);
+    if (!st) st = stof_mask_format_svg(f, 0, 1, path);
+    if (!st) st = stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(1, 2, 40, 8), STOF_DEVICE_CPU, &out);
+    if (!st) st = stof_attention_cpu(ctx, q, q, q, f, 0, out);
+    heap.fail_at = 0;
+    if (heap.failed) {
+      if (st != STOF_ERR_NOMEM)
+        fail_msg("allocation %ld failed: %s (%s)", n, stof_status_name(st), stof_ctx_message(ctx));
+      assert_int_equal(stof_ctx_status(ctx), STOF_ERR_NOMEM);
+      stof_ctx_clear_error(ctx);
+      nfail++;
+    } else {
+      TU_OK(ctx, st);
+      done = 1;
+    }
+    stof_tensor_free(out);
+    stof_tensor_free(q);
+    stof_mask_format_free(f);
+    stof_mask_free(d);
+    stof_mask_free(fm);
+    stof_mask_free(c);
+    tu_ctx_free(ctx, &heap);
+  }
+  assert_true(done && nfail > 3);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* One rule for a mask that keeps nothing (DESIGN.md: rows with no valid key give zeros):
+ * the CPU implementation and the runtime's intrinsic give zeros everywhere. */
+static void empty_mask_gives_zeros(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  uint64_t seed = 4;
+  stof_mask *c, *none;
+  TU_OK(ctx, stof_mask_causal(ctx, &c));
+  TU_OK(ctx, stof_mask_difference(c, c, &none));
+  stof_mask_format *f;
+  TU_OK(ctx, stof_mask_format_build(ctx, none, 1, 2, 24, 24, 64, &f));
+  assert_int_equal(f->nvalid, 0);
+  stof_tensor *q = uniform4(ctx, STOF_DTYPE_F32, 1, 2, 24, 8, &seed, -1, 1), *out;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 4, TU_SHAPE(1, 2, 24, 8), STOF_DEVICE_CPU, &out));
+  TU_OK(ctx, stof_attention_cpu(ctx, q, q, q, f, 0, out));
+  for (int64_t i = 0; i < stof_tensor_numel(out); i++) assert_true(stof_tensor_load(out, i) == 0.0);
+  /* the selector answers for it too (row-wise: no tile is non-empty) */
+  stof_attn_choice ch;
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 2, 64, NULL, NULL, &ch));
+  /* the intrinsic, through the interpreter */
+  stof_graph *g;
+  TU_OK(ctx, stof_graph_new(ctx, &g));
+  const stof_op *Q = tu_ph(g, "Q", STOF_DTYPE_F32, 4, TU_SHAPE(1, 2, 24, 8)), *O;
+  TU_OK(ctx, stof_attention_op(g, Q, Q, Q, none, 0, &O));
+  stof_tensor *got = NULL;
+  const stof_op *const ins[1] = {Q};
+  const stof_tensor *const vals[1] = {q};
+  TU_OK(ctx, stof_interp_eval(g, 1, &O, 1, ins, vals, &got));
+  for (int64_t i = 0; i < stof_tensor_numel(got); i++) assert_true(stof_tensor_load(got, i) == 0.0);
+  stof_tensor_free(got);
+  stof_graph_free(g);
+  stof_tensor_free(out);
+  stof_tensor_free(q);
+  stof_mask_format_free(f);
+  stof_mask_free(none);
+  stof_mask_free(c);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* The selector refuses the head dims the GPU plans refuse, with the plans' message (stof
+ * explain --dim 96 said block-wise). */
+static void selector_refuses_unsupported_head_dims(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_causal(ctx, &m));
+  stof_mask_format *f;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 128, 128, 64, &f));
+  stof_attn_choice c;
+  static const stof_cuda_props h100 = {.name = "H100", .cc_major = 9, .cc_minor = 0, .sm_count = 132,
+                                       .smem_per_block_optin = 232448};
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 96, NULL, NULL, &c), STOF_ERR_UNSUPPORTED,
+         "attention: head dim 96 is not supported (64 or 128)");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 32, &h100, NULL, &c), STOF_ERR_UNSUPPORTED,
+         "attention: head dim 32 is not supported (64 or 128)");
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 1, 128, &h100, NULL, &c));
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* ---------------------------------------------------------------- the GPU engine */
 
 static void engine_needs_a_gpu(void **state) {
@@ -1012,6 +1131,9 @@ int run_attention_tests(void) {
       cmocka_unit_test(cpu_attention_rejects_bad_arguments),
       cmocka_unit_test(cpu_attention_honours_strided_views),
       cmocka_unit_test(cpu_attention_out_of_memory_is_clean),
+      cmocka_unit_test(masks_selector_and_svg_out_of_memory_are_clean),
+      cmocka_unit_test(empty_mask_gives_zeros),
+      cmocka_unit_test(selector_refuses_unsupported_head_dims),
       cmocka_unit_test(engine_needs_a_gpu),
   };
   return cmocka_run_group_tests_name("attention", tests, NULL, NULL);

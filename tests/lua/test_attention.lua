@@ -60,7 +60,7 @@ for _, m in ipairs(masks) do
   local ref = reference(q, k, v, m, 1 / math.sqrt(D))
   local err = stof.rel_l2(o, ref)
   assert(err < 1e-5, tostring(m) .. ": rel err " .. err)
-  for _, tile in ipairs({16, 128}) do
+  for _, tile in ipairs({64, 128}) do -- the GPU plans' tiles, on the CPU too
     assert(stof.rel_l2(stof.attention(q, k, v, m, {tile = tile}), ref) < 1e-5, tostring(m) .. " tile " .. tile)
   end
 end
@@ -118,7 +118,7 @@ expect_error("UnsupportedError", "ask for tile 64", stof.explain, M.dense(), {S 
              {gpu = "rtx4090", tile = 128, kernel = "block"})
 
 -- Errors.
-expect_error("ValueError", "keeps no", stof.attention, q, k, v, M.causal() - M.causal())
+-- a mask that keeps nothing gives zeros (tests/lua/test_messages.lua), as rows with no key do
 expect_error("ShapeError", "[B, H, S, D]", stof.attention, stof.rand({2, 3}, "float32", 1), k, v, M.causal())
 expect_error("ShapeError", "multiple of", stof.attention, stof.rand({1, 3, S, D}, "float32", 1),
              stof.rand({1, 2, S, D}, "float32", 2), stof.rand({1, 2, S, D}, "float32", 3), M.causal())

@@ -378,6 +378,38 @@ static void db_rejects_bad_records_and_paths(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* What the database would skip when reading is refused when appending (more than a million
+ * times), and a line whose string holds a NUL (\u0000) is skipped, never stored cut short
+ * ("bert\0-large" read as "bert" would collide with another workload). */
+static void db_refuses_what_it_would_skip_and_never_cuts_strings(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  char path[256];
+  tmp_path(path, sizeof path, "tune.jsonl");
+  write_file(path,
+             "{\"v\":1,\"stof\":\"" STOF_VERSION "\",\"workload\":\"bert\\u0000-large\",\"device\":\"d\","
+             "\"scheme\":\"\",\"knobs\":{},\"times_ms\":[1],\"status\":\"OK\"}\n",
+             "w");
+  stof_db *db;
+  TU_OK(ctx, stof_db_open(ctx, path, &db));
+  assert_int_equal(stof_db_count(db), 0);
+  assert_int_equal(stof_db_nskipped(db), 1);
+  int n = 1000001;
+  double *t = calloc((size_t)n, sizeof *t);
+  assert_non_null(t);
+  TU_ERR(ctx, stof_db_append(db, &(stof_db_record){.workload = "w", .device = "d", .ntime = n, .time_ms = t}),
+         STOF_ERR_ARG, "record of w: 0 knobs and 1000001 times, at most 1000000 of each");
+  TU_OK(ctx, stof_db_append(db, &(stof_db_record){.workload = "w", .device = "d", .ntime = n - 1, .time_ms = t}));
+  free(t);
+  stof_db_free(db);
+  TU_OK(ctx, stof_db_open(ctx, path, &db)); /* read back whole */
+  assert_int_equal(stof_db_count(db), 1);
+  assert_int_equal(stof_db_nskipped(db), 1);
+  stof_db_free(db);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* Every allocation of open + append + refresh failing in turn: NOMEM, no leak, a failed
  * append writes nothing, and the file holds only whole records. */
 static void db_out_of_memory_is_clean(void **state) {
@@ -546,6 +578,7 @@ int main(void) {
       cmocka_unit_test(db_refresh_reads_only_complete_lines),
       cmocka_unit_test(db_concurrent_appends_keep_every_record),
       cmocka_unit_test(db_rejects_bad_records_and_paths),
+      cmocka_unit_test(db_refuses_what_it_would_skip_and_never_cuts_strings),
       cmocka_unit_test(db_out_of_memory_is_clean),
       cmocka_unit_test(db_refresh_out_of_memory_loses_nothing),
       cmocka_unit_test(db_append_loads_an_unterminated_record),

@@ -59,8 +59,11 @@ local function show(args)
   local o = parse(args)
   if o.help then return print(USAGE) end
   if not o.file then fail("missing FILE (see stof db --help)") end
-  local f = io.open(o.file, "r")
-  if not f then fail("%s: no such file (stof db show does not create one)", o.file) end
+  -- stof.db.open would create a missing file: say so instead; any other reason the file
+  -- cannot be read (permission denied, a path through a file) is reported as it is
+  local f, err, errno = io.open(o.file, "r")
+  if not f and errno == 2 then fail("%s: no such file (stof db show does not create one)", o.file) end
+  if not f then fail("cannot read %s", err) end
   f:close()
   local ok, db = pcall(stof.db.open, o.file)
   if not ok then fail("%s", tostring(db)) end
