@@ -84,8 +84,25 @@ static stof_expr *new_expr(stof_graph *g, stof_expr_kind kind, stof_dtype dtype)
   if (e) {
     e->kind = kind;
     e->dtype = dtype;
+    e->depth = 1;
   }
   return e;
+}
+
+/* The depth of a node over operands of depth d (the deepest), refused past the limit so
+ * that no later walk over the expression can run out of stack. */
+static stof_status check_depth(stof_graph *g, int d, int *out) {
+  if (d >= STOF_TE_MAX_DEPTH)
+    return stof_ctx_error(g->ctx, STOF_ERR_UNSUPPORTED,
+                          "expression nested deeper than %d levels (build it as several computes)",
+                          STOF_TE_MAX_DEPTH);
+  *out = d + 1;
+  return STOF_OK;
+}
+
+static int max_depth(const stof_expr *a, const stof_expr *b) {
+  int da = a ? a->depth : 0, db = b ? b->depth : 0;
+  return da > db ? da : db;
 }
 
 static stof_status check_expr(stof_graph *g, const stof_expr *e, const char *what) {
@@ -166,8 +183,11 @@ stof_status stof_te_binary(stof_graph *g, stof_expr_kind kind, const stof_expr *
                             name);
     dt = promote(a, b);
   }
+  int depth = 0;
+  if ((st = check_depth(g, max_depth(a, b), &depth))) return st;
   stof_expr *e = new_expr(g, kind, dt);
   if (!e) return STOF_ERR_NOMEM;
+  e->depth = depth;
   e->u.op.a = a;
   e->u.op.b = b;
   *out = e;
@@ -193,8 +213,11 @@ stof_status stof_te_unary(stof_graph *g, stof_expr_kind kind, const stof_expr *a
     if (st) return st;
     dt = STOF_DTYPE_F32;
   }
+  int depth = 0;
+  if ((st = check_depth(g, a->depth, &depth))) return st;
   stof_expr *e = new_expr(g, kind, dt);
   if (!e) return STOF_ERR_NOMEM;
+  e->depth = depth;
   e->u.op.a = a;
   *out = e;
   return STOF_OK;
@@ -210,8 +233,11 @@ stof_status stof_te_cast(stof_graph *g, stof_dtype dtype, const stof_expr *a,
     *out = a;
     return STOF_OK;
   }
+  int depth = 0;
+  if ((st = check_depth(g, a->depth, &depth))) return st;
   stof_expr *e = new_expr(g, STOF_EXPR_CAST, dtype);
   if (!e) return STOF_ERR_NOMEM;
+  e->depth = depth;
   e->u.op.a = a;
   *out = e;
   return STOF_OK;
@@ -230,8 +256,11 @@ stof_status stof_te_select(stof_graph *g, const stof_expr *cond, const stof_expr
   stof_dtype dt = a->dtype == b->dtype ? a->dtype : promote(a, b);
   if (a->dtype != dt && (st = stof_te_cast(g, dt, a, &a))) return st;
   if (b->dtype != dt && (st = stof_te_cast(g, dt, b, &b))) return st;
+  int depth = 0, dc = cond->depth, dab = max_depth(a, b);
+  if ((st = check_depth(g, dc > dab ? dc : dab, &depth))) return st;
   stof_expr *e = new_expr(g, STOF_EXPR_SELECT, dt);
   if (!e) return STOF_ERR_NOMEM;
+  e->depth = depth;
   e->u.op.a = a;
   e->u.op.b = b;
   e->u.op.c = cond;
@@ -256,9 +285,15 @@ stof_status stof_te_load(stof_graph *g, const stof_op *tensor, int nidx,
                             "load %s: index %lld out of range for dim %d of extent %lld",
                             tensor->name, (long long)idx[d]->u.ival, d, (long long)tensor->shape[d]);
   }
+  int depth = 0;
+  for (int d = 0; d < nidx; d++)
+    if (idx[d]->depth > depth) depth = idx[d]->depth;
+  stof_status st = check_depth(g, depth, &depth);
+  if (st) return st;
   stof_expr *e = new_expr(g, STOF_EXPR_LOAD, tensor->dtype);
   const stof_expr **copy = stof_arena_alloc(&g->arena, sizeof *copy * (size_t)(nidx ? nidx : 1));
   if (!e || !copy) return STOF_ERR_NOMEM;
+  e->depth = depth;
   memcpy(copy, idx, sizeof *copy * (size_t)nidx);
   e->u.load.tensor = tensor;
   e->u.load.nidx = nidx;
@@ -312,8 +347,11 @@ stof_status stof_te_reduce(stof_graph *g, stof_reduce_kind combiner, const stof_
                               copy[j]->name);
     copy[i] = axes[i]->u.var;
   }
+  int depth = 0;
+  if ((st = check_depth(g, src->depth, &depth))) return st;
   stof_expr *e = new_expr(g, STOF_EXPR_REDUCE, src->dtype);
   if (!e) return STOF_ERR_NOMEM;
+  e->depth = depth;
   e->u.reduce.combiner = combiner;
   e->u.reduce.src = src;
   e->u.reduce.naxis = naxis;
@@ -790,6 +828,7 @@ static const stof_expr *extract_expr(extract_state *x, const stof_expr *e, int d
     return NULL;
   }
   n->u = e->u;
+  n->depth = e->depth;
   switch (e->kind) {
   case STOF_EXPR_INT:
   case STOF_EXPR_FLOAT: break;

@@ -47,6 +47,15 @@ const char *sched_cg_suffix(stof_dtype d) {
 
 static int is_f64(stof_dtype d) { return d == STOF_DTYPE_F64; }
 
+/* In a load's index, int32 arithmetic is done in int64_t: an index (or a part of one) may
+ * exceed 2^31 where the interpreter, computing exactly, does not wrap. */
+static const char *gctype(const cgen *g, stof_dtype d) {
+  return g->idx64 && d == STOF_DTYPE_I32 ? "int64_t" : ctype(d);
+}
+static const char *gsuffix(const cgen *g, stof_dtype d) {
+  return g->idx64 && d == STOF_DTYPE_I32 ? "i64" : sched_cg_suffix(d);
+}
+
 /* ---------------------------------------------------------------- names */
 
 
@@ -94,11 +103,11 @@ static void emit_cast(cgen *g, const stof_expr *a, stof_dtype to) {
 
 /* a in compute type of dt (a plain C conversion when its dtype differs). */
 static void emit_as(cgen *g, const stof_expr *a, stof_dtype dt) {
-  if (a->dtype == dt || !strcmp(ctype(a->dtype), ctype(dt))) {
+  if (a->dtype == dt || !strcmp(gctype(g, a->dtype), gctype(g, dt))) {
     emit(g, a);
     return;
   }
-  stof_buf_printf(g->b, "((%s)", ctype(dt));
+  stof_buf_printf(g->b, "((%s)", gctype(g, dt));
   emit(g, a);
   stof_buf_puts(g->b, ")");
 }
@@ -161,6 +170,21 @@ static void swz_close(cgen *g, const lir_buf *lb) {
   stof_buf_puts(g->b, ")]");
 }
 
+/* Index d of load e relative to its buffer: "(int64_t)(idx) - min", clamped into [0, ext)
+ * when access.c could not prove it in range. */
+static void emit_index(cgen *g, const stof_expr *e, const lir_buf *lb, int d, int64_t ext) {
+  int clamp = (sched_access_clamp(g->acc, e) >> d) & 1;
+  int outer = g->idx64;
+  if (clamp) stof_buf_puts(g->b, "stof_min_i64(stof_max_i64(");
+  stof_buf_puts(g->b, "(int64_t)(");
+  g->idx64 = 1;
+  emit(g, e->u.load.idx[d]);
+  g->idx64 = outer;
+  stof_buf_puts(g->b, ")");
+  emit_rel(g, lb, d);
+  if (clamp) stof_buf_printf(g->b, ", INT64_C(0)), INT64_C(%lld))", (long long)(ext > 0 ? ext - 1 : 0));
+}
+
 void sched_cg_load_elem(cgen *g, const stof_expr *e) {
   const stof_op *t = e->u.load.tensor;
   int64_t ext[STOF_MAX_DIMS];
@@ -169,10 +193,8 @@ void sched_cg_load_elem(cgen *g, const stof_expr *e) {
   if (layout_of(g, lb) != SCHED_LAYOUT_ROWS) {
     swz_open(g, lb);
     for (int d = 0; d < 2; d++) {
-      stof_buf_puts(g->b, d ? ", (int)((int64_t)(" : "(int)((int64_t)(");
-      emit(g, e->u.load.idx[d]);
-      stof_buf_puts(g->b, ")");
-      emit_rel(g, lb, d);
+      stof_buf_puts(g->b, d ? ", (int)(" : "(int)(");
+      emit_index(g, e, lb, d, ext[d]);
       stof_buf_puts(g->b, ")");
     }
     swz_close(g, lb);
@@ -184,10 +206,8 @@ void sched_cg_load_elem(cgen *g, const stof_expr *e) {
     int64_t stride = 1;
     for (int k = d + 1; k < t->ndim; k++) stride *= ext[k];
     if (d) stof_buf_puts(g->b, " + ");
-    stof_buf_puts(g->b, "((int64_t)(");
-    emit(g, e->u.load.idx[d]);
-    stof_buf_puts(g->b, ")");
-    emit_rel(g, lb, d);
+    stof_buf_puts(g->b, "(");
+    emit_index(g, e, lb, d, ext[d]);
     stof_buf_printf(g->b, ") * INT64_C(%lld)", (long long)stride);
   }
   stof_buf_puts(g->b, "]");
@@ -207,7 +227,7 @@ static void emit_binary(cgen *g, const stof_expr *e) {
   const stof_expr *a = e->u.op.a, *b = e->u.op.b;
   stof_dtype dt = e->dtype;
   int isf = stof_dtype_is_float(dt), f64 = is_f64(dt);
-  const char *ct = ctype(dt);
+  const char *ct = gctype(g, dt);
   stof_buf *o = g->b;
   switch (e->kind) {
   case STOF_EXPR_ADD:
@@ -241,7 +261,7 @@ static void emit_binary(cgen *g, const stof_expr *e) {
     return;
   case STOF_EXPR_MIN:
   case STOF_EXPR_MAX:
-    stof_buf_printf(o, "stof_%s_%s(", e->kind == STOF_EXPR_MIN ? "min" : "max", sched_cg_suffix(dt));
+    stof_buf_printf(o, "stof_%s_%s(", e->kind == STOF_EXPR_MIN ? "min" : "max", gsuffix(g, dt));
     emit_as(g, a, dt);
     stof_buf_puts(o, ", ");
     emit_as(g, b, dt);
@@ -274,7 +294,7 @@ static void emit_binary(cgen *g, const stof_expr *e) {
     static const char *const cmp[] = {[STOF_EXPR_LT] = " < ", [STOF_EXPR_LE] = " <= ",
                                       [STOF_EXPR_GT] = " > ", [STOF_EXPR_GE] = " >= ",
                                       [STOF_EXPR_EQ] = " == ", [STOF_EXPR_NE] = " != "};
-    int same = !strcmp(ctype(a->dtype), ctype(b->dtype));
+    int same = !strcmp(gctype(g, a->dtype), gctype(g, b->dtype));
     stof_buf_puts(o, same ? "((" : "((double)(");
     emit(g, a);
     stof_buf_printf(o, ")%s%s", cmp[e->kind], same ? "(" : "(double)(");
@@ -296,7 +316,7 @@ static void emit_unary(cgen *g, const stof_expr *e) {
   case STOF_EXPR_NOT: stof_buf_puts(o, "(!("); emit(g, a); stof_buf_puts(o, "))"); return;
   case STOF_EXPR_ABS:
     if (isf) stof_buf_printf(o, "fabs%s(", sfx);
-    else stof_buf_printf(o, "stof_abs_%s(", sched_cg_suffix(dt));
+    else stof_buf_printf(o, "stof_abs_%s(", gsuffix(g, dt));
     emit_as(g, a, dt);
     stof_buf_puts(o, ")");
     return;
@@ -555,9 +575,10 @@ void sched_cg_stmt(cgen *g, int i, int depth) {
         stof_buf_puts(o, "}\n");
         break;
       }
+      int64_t ext = sched_loop_run_extent(s, st->loop);
       if (g->cuda && (lp->ann == STOF_ANN_VECTORIZE || lp->ann == STOF_ANN_UNROLL)) {
         sched_indent(o, depth);
-        stof_buf_printf(o, "#pragma unroll %lld /* %s */\n", (long long)(lp->extent < 65534 ? lp->extent : 65534),
+        stof_buf_printf(o, "#pragma unroll %lld /* %s */\n", (long long)(ext < 65534 ? ext : 65534),
                         lp->ann == STOF_ANN_VECTORIZE ? "vectorize" : "unroll");
       }
       /* a vectorized reduce loop carries its accumulator: unrolled, never ivdep */
@@ -567,14 +588,14 @@ void sched_cg_stmt(cgen *g, int i, int depth) {
         stof_buf_puts(o, "#pragma GCC ivdep\n");
       } else if (!g->cuda && (lp->ann == STOF_ANN_UNROLL || lp->ann == STOF_ANN_VECTORIZE)) {
         sched_indent(o, depth);
-        stof_buf_printf(o, "#pragma GCC unroll %lld\n", (long long)(lp->extent < 65534 ? lp->extent : 65534));
+        stof_buf_printf(o, "#pragma GCC unroll %lld\n", (long long)(ext < 65534 ? ext : 65534));
       }
       sched_indent(o, depth);
       stof_buf_puts(o, "for (int64_t ");
       loop_name(g, st->loop);
       stof_buf_puts(o, " = 0; ");
       loop_name(g, st->loop);
-      stof_buf_printf(o, " < INT64_C(%lld); ++", (long long)lp->extent);
+      stof_buf_printf(o, " < INT64_C(%lld); ++", (long long)ext);
       loop_name(g, st->loop);
       stof_buf_puts(o, ") {");
       if (lp->ann == STOF_ANN_PARALLEL)

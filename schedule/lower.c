@@ -418,6 +418,15 @@ static stof_status axis_guard(block_ctx *c, int a, int ge, int64_t bound, uint64
   return STOF_OK;
 }
 
+int64_t sched_loop_run_extent(const stof_sched *s, int loop) {
+  const sched_loop *lp = sched_loop_at(s, loop);
+  if (lp->derive != STOF_DERIVE_SPLIT || lp->ann == STOF_ANN_THREAD || lp->ann == STOF_ANN_VECTORIZE)
+    return lp->extent;
+  int64_t src = sched_loop_at(s, lp->source)->extent;
+  int64_t need = src / lp->stride + (src % lp->stride != 0);
+  return need < lp->extent ? need : lp->extent;
+}
+
 static stof_status lower_block(lower_ctx *lc, int block, int parent, const guard_scope *outer) {
   sched_lir *l = lc->l;
   const stof_sched *s = l->s;
@@ -447,7 +456,8 @@ static stof_status lower_block(lower_ctx *lc, int block, int parent, const guard
     const sched_loop *lp = sched_loop_at(s, id);
     if (lp->block != block || lp->dead || lp->repl != SCHED_REPL_SPLIT) continue;
     int64_t cover = 1;
-    for (int k = 0; k < lp->repl_n; k++) cover *= sched_loop_at(s, lp->repl_first + k)->extent;
+    for (int k = 0; k < lp->repl_n && cover <= lp->extent; k++)
+      cover *= sched_loop_run_extent(s, lp->repl_first + k);
     if (cover <= lp->extent) continue;
     lower_item *it = new_item(c);
     if (!it) {
@@ -806,7 +816,7 @@ static stof_status print_stmts(stof_buf *buf, const sched_lir *l, int first, int
     case LIR_FOR:
       sched_indent(buf, depth);
       stof_buf_printf(buf, "for %s in 0..%lld", sched_loop_name(s, st->loop),
-                       (long long)sched_loop_at(s, st->loop)->extent);
+                       (long long)sched_loop_run_extent(s, st->loop));
       print_loop_ann(buf, s, st->loop);
       stof_buf_puts(buf, ":\n");
       break;

@@ -20,25 +20,66 @@ typedef struct subst {
   const stof_var *from[MAP_MAX];
   const stof_expr *to[MAP_MAX];
   const sched_load_rule *rule;
+  int level;              /* nodes from the body's root down to the one being rewritten */
 } subst;
 
 static stof_status rewrite(subst *m, const stof_expr *e, const stof_expr **out);
 
-/* op's body at the indices idx (already rewritten): op's axes replaced by them. */
+/* op's body at the indices idx (already rewritten): op's axes replaced by them. The body
+ * lands m->level deep: when that would make the result deeper than the builders allow,
+ * refuse now rather than recurse twice the limit deep (the stack holds the limit). */
 static stof_status inline_at(subst *m, const stof_op *op, const stof_expr *const *idx,
                              const stof_expr **out) {
-  subst in;
-  in.g = m->g;
-  in.nvar = op->ndim;
-  in.rule = NULL;
+  stof_ctx *ctx = stof_graph_ctx(m->g);
+  if (m->level + op->body->depth > STOF_TE_MAX_DEPTH + 1)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "expression nested deeper than %d levels (build it as several computes)",
+                          STOF_TE_MAX_DEPTH);
+  subst *in = stof_ctx_alloc(ctx, sizeof *in);
+  if (!in) return STOF_ERR_NOMEM;
+  in->g = m->g;
+  in->nvar = op->ndim;
+  in->rule = NULL;
+  in->level = m->level - 1;
   for (int d = 0; d < op->ndim; d++) {
-    in.from[d] = op->axis[d];
-    in.to[d] = idx[d];
+    in->from[d] = op->axis[d];
+    in->to[d] = idx[d];
   }
-  return rewrite(&in, op->body, out);
+  stof_status st = rewrite(in, op->body, out);
+  stof_ctx_dealloc(ctx, in, sizeof *in);
+  return st;
 }
 
+/* A REDUCE node: its axes mapped, its source rewritten (kept out of rewrite's frame, which
+ * recursion repeats once per level). */
+static __attribute__((noinline)) stof_status rewrite_reduce(subst *m, const stof_expr *e,
+                                                            const stof_expr **out) {
+  const stof_expr *axes[STOF_SCHED_MAX_LOOPS], *a;
+  int n = e->u.reduce.naxis;
+  if (n > STOF_SCHED_MAX_LOOPS) return STOF_ERR_INTERNAL;
+  for (int i = 0; i < n; i++) {
+    axes[i] = NULL;
+    for (int k = 0; k < m->nvar; k++)
+      if (m->from[k] == e->u.reduce.axis[i]) axes[i] = m->to[k];
+    if (!axes[i])
+      return stof_ctx_error(stof_graph_ctx(m->g), STOF_ERR_INTERNAL,
+                            "rewrite: reduce axis %s has no replacement", e->u.reduce.axis[i]->name);
+  }
+  stof_status st = rewrite(m, e->u.reduce.src, &a);
+  if (st) return st;
+  return stof_te_reduce(m->g, e->u.reduce.combiner, a, n, axes, out);
+}
+
+static stof_status rewrite_node(subst *m, const stof_expr *e, const stof_expr **out);
+
 static stof_status rewrite(subst *m, const stof_expr *e, const stof_expr **out) {
+  m->level++;
+  stof_status st = rewrite_node(m, e, out);
+  m->level--;
+  return st;
+}
+
+static stof_status rewrite_node(subst *m, const stof_expr *e, const stof_expr **out) {
   stof_status st = STOF_OK;
   const stof_expr *a = NULL, *b = NULL, *c = NULL;
   switch (e->kind) {
@@ -73,21 +114,7 @@ static stof_status rewrite(subst *m, const stof_expr *e, const stof_expr **out) 
     }
     return stof_te_load(m->g, t, e->u.load.nidx, idx, out);
   }
-  case STOF_EXPR_REDUCE: {
-    const stof_expr *axes[STOF_SCHED_MAX_LOOPS];
-    int n = e->u.reduce.naxis;
-    if (n > STOF_SCHED_MAX_LOOPS) return STOF_ERR_INTERNAL;
-    for (int i = 0; i < n; i++) {
-      axes[i] = NULL;
-      for (int k = 0; k < m->nvar; k++)
-        if (m->from[k] == e->u.reduce.axis[i]) axes[i] = m->to[k];
-      if (!axes[i])
-        return stof_ctx_error(stof_graph_ctx(m->g), STOF_ERR_INTERNAL,
-                              "rewrite: reduce axis %s has no replacement", e->u.reduce.axis[i]->name);
-    }
-    if ((st = rewrite(m, e->u.reduce.src, &a))) return st;
-    return stof_te_reduce(m->g, e->u.reduce.combiner, a, n, axes, out);
-  }
+  case STOF_EXPR_REDUCE: return rewrite_reduce(m, e, out);
   default: break;
   }
   if (e->u.op.a && (st = rewrite(m, e->u.op.a, &a))) return st;
@@ -117,6 +144,7 @@ stof_status sched_rebuild(stof_sched *s, const char *name, const stof_op *from,
   m.g = g;
   m.nvar = 0;
   m.rule = rule;
+  m.level = 0;
   for (int d = 0; d < ndim; d++) {
     m.from[m.nvar] = vars[d];
     m.to[m.nvar++] = axes[d];

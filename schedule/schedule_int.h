@@ -224,6 +224,9 @@ int sched_loop_pos(const stof_sched *s, int loop);
 int sched_block_of_op(const stof_sched *s, const stof_op *op);
 /* The block named name, with get_block's errors (what names the primitive); no recording. */
 stof_status sched_find_block(const stof_sched *s, const char *what, const char *name, int *block);
+/* As sched_find_block, but a block that is gone (inlined) is found too: group names the
+ * ops of a block whatever became of it (the Lua binding's s:group resolves names alike). */
+stof_status sched_find_block_any(const stof_sched *s, const char *what, const char *name, int *block);
 
 /* Checks an id handed out by the schedule: a loop still in its block's nest. what names
  * the primitive in messages. */
@@ -485,6 +488,11 @@ typedef struct sched_lir {
 stof_status sched_lower(const stof_sched *s, int nargs, const stof_op *const *args,
                         sched_lir *out);
 void sched_lir_free(sched_lir *l);
+/* The iterations loop runs in the lowered code: its extent, except for a part of a split
+ * (neither bound to a thread nor vectorized), which runs at most ceil(source extent /
+ * stride): the iterations past that would all be guarded off. A factor far above the
+ * extent (2^40 on a loop of 3) thus makes a loop of 3, guard-free, not 2^40 idle turns. */
+int64_t sched_loop_run_extent(const stof_sched *s, int loop);
 static inline lir_stmt *lir_stmt_at(const sched_lir *l, int i) {
   return (lir_stmt *)l->stmts.data + i;
 }
@@ -497,6 +505,26 @@ const lir_buf *lir_find_buf(const sched_lir *l, const stof_op *op);
 int sched_is_output(const stof_sched *s, int block);
 /* Is op an output of the schedule? */
 int sched_is_output_op(const stof_sched *s, const stof_op *op);
+
+/* ---------------------------------------------------------------- memory safety (access.c) */
+
+/* A load whose indices in the dims of mask are clamped into its buffer when emitted. */
+typedef struct sched_clamp {
+  const stof_expr *load;
+  unsigned mask;
+} sched_clamp;
+typedef struct sched_access {
+  int n, cap;
+  sched_clamp *clamp;     /* ctx memory */
+} sched_access;
+/* Checks every load of s's live blocks against its tensor's extents (see access.c): an
+ * affine index that leaves the tensor is STOF_ERR_SCHEDULE ("build: load A[i + 1] may read
+ * index 4 of dim 0 (extent 4)"); the loads whose other indices may leave it go into *out,
+ * to be clamped (free with sched_access_free). */
+stof_status sched_access_check(const stof_sched *s, sched_access *out);
+void sched_access_free(stof_ctx *ctx, sched_access *a);
+/* The dims of load to clamp (0: none). */
+unsigned sched_access_clamp(const sched_access *a, const stof_expr *load);
 
 /* ---------------------------------------------------------------- C code (codegen_c.c) */
 
@@ -600,6 +628,8 @@ typedef struct cgen {
   const stof_expr *vload[SCHED_VLOAD_MAX];
   int vloop;
   int vstore;
+  const sched_access *acc;        /* the loads to clamp (NULL: none) */
+  int idx64;                      /* emitting a load's index: integers are int64_t */
 } cgen;
 
 /* The storage type of a dtype in emitted code. */

@@ -1209,3 +1209,17 @@ stof_status stof_sched_group_ops(const stof_sched *s, int group, int cap, const 
 stof_status sched_find_block(const stof_sched *s, const char *what, const char *name, int *block) {
   return find_block(s, what, name, block);
 }
+
+stof_status sched_find_block_any(const stof_sched *s, const char *what, const char *name, int *block) {
+  int found = -1, count = 0;
+  for (int i = 0; name && i < s->blocks.len; i++)
+    if (strcmp(sched_block_name(s, i), name) == 0) {
+      found = i;
+      count++;
+    }
+  if (count == 1) {
+    *block = found;
+    return STOF_OK;
+  }
+  return find_block(s, what, name, block);
+}

@@ -893,7 +893,7 @@ static stof_status replay_inst(const stof_trace *t, const sched_inst *I, stof_sc
   case STOF_INST_GROUP: {
     int *blocks = stof_ctx_alloc(c->ctx, sizeof *blocks * (size_t)I->nstr);
     if (!blocks) return STOF_ERR_NOMEM;
-    for (int k = 0; k < I->nstr && !st; k++) st = sched_find_block(c, "group", inst_str(t, I, k), &blocks[k]);
+    for (int k = 0; k < I->nstr && !st; k++) st = sched_find_block_any(c, "group", inst_str(t, I, k), &blocks[k]);
     if (!st) st = sched_group_blocks(c, I->nstr, blocks, &one);
     stof_ctx_dealloc(c->ctx, blocks, sizeof *blocks * (size_t)I->nstr);
     if (!st) map[I->out] = one;

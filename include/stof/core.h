@@ -281,6 +281,11 @@ typedef struct stof_var {
 struct stof_expr {
   stof_expr_kind kind;
   stof_dtype dtype;
+  /* 1 + the greatest depth of its operands (constants and vars: 1). The builders refuse an
+   * expression deeper than STOF_TE_MAX_DEPTH, so every recursive walk over expressions
+   * (checks, printers, hashes, the interpreter, the schedule's rewriting, bounds and code
+   * generation) stays within a bounded stack. Not part of what the expression computes. */
+  int depth;
   union {
     int64_t ival;             /* INT */
     double fval;              /* FLOAT */
@@ -349,8 +354,15 @@ const stof_op *stof_graph_op(const stof_graph *g, int i);
  *  Borrowed. */
 void *stof_graph_alloc(stof_graph *g, size_t size);
 
+/* The deepest expression the builders make (stof_expr.depth). Every walk over expressions
+ * recurses at most this deep (twice this while compute_inline substitutes one body into
+ * another), which the default 8 MiB stack holds, sanitizers included. */
+#define STOF_TE_MAX_DEPTH 10000
+
 /* Expression builders. Results are borrowed from the graph. They check their operands
- * (dtypes, arity) and report STOF_ERR_TYPE / _ARG with a message naming the operation. */
+ * (dtypes, arity) and report STOF_ERR_TYPE / _ARG with a message naming the operation; an
+ * expression nested deeper than STOF_TE_MAX_DEPTH levels is STOF_ERR_UNSUPPORTED ("expression
+ * nested deeper than 10000 levels (build it as several computes)"). */
 stof_status stof_te_int(stof_graph *g, int64_t v, stof_dtype dtype, const stof_expr **out);
 stof_status stof_te_float(stof_graph *g, double v, stof_dtype dtype, const stof_expr **out);
 /** Binary op with the usual promotion: float beats int, wider beats narrower, f16 with
@@ -414,7 +426,6 @@ stof_status stof_te_set_intrin(stof_graph *g, const stof_op *op, const char *nam
  * An expression nested deeper than STOF_TE_MAX_DEPTH is STOF_ERR_UNSUPPORTED. Owned:
  * stof_graph_free.
  */
-#define STOF_TE_MAX_DEPTH 10000
 stof_status stof_graph_extract(stof_graph *g, int nop, const stof_op *const *ops,
                                stof_graph **out, const stof_op **map);
 

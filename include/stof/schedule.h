@@ -209,7 +209,11 @@ stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *
  * split: loop into nfactor >= 2 nested loops of extents factors (outermost first); at most
  * one factor may be STOF_INFER (it is ceil(extent / product of the others)); the others
  * are >= 1 (a knob's value included). When the product exceeds the extent, the lowering
- * guards the body. parts[0..nfactor) get the new loops. The loop must not be annotated.
+ * guards the body; a part (not bound to a thread, not vectorized) runs at most the
+ * iterations that reach the extent, ceil(extent / product of the parts inside it), so a
+ * factor far above the extent (2^40 on a loop of 3) runs 3 iterations, guard-free; the
+ * part's extent (stof_sched_loop_info) and the trace keep the factor as given.
+ * parts[0..nfactor) get the new loops. The loop must not be annotated.
  *
  *   for i in 0..37:            split(i, {INFER, 8})      for i.outer in 0..5:
  *     B[i] = A[i]                                          for i.inner in 0..8:

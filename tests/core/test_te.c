@@ -5,6 +5,8 @@
  */
 #include "testutil.h"
 
+#include <math.h>
+#include <string.h>
 #include <stdio.h>
 
 static stof_status ext_noop(stof_ctx *ctx, int ninput, const stof_tensor *const *inputs,
@@ -815,6 +817,68 @@ static void collect_returns_reachable_ops_in_topological_order(void **state) {
   tu_ctx_free(ctx, &h);
 }
 
+/* Each expression records its depth; the builders refuse one deeper than
+ * STOF_TE_MAX_DEPTH (a chain 20,000 deep used to overflow the stack in compute's walk and
+ * in every printer), and every kind of builder counts. */
+static void builders_refuse_expressions_nested_too_deep(void **state) {
+  (void)state;
+  tu_heap h;
+  stof_ctx *ctx = tu_ctx_new(&h);
+  stof_graph *g = NULL;
+  TU_OK(ctx, stof_graph_new(ctx, &g));
+  const stof_op *A = tu_ph(g, "A", STOF_DTYPE_F32, 1, TU_SHAPE(4));
+  const stof_expr *ax[1];
+  tu_axes(g, 1, TU_SHAPE(4), ax);
+  const stof_expr *e = tu_load(g, A, 1, ax[0]), *one = tu_f32(g, 1), *next = NULL;
+  assert_int_equal(ax[0]->depth, 1);
+  assert_int_equal(e->depth, 2);
+  int k = 0;
+  stof_status st = STOF_OK;
+  for (; k < 20000 && !st; k++)
+    if (!(st = stof_te_binary(g, STOF_EXPR_ADD, e, one, &next))) e = next;
+  assert_int_equal(st, STOF_ERR_UNSUPPORTED);
+  TU_MSG(ctx, "expression nested deeper than 10000 levels (build it as several computes)");
+  stof_ctx_clear_error(ctx);
+  assert_int_equal(e->depth, STOF_TE_MAX_DEPTH);
+  assert_int_equal(k, STOF_TE_MAX_DEPTH - 2 + 1);
+  /* the other builders refuse too; the graph gains nothing */
+  int nop = stof_graph_nop(g);
+  const stof_expr *r = NULL, *ra = NULL;
+  TU_ERR(ctx, stof_te_unary(g, STOF_EXPR_NEG, e, &r), STOF_ERR_UNSUPPORTED, "nested deeper than 10000");
+  TU_ERR(ctx, stof_te_cast(g, STOF_DTYPE_F64, e, &r), STOF_ERR_UNSUPPORTED, "nested deeper than 10000");
+  TU_ERR(ctx, stof_te_select(g, tu_bin(g, STOF_EXPR_LT, ax[0], tu_int(g, 2)), e, one, &r), STOF_ERR_UNSUPPORTED,
+         "nested deeper than 10000");
+  TU_OK(ctx, stof_te_reduce_axis(g, 4, "r", &ra));
+  const stof_expr *deep_i = ax[0];
+  for (int d = 1; d < STOF_TE_MAX_DEPTH; d++) deep_i = tu_bin(g, STOF_EXPR_MUL, deep_i, tu_int(g, 1));
+  TU_ERR(ctx, stof_te_load(g, A, 1, &deep_i, &r), STOF_ERR_UNSUPPORTED, "nested deeper than 10000");
+  TU_ERR(ctx, stof_te_reduce(g, STOF_REDUCE_SUM, e, 1, &ra, &r), STOF_ERR_UNSUPPORTED, "nested deeper than 10000");
+  assert_int_equal(stof_graph_nop(g), nop);
+  /* the deepest allowed expression computes, prints and hashes */
+  const stof_op *B = NULL;
+  TU_OK(ctx, stof_te_compute(g, "B", 1, ax, e, -1, &B));
+  char *text = NULL;
+  TU_OK(ctx, stof_te_print(g, 1, &B, &text));
+  stof_ctx_dealloc(ctx, text, strlen(text) + 1);
+  uint64_t hash;
+  TU_OK(ctx, stof_te_hash(g, 1, &B, &hash));
+  stof_tensor *x = NULL, *y = NULL;
+  TU_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_F32, 1, TU_SHAPE(4), 1, &x));
+  TU_OK(ctx, stof_interp_eval(g, 1, &B, 1, &A, (const stof_tensor *const *)&x, &y));
+  double a0, b0;
+  TU_OK(ctx, stof_tensor_get(x, TU_SHAPE(0), &a0));
+  TU_OK(ctx, stof_tensor_get(y, TU_SHAPE(0), &b0));
+  assert_true(fabs(b0 - (a0 + (STOF_TE_MAX_DEPTH - 2))) < 1e-2);
+  stof_graph *copy = NULL;
+  TU_OK(ctx, stof_graph_extract(g, 1, &B, &copy, NULL));
+  assert_int_equal(stof_graph_op(copy, 1)->body->depth, STOF_TE_MAX_DEPTH);
+  stof_graph_free(copy);
+  stof_tensor_free(x);
+  stof_tensor_free(y);
+  stof_graph_free(g);
+  tu_ctx_free(ctx, &h);
+}
+
 int run_te_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(kind_names_follow_x_macros),
@@ -842,6 +906,7 @@ int run_te_tests(void) {
       cmocka_unit_test(matmul_is_out_fusable_and_compute_intensive),
       cmocka_unit_test(extern_marked_compute_intensive_is_opaque),
       cmocka_unit_test(collect_returns_reachable_ops_in_topological_order),
+      cmocka_unit_test(builders_refuse_expressions_nested_too_deep),
   };
   return cmocka_run_group_tests_name("te", tests, NULL, NULL);
 }

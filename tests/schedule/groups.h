@@ -19,4 +19,5 @@
   X(cross_thread)           \
   X(tensorize)              \
   X(auto)                   \
+  X(safety)                 \
   X(nomem)

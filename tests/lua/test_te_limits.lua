@@ -1,0 +1,120 @@
+-- Issue 12 (reliability) through Lua: expressions nested too deep are refused when built,
+-- 9,000 deep works end to end; loads outside their tensor are refused or clamped; a split
+-- factor far above the extent runs the extent; a group after compute_inline replays from
+-- its Lua and its JSON traces alike.
+local stof = require("stof")
+local te = stof.te
+
+local function chain(n)
+  te.reset()
+  local A = te.placeholder({4}, "float32", "A")
+  local ok, B = pcall(te.compute, {4}, function(i)
+    local e = A[i]
+    for _ = 1, n do e = e + 1 end
+    return e
+  end, "B")
+  return ok, B, A
+end
+
+do -- 20,000 deep: a clear error, no crash
+  local ok, err = chain(20000)
+  assert(not ok and tostring(err):find("expression nested deeper than 10000 levels (build it as several computes)", 1, true),
+         tostring(err))
+end
+
+do -- 9,000 deep: eval, schedule, loop nest, C build
+  local ok, B, A = chain(9000)
+  assert(ok, tostring(B))
+  local x = stof.rand({4}, "float32", 1)
+  local want = stof.eval({B}, {[A] = x})
+  local s = stof.schedule({B})
+  assert(#s:print_loop_nest() > 9000 * 4)
+  local f = stof.build(s, {A, B}, {target = "c"})
+  local y = stof.zeros({4}, "float32")
+  f(x, y)
+  assert(stof.allclose(y, want, 1e-5, 1e-3))
+end
+
+do -- compute_inline whose result would be too deep: refused, the schedule unchanged
+  te.reset()
+  local A = te.placeholder({4}, "float32", "A")
+  local P = te.compute({4}, function(i) local e = A[i]; for _ = 1, 6000 do e = e + 1 end; return e end, "P")
+  local C = te.compute({4}, function(i) local e = P[i]; for _ = 1, 6000 do e = e * 1 end; return e end, "C")
+  local s = stof.schedule({C})
+  local bp = s:get_block("P")
+  local before = s:trace()
+  local ok, err = pcall(s.compute_inline, s, bp)
+  assert(not ok and tostring(err):find("nested deeper than 10000 levels", 1, true), tostring(err))
+  assert(s:trace() == before)
+  -- a deep index expression: bound inference, access checks and code generation walk it
+  local D = te.compute({4}, function(i) local x = i; for _ = 1, 9000 do x = x * 1 end; return A[x] end, "D")
+  local sd = stof.schedule({D})
+  local f = stof.build(sd, {A, D}, {target = "c"})
+  local x, y = stof.rand({4}, "float32", 3), stof.zeros({4}, "float32")
+  f(x, y)
+  assert(stof.allclose(y, x, 0, 0))
+end
+
+do -- an affine load outside the tensor (at every index, or at some) is refused; a gather is clamped
+  te.reset()
+  local A = te.placeholder({4}, "float32", "A")
+  local far = te.compute({4}, function(i) return A[{i + 1000000}] end, "far")
+  local s = stof.schedule({far})
+  local ok, err = pcall(stof.build, s, {A, far}, {target = "c"})
+  assert(not ok and tostring(err):find("ScheduleError: build: load A[i + 1000000] may read index 1000000 of dim 0 (extent 4)", 1, true),
+         tostring(err))
+  local next1 = te.compute({4}, function(i) return A[{i + 1}] end, "next1")
+  ok, err = pcall(stof.build, stof.schedule({next1}), {A, next1}, {target = "c"})
+  assert(not ok and tostring(err):find("build: load A[i + 1] may read index 4 of dim 0 (extent 4)", 1, true), tostring(err))
+  local ids = te.placeholder({4}, "int64", "ids")
+  local gather = te.compute({4}, function(i) return A[{ids[i]}] end, "gather")
+  local f = stof.build(stof.schedule({gather}), {A, ids, gather}, {target = "c"})
+  local x = stof.zeros({4}, "float32")
+  for k = 0, 3 do x[{k}] = 10 + k end
+  local id = stof.tensor({1, -5, 7, 2}, "int64")
+  local y = stof.zeros({4}, "float32")
+  f(x, id, y)
+  -- out-of-range ids read the edge element, never past the tensor
+  assert(y[{0}] == 11 and y[{1}] == 10 and y[{2}] == 13 and y[{3}] == 12, "gather clamp")
+end
+
+do -- split by 2^40 on a loop of 3: a loop of 3, guard-free, at once
+  te.reset()
+  local A = te.placeholder({3}, "float32", "A")
+  local B = te.compute({3}, function(i) return A[i] * 2 end, "B")
+  local s = stof.schedule({B})
+  local i = s:get_loops(s:get_block("B"))[1]
+  local _, ii = s:split(i, {stof.INFER, 2 ^ 40 // 1})
+  assert(ii.extent == 2 ^ 40 // 1)
+  local nest = s:print_loop_nest()
+  assert(nest:find("for i.inner in 0..3:", 1, true) and not nest:find("if ", 1, true), nest)
+  local src = stof.build_source and stof.build_source(s, {A, B}, {target = "c"})
+  if src then assert(not src:find("< INT64_C(1099511627776)", 1, true)) end
+  local t0 = os.clock()
+  local f = stof.build(s, {A, B}, {target = "c"})
+  local x, y = stof.rand({3}, "float32", 2), stof.zeros({3}, "float32")
+  f(x, y)
+  assert(os.clock() - t0 < 30)
+  assert(stof.allclose(y, stof.eval({B}, {[A] = x}), 0, 0))
+  local again = stof.schedule({B}):replay(s:trace_json())
+  assert(again:print_loop_nest() == nest)
+end
+
+do -- group after compute_inline: the Lua and the JSON traces replay the same
+  te.reset()
+  local A = te.placeholder({8}, "float32", "A")
+  local d = te.compute({8}, function(i) return A[i] * 2 end, "d")
+  local e = te.compute({8}, function(i) return d[i] + 1 end, "e")
+  local f = te.compute({8}, function(i) return e[i] * 3 end, "f")
+  local s = stof.schedule({f})
+  s:compute_inline(s:get_block("e"))
+  s:group({"e", "f"})
+  local fresh = stof.schedule({f})
+  assert(load(s:trace(), "=trace"))()(fresh, stof)
+  local again = stof.schedule({f}):replay(s:trace_json())
+  assert(fresh:print_loop_nest() == s:print_loop_nest())
+  assert(again:print_loop_nest() == s:print_loop_nest())
+  assert(again:trace_json() == s:trace_json() and fresh:trace() == s:trace())
+end
+
+print("test_te_limits: ok")
