@@ -149,7 +149,7 @@ int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_m
 /* ---------------------------------------------------------------- handles */
 
 static int mask_gc(lua_State *L) {
-  slua_mask *h = luaL_checkudata(L, 1, SLUA_MASK);
+  slua_mask *h = slua_checkudata(L, 1, SLUA_MASK, "Mask:close");
   if (h->m) {
     stof_mask_free(h->m);
     h->m = NULL;
@@ -507,7 +507,7 @@ static int mask_sub(lua_State *L) { return combine(L, "-", stof_mask_difference)
 /* ---------------------------------------------------------------- mask methods */
 
 static int mask_tostring(lua_State *L) {
-  slua_mask *h = luaL_checkudata(L, 1, SLUA_MASK);
+  slua_mask *h = slua_checkudata(L, 1, SLUA_MASK, "Mask:__tostring");
   if (!h->m) lua_pushliteral(L, "stof.Mask (closed)");
   else lua_pushstring(L, stof_mask_description(h->m));
   return 1;
@@ -632,7 +632,7 @@ static int m_format(lua_State *L) {
 /* ---------------------------------------------------------------- formats */
 
 static int format_gc(lua_State *L) {
-  slua_mask_format *h = luaL_checkudata(L, 1, SLUA_MASK_FORMAT);
+  slua_mask_format *h = slua_checkudata(L, 1, SLUA_MASK_FORMAT, "MaskFormat:close");
   if (h->f) {
     stof_mask_format_free(h->f);
     h->f = NULL;
@@ -735,7 +735,7 @@ static void add_map(luaL_Buffer *b, const stof_mask_format *f, int32_t m, int64_
 }
 
 static int format_tostring(lua_State *L) {
-  slua_mask_format *h = luaL_checkudata(L, 1, SLUA_MASK_FORMAT);
+  slua_mask_format *h = slua_checkudata(L, 1, SLUA_MASK_FORMAT, "MaskFormat:__tostring");
   if (!h->f) {
     lua_pushliteral(L, "stof.MaskFormat (closed)");
     return 1;

@@ -192,3 +192,15 @@ end
 os.remove(path)
 
 print("test_messages: ok")
+
+-- the mask handles' metamethods name themselves too (MaskFormat:close(5) said "to '?'")
+do
+  local M = stof.mask
+  local f = M.causal():format(64)
+  for _, case in ipairs({{function() return f.close(5) end, "TypeError: MaskFormat:close: bad argument #1"},
+                         {function() return M.causal().close(5) end, "TypeError: Mask:close: bad argument #1"}}) do
+    local ok, err = pcall(case[1])
+    assert(not ok and tostring(err):find(case[2], 1, true), tostring(err))
+  end
+end
+print("test_messages: masks ok")
