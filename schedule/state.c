@@ -89,8 +89,8 @@ stof_status sched_vec_reserve(stof_ctx *ctx, sched_vec *v, int extra) {
 int sched_vec_push(stof_ctx *ctx, sched_vec *v, const void *src, int n) {
   if (sched_vec_reserve(ctx, v, n)) return -1;
   int at = v->len;
-  char *dst = (char *)v->data + v->elem * (size_t)at;
-  if (n > 0) {
+  if (n > 0) { /* (with n == 0 the data may be NULL: no address is formed) */
+    char *dst = (char *)v->data + v->elem * (size_t)at;
     if (src)
       memcpy(dst, src, v->elem * (size_t)n);
     else
