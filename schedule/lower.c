@@ -422,7 +422,20 @@ int64_t sched_loop_run_extent(const stof_sched *s, int loop) {
   const sched_loop *lp = sched_loop_at(s, loop);
   if (lp->derive != STOF_DERIVE_SPLIT || lp->ann == STOF_ANN_THREAD || lp->ann == STOF_ANN_VECTORIZE)
     return lp->extent;
-  int64_t src = sched_loop_at(s, lp->source)->extent;
+  /* Only a split of a root loop whose parts are all loops of the code (none split again or
+   * fused) runs fewer iterations than its factor: a part that is replaced iterates what its
+   * replacement iterates (a fused loop runs the product of its sources' extents, a split's
+   * parts their own), so the guards of the split (the parts' cover against the extent) must
+   * see the factors as given, or they would be dropped while the code still runs past the
+   * extent (found by fuzz_te: split(i, {INFER, 8}) on 3, then split the inner part again). */
+  const sched_loop *src_loop = sched_loop_at(s, lp->source);
+  if (src_loop->derive != STOF_DERIVE_ROOT) return lp->extent;
+  for (int k = 0; k < src_loop->repl_n; k++) {
+    const sched_loop *part = sched_loop_at(s, src_loop->repl_first + k);
+    if (part->repl != SCHED_LEAF || part->ann == STOF_ANN_THREAD || part->ann == STOF_ANN_VECTORIZE)
+      return lp->extent;
+  }
+  int64_t src = src_loop->extent;
   int64_t need = src / lp->stride + (src % lp->stride != 0);
   return need < lp->extent ? need : lp->extent;
 }

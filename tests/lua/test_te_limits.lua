@@ -118,3 +118,32 @@ do -- group after compute_inline: the Lua and the JSON traces replay the same
 end
 
 print("test_te_limits: ok")
+
+do -- a split part split again or fused keeps its split's guard (found by fuzz_te: the
+   -- inner part's shorter run hid the guard while the new loops still ran the factor)
+  te.reset()
+  local A = te.placeholder({3}, "float32", "A")
+  local B = te.compute({3}, function(i) return A[i] * 2 end, "B")
+  local s = stof.schedule({B})
+  local _, ii = s:split(s:get_loops(s:get_block("B"))[1], {stof.INFER, 8})
+  s:split(ii, {stof.INFER, 1})
+  assert(s:print_loop_nest():find("if i < 3:", 1, true), s:print_loop_nest())
+  local y = stof.zeros({3}, "float32")
+  stof.build(s, {A, B}, {target = "c"})(stof.tensor({1, 2, 3}), y)
+  assert(y[{0}] == 2 and y[{2}] == 6)
+  te.reset()
+  local A1 = te.placeholder({1}, "float32", "A1")
+  local B1 = te.compute({1}, function(i) return A1[i] * 2 end, "B1")
+  local s1 = stof.schedule({B1})
+  local io, i2 = s1:split(s1:get_loops(s1:get_block("B1"))[1], {stof.INFER, 16})
+  s1:fuse(io, i2)
+  assert(s1:print_loop_nest():find("if i < 1:", 1, true), s1:print_loop_nest())
+  te.reset()
+  local A2 = te.placeholder({8}, "float32", "A2")
+  local B2 = te.compute({8}, function(i) return A2[i] * 2 end, "B2")
+  local s2 = stof.schedule({B2})
+  local _, j1 = s2:split(s2:get_loops(s2:get_block("B2"))[1], {stof.INFER, 8, 2})
+  s2:split(j1, {stof.INFER, 3})
+  assert(s2:print_loop_nest():find("if i < 8:", 1, true), s2:print_loop_nest())
+end
+print("te limits: split guards ok")
