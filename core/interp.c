@@ -9,6 +9,14 @@
 
 #include "core_int.h"
 
+/* Floored modulo of floats (the result takes b's sign, as Python's %): fmod is exact, then
+ * one correction; a - floor(a / b) * b loses the result when a / b is large or underflows. */
+static double float_mod(double a, double b) {
+  double r = fmod(a, b);
+  if (r != 0 && (r < 0) != (b < 0)) r += b;
+  return r;
+}
+
 typedef struct interp {
   stof_graph *g;
   stof_ctx *ctx;
@@ -39,7 +47,7 @@ static double eval_binary(interp *in, const stof_expr *e) {
   case STOF_EXPR_MUL: return a * b;
   case STOF_EXPR_DIV: return isint ? int_div(in, a, b, 0) : a / b;
   case STOF_EXPR_FLOORDIV: return isint ? int_div(in, a, b, 0) : floor(a / b);
-  case STOF_EXPR_MOD: return isint ? int_div(in, a, b, 1) : a - floor(a / b) * b;
+  case STOF_EXPR_MOD: return isint ? int_div(in, a, b, 1) : float_mod(a, b);
   case STOF_EXPR_MIN: return a < b ? a : b;
   case STOF_EXPR_MAX: return a > b ? a : b;
   case STOF_EXPR_POW: return pow(a, b);

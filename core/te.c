@@ -127,7 +127,9 @@ stof_status stof_te_float(stof_graph *g, double v, stof_dtype dtype, const stof_
                           stof_dtype_name(dtype));
   stof_expr *e = new_expr(g, STOF_EXPR_FLOAT, dtype);
   if (!e) return STOF_ERR_NOMEM;
-  e->u.fval = v;
+  /* the value its dtype holds, as the generated code's literal does (1e30 as float32 is
+   * 1.0000000150e30: the interpreter and the backends must agree under cancellation) */
+  e->u.fval = stof_dtype_round(dtype, v);
   *out = e;
   return STOF_OK;
 }

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core_int.h"
@@ -15,7 +16,18 @@ static void print_expr(stof_buf *b, const stof_expr *e) {
   case STOF_EXPR_INT: stof_buf_printf(b, "%lld", (long long)e->u.ival); return;
   case STOF_EXPR_FLOAT: {
     char t[64];
+    /* a constant holds its dtype's value (stof_te_float rounds it): print the shortest text
+     * that reads back as that value in the dtype (1e-05, not 9.99999975e-06, for float32) */
     snprintf(t, sizeof t, "%.9g", e->u.fval);
+    if (e->dtype != STOF_DTYPE_F64)
+      for (int p = 1; p < 9; p++) {
+        char u[64];
+        snprintf(u, sizeof u, "%.*g", p, e->u.fval);
+        if (stof_dtype_round(e->dtype, strtod(u, NULL)) == e->u.fval) {
+          memcpy(t, u, sizeof t);
+          break;
+        }
+      }
     if (!strpbrk(t, ".eEn")) strcat(t, ".0");
     stof_buf_puts(b, t);
     if (e->dtype != STOF_DTYPE_F32) stof_buf_printf(b, "%s", e->dtype == STOF_DTYPE_F16 ? "h" : e->dtype == STOF_DTYPE_BF16 ? "bf" : "d");

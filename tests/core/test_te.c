@@ -820,6 +820,27 @@ static void collect_returns_reachable_ops_in_topological_order(void **state) {
 /* Each expression records its depth; the builders refuse one deeper than
  * STOF_TE_MAX_DEPTH (a chain 20,000 deep used to overflow the stack in compute's walk and
  * in every printer), and every kind of builder counts. */
+/* A float constant holds its dtype's value (found by fuzz_te: the interpreter kept 1e30 as
+ * a double while the generated code's literal is the float 1.0000000150e30, so A + (-1e30)
+ * with A = 1e30 gave 1.5e22 in one and 0 in the other); it prints as the shortest text that
+ * reads back as that value. */
+static void float_constants_hold_their_dtypes_value(void **state) {
+  tu_heap h;
+  stof_ctx *ctx = tu_ctx_new(&h);
+  stof_graph *g;
+  TU_OK(ctx, stof_graph_new(ctx, &g));
+  const stof_expr *c = tu_f32(g, -1e30), *d;
+  assert_true(c->u.fval == (double)(float)-1e30);
+  TU_OK(ctx, stof_te_float(g, 1e-5, STOF_DTYPE_F16, &d));
+  assert_true(d->u.fval == stof_dtype_round(STOF_DTYPE_F16, 1e-5));
+  char *text;
+  TU_OK(ctx, stof_expr_print(ctx, tu_f32(g, 1e-5), &text));
+  assert_string_equal(text, "1e-05");
+  stof_ctx_dealloc(ctx, text, strlen(text) + 1);
+  stof_graph_free(g);
+  tu_ctx_free(ctx, &h);
+}
+
 static void builders_refuse_expressions_nested_too_deep(void **state) {
   (void)state;
   tu_heap h;
@@ -907,6 +928,7 @@ int run_te_tests(void) {
       cmocka_unit_test(extern_marked_compute_intensive_is_opaque),
       cmocka_unit_test(collect_returns_reachable_ops_in_topological_order),
       cmocka_unit_test(builders_refuse_expressions_nested_too_deep),
+      cmocka_unit_test(float_constants_hold_their_dtypes_value),
   };
   return cmocka_run_group_tests_name("te", tests, NULL, NULL);
 }

@@ -333,7 +333,7 @@ for i.outer in 0..3:
       let v0 = i.outer * 4 + ax0
       for ax1 in 0..5:
         let v1 = j.outer * 5 + ax1
-        E[v0, v1] = ((C.local[v0, v1] + bias[v1]) * 0.5) * (1.0 + erf(((C.local[v0, v1] + bias[v1]) * 0.707106781)))]=])
+        E[v0, v1] = ((C.local[v0, v1] + bias[v1]) * 0.5) * (1.0 + erf(((C.local[v0, v1] + bias[v1]) * 0.70710677)))]=])
 end
 
 -- Random schedules ---------------------------------------------------------------------------

@@ -153,7 +153,7 @@ static void gemm_bias_gelu_epilogue(void **state) {
                "      for ax1 in 0..5:\n"
                "        let v1 = j.outer * 5 + ax1\n"
                "        E[v0, v1] = ((C.local[v0, v1] + bias[v1]) * 0.5) * (1.0 + erf(((C.local[v0, v1] + "
-               "bias[v1]) * 0.707106781)))\n");
+               "bias[v1]) * 0.70710677)))\n");
   stof_sched_free(s);
   sh_done(&G);
 }

@@ -160,7 +160,7 @@ static const char golden_block_nest[] =
     "      C.local[i, j] = C.local[i, j] + C.rf[i, k.inner, j]\n"
     "  let v0 = i\n"
     "  for v1 in 0..10:\n"
-    "    E[v0, v1] = ((C.local[v0, v1] + bias[v1]) * 0.5) * (1.0 + erf(((C.local[v0, v1] + bias[v1]) * 0.707106781)))\n";
+    "    E[v0, v1] = ((C.local[v0, v1] + bias[v1]) * 0.5) * (1.0 + erf(((C.local[v0, v1] + bias[v1]) * 0.70710677)))\n";
 
 /* A float16 matmul with its inner 16 x 8 x 16 nest tensorized: the Tensorize kind. */
 static stof_sched *tensorized(sh_graph *G) {
