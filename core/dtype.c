@@ -121,12 +121,12 @@ double stof_dtype_round(stof_dtype d, double v) {
     if (isnan(v)) return 0;
     if (v >= 2147483647.0) return 2147483647.0;
     if (v <= -2147483648.0) return -2147483648.0;
-    return trunc(v);
+    return trunc(v) + 0.0; /* an integer has no -0: trunc(-0.5) is -0.0 */
   case STOF_DTYPE_I64:
     if (isnan(v)) return 0;
     if (v >= 9.2233720368547758e18) return 9.2233720368547758e18;
     if (v <= -9.2233720368547758e18) return -9.2233720368547758e18;
-    return trunc(v);
+    return trunc(v) + 0.0;
   case STOF_DTYPE_BOOL: return v != 0;
   default: return v;
   }

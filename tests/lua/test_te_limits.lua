@@ -165,3 +165,16 @@ do -- floored modulo of floats agrees between the interpreter and the C backend 
   end
 end
 print("te limits: float modulo ok")
+
+do -- a cast to an integer has no negative zero (found by fuzz_te: 1 / float32(int32(-0.5))
+   -- was -inf in the interpreter, inf in the compiled code)
+  te.reset()
+  local A = te.placeholder({2}, "float32", "A")
+  local C = te.compute({2}, function(i) return 1.0 / A[i]:astype("int32"):astype("float32") end, "C")
+  local a = stof.tensor({-0.5, 0.5}, "float32")
+  local want = stof.eval(C, {[A] = a})
+  local got = stof.zeros({2}, "float32")
+  stof.build(stof.schedule({C}), {A, C}, {target = "c"})(a, got)
+  for k = 0, 1 do assert(want[{k}] == math.huge and got[{k}] == math.huge, ("%d: %g %g"):format(k, want[{k}], got[{k}])) end
+end
+print("te limits: integer casts ok")
