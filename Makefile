@@ -3,7 +3,7 @@ export PATH := $(PATH):/usr/local/cuda/bin
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all deps configure build demo test test-asan gpu-build clean
+.PHONY: all deps configure build demo test test-asan fuzz gpu-build clean
 
 all: build
 
@@ -28,10 +28,18 @@ test: build
 test-asan: deps
 	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DSTOF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
 
+# libFuzzer targets (tests/fuzz/), built with clang, ASan and UBSan in build-fuzz, each run
+# for FUZZ_SECONDS on its seed corpus; fails on any crash (logs in build-fuzz/logs/).
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DSTOF_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 # For the GPU machine: third-party libraries linked statically, cmocka copied beside.
 gpu-build: deps
 	cmake -S . -B build-gpu -DSTOF_STATIC=ON -DCMAKE_BUILD_TYPE=Release
 	cmake --build build-gpu -j $(JOBS)
 
 clean:
-	rm -rf build build-asan build-gpu
+	rm -rf build build-asan build-gpu build-fuzz
