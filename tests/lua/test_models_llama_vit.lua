@@ -564,24 +564,7 @@ end
 if not (stof.save and stof.load and stof.load_json) then
   print("test_models_llama_vit: stof.save / stof.load / stof.load_json missing: from_pretrained not tested")
 else
-  local function json(v)
-    if type(v) == "table" and #v > 0 then
-      local parts = {}
-      for _, e in ipairs(v) do parts[#parts + 1] = json(e) end
-      return "[" .. table.concat(parts, ", ") .. "]"
-    elseif type(v) == "table" then
-      local keys, parts = {}, {}
-      for k in pairs(v) do keys[#keys + 1] = k end
-      table.sort(keys)
-      for _, k in ipairs(keys) do parts[#parts + 1] = ("%q: %s"):format(k, json(v[k])) end
-      return "{" .. table.concat(parts, ", ") .. "}"
-    elseif type(v) == "string" then
-      return ("%q"):format(v)
-    elseif math.type(v) == "float" then
-      return ("%.17g"):format(v)
-    end
-    return tostring(v)
-  end
+  local json = U.json
   local base = os.tmpname()
   os.remove(base)
   local made = {}

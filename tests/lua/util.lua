@@ -72,4 +72,25 @@ function M.erf(x)
   return s * y
 end
 
+--- A Lua value as JSON text (sequences as arrays, tables as objects with sorted keys,
+--- floats with 17 digits): the config.json files the from_pretrained tests write.
+function M.json(v)
+  if type(v) == "table" and #v > 0 then
+    local parts = {}
+    for _, e in ipairs(v) do parts[#parts + 1] = M.json(e) end
+    return "[" .. table.concat(parts, ", ") .. "]"
+  elseif type(v) == "table" then
+    local keys, parts = {}, {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do parts[#parts + 1] = ("%q: %s"):format(k, M.json(v[k])) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  elseif type(v) == "string" then
+    return ("%q"):format(v)
+  elseif math.type(v) == "float" then
+    return ("%.17g"):format(v)
+  end
+  return tostring(v)
+end
+
 return M
