@@ -348,8 +348,11 @@ stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mas
   stof_ctx *ctx = g->ctx;
   const char *who = who_build;
   dims d = {0};
-  stof_status st = check_args(ctx, who, mask, out, B, H, Sq, Sk, T, &d);
-  if (st) return st;
+  int64_t pn, pdoc, pdepth;
+  /* a mask the GPU cannot evaluate is refused for that reason first (not for the CPU
+   * builder's limits on fn predicates) */
+  stof_status st = mask ? prog_check(ctx, who, mask, &pn, &pdoc, &pdepth) : STOF_OK;
+  if (st || (st = check_args(ctx, who, mask, out, B, H, Sq, Sk, T, &d))) return st;
   double t0 = kernels_now_ms();
   kernels_format_prog *prog = NULL;
   if ((st = prog_new(ctx, who, mask, &prog))) return st;
@@ -521,8 +524,8 @@ stof_status stof_mask_format_build_gpu(stof_ctx *ctx, const stof_mask *mask, int
                                        stof_mask_format **out) {
   dims d;
   int64_t nnode, ndoc, depth;
-  stof_status st = check_args(ctx, who_build, mask, out, B, H, Sq, Sk, T, &d);
-  if (st || (st = prog_check(ctx, who_build, mask, &nnode, &ndoc, &depth))) return st;
+  stof_status st = mask ? prog_check(ctx, who_build, mask, &nnode, &ndoc, &depth) : STOF_OK;
+  if (st || (st = check_args(ctx, who_build, mask, out, B, H, Sq, Sk, T, &d))) return st;
   kernels_format_gpu *g;
   if ((st = kernels_format_gpu_new(ctx, &g))) return st;
   st = kernels_format_gpu_build(g, mask, B, H, Sq, Sk, T, out);

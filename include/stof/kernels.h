@@ -394,7 +394,8 @@ void stof_attn_engine_free(stof_attn_engine *e);
  * when max(Sq, Sk) >= STOF_FORMAT_GPU_MIN_S and the mask allows it), picks the kernel,
  * compiles it and copies the format to the GPU. Errors: a head dim other than 64 or 128
  * and dtypes other than f16/bf16 (STOF_ERR_UNSUPPORTED), H not a multiple of Hkv or
- * non-positive sizes (STOF_ERR_SHAPE), a mask that keeps nothing (STOF_ERR_ARG).
+ * non-positive sizes (STOF_ERR_SHAPE). A mask that keeps nothing is no error: the
+ * output is zeros.
  * Owned: stof_attn_plan_free (before the engine).
  */
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,

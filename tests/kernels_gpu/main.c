@@ -607,8 +607,31 @@ static void plan_new_rejects_bad_arguments(void **state) {
   assert_null(p);
   TU_ERR(ctx, PLAN(causal, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F64, o), STOF_ERR_UNSUPPORTED,
          "float64");
-  TU_ERR(ctx, PLAN(empty, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_ARG, "keeps no");
-  assert_null(p);
+  /* a mask that keeps no pair is no error: every row gives zeros (docs/ATTENTION.md) */
+  TU_OK(ctx, PLAN(empty, 1, 2, 2, 128, 128, 64, STOF_DTYPE_F16, o));
+  assert_non_null(p);
+  {
+    uint64_t seed = 611;
+    stof_tensor *hq = nonzero_uniform(ctx, STOF_DTYPE_F16, 1, 2, 128, 64, &seed, -1, 1);
+    stof_tensor *dq = to_gpu(ctx, hq), *out = NULL;
+    TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(1, 2, 128, 64), STOF_DEVICE_CUDA,
+                               &out));
+    int64_t n = stof_tensor_numel(out);
+    TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)out->data, 0x7e00, (size_t)n));
+    TU_OK(ctx, stof_attn_plan_run(p, dq, dq, dq, out));
+    TU_OK(ctx, stof_cuda_synchronize(ctx));
+    uint16_t *host = malloc(sizeof *host * (size_t)n);
+    assert_non_null(host);
+    TU_OK(ctx, stof_cuda_dtoh(ctx, host, (uint64_t)(uintptr_t)out->data, sizeof *host * (size_t)n));
+    for (int64_t i = 0; i < n; i++)
+      if (host[i] != 0) fail_msg("empty mask: out[%lld] = 0x%04x, not zero", (long long)i, host[i]);
+    free(host);
+    stof_tensor_free(hq);
+    stof_tensor_free(dq);
+    stof_tensor_free(out);
+    stof_attn_plan_free(p);
+    p = NULL;
+  }
   TU_ERR(ctx, PLAN(causal, 1, 3, 2, 128, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_SHAPE,
          "not a multiple");
   TU_ERR(ctx, PLAN(causal, 1, 2, 2, 0, 128, 64, STOF_DTYPE_F16, o), STOF_ERR_SHAPE, "positive");
