@@ -87,6 +87,18 @@ namespace ATTN_NS {
 #include <functional>
 #include <sstream>
 #include <string>
+
+/* the kernels' layout_t and mod_t, as the host passes them (by value) */
+struct stof_attn_layout_dev {
+  long long q[3], k[3], v[3], o[3];
+};
+struct stof_attn_mod_dev {
+  const void *bias;
+  const int *bucket;
+  long long bias_hs;
+  int maxd;
+  float softcap;
+};
 #include <thread>
 #include <vector>
 
@@ -1108,6 +1120,10 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
     const double floor_ms = 1e3 * std::max(flops / g_peak, bytes / g_bw);
     int Bv = B, Hv = H, Hkv = H, Sqv = Sq, Skv = Sk, mb = mk.mask_b, mh = mk.mask_h;
     float sc = scale;
+    /* contiguous [B, H, S, D] (the kernels take strides); no score modifier */
+    stof_attn_layout_dev lay = {{(long long)H * Sq * D, (long long)Sq * D, D}, {(long long)H * Sk * D, (long long)Sk * D, D},
+                                {(long long)H * Sk * D, (long long)Sk * D, D}, {(long long)H * Sq * D, (long long)Sq * D, D}};
+    stof_attn_mod_dev nomod = {};
     for (const auto &kname : o.kernels) {
       const bool isblk = kname == "block";
       const void *fn = isblk ? cf.blk : cf.row;
@@ -1124,7 +1140,7 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
       }
       auto launch = [&](int s) {
         void *args[] = {&dQ[s], &dK[s], &dV[s], &dO, &drp, &dci, &dbo, &dbm, &Bv, &Hv,
-                        &Hkv, &Sqv, &Skv, &mb, &mh, &sc, &tmaps[s][0], &tmaps[s][1]};
+                        &Hkv, &Sqv, &Skv, &mb, &mh, &sc, &lay, &nomod, &tmaps[s][0], &tmaps[s][1]};
         CK(cudaLaunchKernel(fn, grid, block, args, smem, 0));
       };
       Row row;

@@ -9,13 +9,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec_int.h"
 
+/* On a terminal one line rewritten per segment; into a log (not a terminal) one line per
+ * quarter of the segments, so that logs stay short. */
 static void progress(stof_plan *p, int i, const char *what) {
   if (!p->opts.verbose) return;
-  fprintf(stderr, "\rstof: building segment %d/%d (%s)%-24s", i + 1, p->nseg, what, "");
-  if (i + 1 == p->nseg) fputc('\n', stderr);
+  if (isatty(fileno(stderr))) {
+    fprintf(stderr, "\rstof: building segment %d/%d (%s)%-24s", i + 1, p->nseg, what, "");
+    if (i + 1 == p->nseg) fputc('\n', stderr);
+  } else if (i == 0 || (int64_t)(i + 1) * 4 / p->nseg != (int64_t)i * 4 / p->nseg) {
+    fprintf(stderr, "stof: building segment %d/%d (%s)\n", i + 1, p->nseg, what);
+  }
   fflush(stderr);
 }
 

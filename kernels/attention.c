@@ -256,13 +256,16 @@ done:
   return st;
 }
 
-stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m) {
-  if (!m || (m->kind == STOF_ATTN_MOD_NONE && m->softcap == 0)) return STOF_OK;
-  const char *what = m->kind == STOF_ATTN_MOD_T5_BIAS ? "the T5 relative position bias"
-                     : m->kind == STOF_ATTN_MOD_ALIBI ? "the ALiBi bias"
-                                                      : "the tanh soft cap";
-  return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
-                        "attention: %s is not in the GPU kernels yet; run with target \"c\"", what);
+stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m, stof_dtype bias_dtype,
+                                       stof_dtype dtype) {
+  if (!m) return STOF_OK;
+  stof_status st = stof_attn_mod_check(ctx, "attention", m);
+  if (st || m->kind == STOF_ATTN_MOD_NONE) return st;
+  if (bias_dtype != STOF_DTYPE_F32 && bias_dtype != dtype)
+    return stof_ctx_error(ctx, STOF_ERR_TYPE, "attention: the %s is %s on the GPU: float32 or the attention's %s",
+                          m->kind == STOF_ATTN_MOD_T5_BIAS ? "T5 bias table" : "ALiBi slopes",
+                          stof_dtype_name(bias_dtype), stof_dtype_name(dtype));
+  return STOF_OK;
 }
 
 stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_tensor *k,
@@ -455,7 +458,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
 /* ---------------------------------------------------------------- GPU engine */
 
 typedef struct attn_variant {
-  char key[320];
+  char key[448];
   stof_cuda_module *mod;
   stof_cuda_kernel *fn;
 } attn_variant;
@@ -494,7 +497,23 @@ struct stof_attn_plan {
   unsigned block_twin[3], smem_twin;
   int64_t nvalid;
   double prepare_ms;
+  /* the score modifier compiled into fn (kind NONE, softcap 0: none), the dtype of the table
+   * or slopes it reads, the T5 buckets by offset (device, 2 (maxd + 1) ints; see mod_t in
+   * attention_common.cuh) and ALiBi's standard slopes (device, H float32) */
+  stof_attn_mod mod;
+  stof_dtype bias_dtype;
+  uint64_t d_bucket, d_slopes;
+  int maxd;
 };
+
+/* The kernels' mod_t (attention_common.cuh), by value. */
+typedef struct attn_mod_args {
+  uint64_t bias, bucket;
+  int64_t bias_hs;
+  int32_t maxd;
+  float softcap;
+} attn_mod_args;
+_Static_assert(sizeof(attn_mod_args) == 32, "mod_t is 32 bytes");
 
 stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
   *out = NULL;
@@ -531,10 +550,17 @@ void stof_attn_engine_free(stof_attn_engine *e) {
 /* The compiled kernel for a choice, D and dtype (compiled once per engine; cubins are
  * also cached on disk). */
 static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
-                               stof_dtype dtype, stof_cuda_kernel **fn) {
+                               stof_dtype dtype, const stof_attn_mod *mod, stof_dtype bias_dtype,
+                               stof_cuda_kernel **fn) {
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
-  char o[10][48];
+  char o[14][48];
   int nopt = 0;
+  /* a modifier only where there is one: the plain kernels' sources and cache keys unchanged */
+  if (mod->kind != STOF_ATTN_MOD_NONE) {
+    snprintf(o[nopt++], sizeof o[0], "-DSTOF_SCORE_MOD=%d", mod->kind == STOF_ATTN_MOD_T5_BIAS ? 1 : 2);
+    snprintf(o[nopt++], sizeof o[0], "-DSTOF_MOD_F32=%d", bias_dtype == STOF_DTYPE_F32);
+  }
+  if (mod->softcap > 0) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SOFTCAP=1");
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_HEAD_DIM=%lld", (long long)D);
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_TILE_M=%d", c->tile);
@@ -546,8 +572,8 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=4");
   }
-  const char *opts[10];
-  char key[320];
+  const char *opts[14];
+  char key[448];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {
     opts[i] = o[i];
@@ -618,7 +644,50 @@ void stof_attn_plan_free(stof_attn_plan *p) {
   stof_cuda_mem_free(ctx, p->col_idx);
   stof_cuda_mem_free(ctx, p->bmp_off);
   stof_cuda_mem_free(ctx, p->bitmap);
+  stof_cuda_mem_free(ctx, p->d_bucket);
+  stof_cuda_mem_free(ctx, p->d_slopes);
   stof_ctx_dealloc(ctx, p, sizeof *p);
+}
+
+/* The modifier's constant data on the device: T5's bucket of every offset up to maxd (the
+ * offset from which the bucket no longer changes within the shape, so that the kernel's
+ * clamp is exact; checked here, not assumed) and ALiBi's standard slopes (float32). */
+static stof_status mod_upload(stof_attn_plan *p) {
+  stof_ctx *ctx = p->e->ctx;
+  const stof_attn_mod *m = &p->mod;
+  stof_status st = STOF_OK;
+  if (m->kind == STOF_ATTN_MOD_T5_BIAS) {
+    int64_t L = p->Sq > p->Sk ? p->Sq : p->Sk, maxd = m->max_distance < L ? m->max_distance : L;
+    for (int side = 0; side < 2; side++) {
+      int64_t sg = side ? 1 : -1;
+      if (stof_attn_t5_bucket(sg * maxd, m->bidirectional, m->num_buckets, m->max_distance) !=
+          stof_attn_t5_bucket(sg * L, m->bidirectional, m->num_buckets, m->max_distance))
+        maxd = L; /* not constant past max_distance: every offset of the shape */
+    }
+    size_t n = 2 * (size_t)(maxd + 1);
+    int32_t *b = stof_ctx_alloc(ctx, sizeof *b * n);
+    if (!b) return STOF_ERR_NOMEM;
+    for (int64_t k = 0; k <= maxd && !st; k++)
+      for (int side = 0; side < 2; side++) {
+        int64_t rel = side ? k : -k, v = stof_attn_t5_bucket(rel, m->bidirectional, m->num_buckets, m->max_distance);
+        if (v < 0 || v >= m->num_buckets) {
+          st = stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: T5 bucket %lld of offset %lld", (long long)v,
+                              (long long)rel);
+          break;
+        }
+        b[side ? maxd + 1 + k : k] = (int32_t)v;
+      }
+    if (!st) st = upload(ctx, b, sizeof *b * n, &p->d_bucket);
+    stof_ctx_dealloc(ctx, b, sizeof *b * n);
+    p->maxd = (int)maxd;
+  } else if (m->kind == STOF_ATTN_MOD_ALIBI && p->bias_dtype == STOF_DTYPE_F32) {
+    float *sl = stof_ctx_alloc(ctx, sizeof *sl * (size_t)p->H);
+    if (!sl) return STOF_ERR_NOMEM;
+    for (int64_t h = 0; h < p->H; h++) sl[h] = (float)stof_attn_alibi_slope(p->H, h);
+    st = upload(ctx, sl, sizeof *sl * (size_t)p->H, &p->d_slopes);
+    stof_ctx_dealloc(ctx, sl, sizeof *sl * (size_t)p->H);
+  }
+  return st;
 }
 
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
@@ -629,10 +698,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   *out = NULL;
   double t0 = kernels_now_ms();
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: missing mask");
-  if (opts) {
-    stof_status mst = kernels_attn_mod_gpu_check(ctx, &opts->mod);
-    if (mst) return mst;
-  }
+  if (opts && (st = kernels_attn_mod_gpu_check(ctx, &opts->mod, opts->bias_dtype, dtype))) return st;
   if (B <= 0 || H <= 0 || Hkv <= 0 || Sq <= 0 || Sk <= 0)
     return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: sizes must be positive (B %lld, H %lld, Hkv %lld, Sq %lld, Sk %lld)",
                           (long long)B, (long long)H, (long long)Hkv, (long long)Sq, (long long)Sk);
@@ -670,12 +736,15 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
       (st = upload(ctx, f->bmp_off, p->nentry * 4, &p->bmp_off)) ||
       (st = upload(ctx, f->bitmap, p->nword * 8, &p->bitmap)))
     goto fail;
-  if ((st = get_variant(e, &p->choice, D, dtype, &p->fn))) goto fail;
+  p->mod = o.mod;
+  p->bias_dtype = o.bias_dtype;
+  if ((st = mod_upload(p))) goto fail;
+  if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, &p->fn))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.tma) { /* the fallback for layouts the driver cannot map */
     stof_attn_choice twin = p->choice;
     twin.tma = 0;
-    if ((st = get_variant(e, &twin, D, dtype, &p->fn_twin))) goto fail;
+    if ((st = get_variant(e, &twin, D, dtype, &p->mod, p->bias_dtype, &p->fn_twin))) goto fail;
     p->block_twin[0] = threads_hopper(T, 0), p->block_twin[1] = p->block_twin[2] = 1;
     p->smem_twin = smem_hopper(T, D, p->choice.stages, 0);
   }
@@ -708,7 +777,34 @@ fail:
 
 stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
                                const stof_tensor *v, stof_tensor *out) {
+  return stof_attn_plan_run_bias(p, q, k, v, NULL, out);
+}
+
+stof_status stof_attn_plan_run_bias(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
+                                    const stof_tensor *v, const stof_tensor *bias, stof_tensor *out) {
   stof_ctx *ctx = p->e->ctx;
+  int64_t bias_hs = 0;
+  if (bias) {
+    int t5 = p->mod.kind == STOF_ATTN_MOD_T5_BIAS;
+    if (p->mod.kind == STOF_ATTN_MOD_NONE)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: a bias tensor for a plan without a modifier that reads one");
+    if (bias->device != STOF_DEVICE_CUDA)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: the %s is on the CPU (move it with :to(\"cuda\"))",
+                            t5 ? "T5 bias table" : "ALiBi slopes");
+    if (bias->dtype != p->bias_dtype)
+      return stof_ctx_error(ctx, STOF_ERR_TYPE, "attention: the %s is %s, the plan is for %s",
+                            t5 ? "T5 bias table" : "ALiBi slopes", stof_dtype_name(bias->dtype),
+                            stof_dtype_name(p->bias_dtype));
+    if (t5 && (bias->ndim != 2 || bias->shape[0] != p->H || bias->shape[1] != p->mod.num_buckets ||
+               (bias->strides[1] != 1 && bias->shape[1] > 1)))
+      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: the T5 bias table must be [H, buckets] = [%lld, %d], "
+                            "its rows contiguous", (long long)p->H, p->mod.num_buckets);
+    if (!t5 && (bias->ndim != 1 || bias->shape[0] != p->H))
+      return stof_ctx_error(ctx, STOF_ERR_SHAPE, "attention: the ALiBi slopes must be [H] = [%lld]", (long long)p->H);
+    bias_hs = p->H > 1 ? bias->strides[0] : 0;
+  } else if (p->mod.kind == STOF_ATTN_MOD_T5_BIAS) {
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: the T5 bias needs its [H, buckets] table");
+  }
   int64_t d[6];
   stof_status st = check_shapes(ctx, "attention", q, k, v, out, d);
   if (st) return st;
@@ -734,8 +830,9 @@ stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const st
   stof_attn_layout l;
   int64_t *dst[4] = {l.q, l.k, l.v, l.o};
   for (int i = 0; i < 4; i++) memcpy(dst[i], t[i]->strides, sizeof l.q);
-  return stof_attn_plan_launch_strided(p, (uint64_t)(uintptr_t)q->data, (uint64_t)(uintptr_t)k->data,
-                                       (uint64_t)(uintptr_t)v->data, (uint64_t)(uintptr_t)out->data, &l);
+  return stof_attn_plan_launch_bias(p, (uint64_t)(uintptr_t)q->data, (uint64_t)(uintptr_t)k->data,
+                                    (uint64_t)(uintptr_t)v->data, (uint64_t)(uintptr_t)out->data, &l,
+                                    bias ? (uint64_t)(uintptr_t)bias->data : 0, bias_hs);
 }
 
 /* The layout with the strides of extent-1 dims set to 0 (they address nothing), checked as
@@ -802,10 +899,25 @@ static stof_status tma_maps(stof_attn_plan *p, uint64_t pk, uint64_t pv, const s
   return STOF_OK;
 }
 
-stof_status stof_attn_plan_launch_strided(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,
-                                          uint64_t po, const stof_attn_layout *lay) {
+stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,
+                                       uint64_t po, const stof_attn_layout *lay, uint64_t bias,
+                                       int64_t bias_hs) {
   stof_ctx *ctx = p->e->ctx;
   stof_status st;
+  attn_mod_args ma = {0};
+  if (p->mod.kind == STOF_ATTN_MOD_T5_BIAS) {
+    if (!bias) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: the T5 bias needs its [H, buckets] table");
+    ma.bias = bias, ma.bias_hs = bias_hs, ma.bucket = p->d_bucket, ma.maxd = p->maxd;
+  } else if (p->mod.kind == STOF_ATTN_MOD_ALIBI) {
+    if (!bias && !p->d_slopes)
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: ALiBi slopes of %s are needed (the standard ones are "
+                            "float32)", stof_dtype_name(p->bias_dtype));
+    ma.bias = bias ? bias : p->d_slopes, ma.bias_hs = bias ? bias_hs : 1;
+  }
+  ma.softcap = p->mod.softcap;
+  if (ma.bias && (ma.bias % stof_dtype_size(p->bias_dtype) || bias_hs < 0))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: the modifier's tensor at 0x%llx (head stride %lld) is "
+                          "misaligned or negatively strided", (unsigned long long)ma.bias, (long long)bias_hs);
   int64_t Sq = p->Sq, Sk = p->Sk, D = p->D;
   stof_attn_layout l = lay ? *lay
                            : (stof_attn_layout){{p->H * Sq * D, Sq * D, D},
@@ -829,8 +941,13 @@ stof_status stof_attn_plan_launch_strided(stof_attn_plan *p, uint64_t pq, uint64
   memcpy(&tm[0], p->tmap[0], sizeof tm[0]);
   memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
   void *args[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
-                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &tm[0], &tm[1]};
+                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &tm[0], &tm[1]};
   return stof_cuda_launch(ctx, fn, p->grid, block, smem, args);
+}
+
+stof_status stof_attn_plan_launch_strided(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,
+                                          uint64_t po, const stof_attn_layout *lay) {
+  return stof_attn_plan_launch_bias(p, pq, pk, pv, po, lay, 0, 0);
 }
 
 stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,

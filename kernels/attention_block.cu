@@ -19,12 +19,13 @@
  *       const int *row_ptr, const int *col_idx, const int *bmp_off,
  *       const unsigned long long *bitmap,
  *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
- *       stof_attn::layout_t L)
+ *       stof_attn::layout_t L, stof_attn::mod_t M)
  *   Q, O [B, H, Sq, D]; K, V [B, Hkv, Sk, D], strided as L says (attention_common.cuh: d
  *   contiguous, base addresses 16-byte aligned, strides multiples of 8 elements, row strides
  *   under 2^24); elem = half or bfloat16 (STOF_BF16). Head h reads K/V head h / (H / Hkv)
  *   (Hkv = H for plain multi-head). Only the elements of O are written, never the gaps.
- *   scale > 0 (usually 1/sqrt(D)). The mask instance of (b, h) is
+ *   scale > 0 (usually 1/sqrt(D)). M: the score modifier's data (attention_common.cuh;
+ *   read only when compiled with STOF_SCORE_MOD or STOF_SOFTCAP). The mask instance of (b, h) is
  *   (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0).
  *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)); blockIdx.x = x owns
  *           tile-row ceil(Sq/T) - 1 - x of head bh = blockIdx.y + gridDim.y * blockIdx.z
@@ -166,7 +167,8 @@ __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, co
                                           unsigned gm, const unsigned (&qf)[kMF][kKD][4],
                                           float (&o)[kMF][kDB][4], float (&mrow)[kMF][2],
                                           float (&lrow)[kMF][2], int lane, int wrow, int bsh,
-                                          int bhi, float sl2)
+                                          int bhi, float sl2, const mod_cta &mc, int rel0,
+                                          float scale)
 {
 #pragma unroll kSubUnroll
   for (int sub = 0; sub < kNSub; ++sub) {
@@ -195,6 +197,21 @@ __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, co
             mma16816(s[mf][2 * np + 1], qf[mf][ks], b2, b3);
           }
         }
+
+#if STOF_HAS_MOD
+      /* The score modifier on the scaled scores (sl2 is then log2 e alone); rel0 is this
+       * lane's offset j - i at (row g, column 2 t4) of the tile. */
+#pragma unroll
+      for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+          for (int nb = 0; nb < kNB; ++nb) {
+            const int rel = rel0 + sub * kNS + nb * 8 - mf * 16 - hh * 8;
+            s[mf][nb][2 * hh] = mod_score(s[mf][nb][2 * hh] * scale, rel, mc);
+            s[mf][nb][2 * hh + 1] = mod_score(s[mf][nb][2 * hh + 1] * scale, rel + 1, mc);
+          }
+#endif
 
       /* Partial tile: keys whose bit is 0 get -inf. */
       if (kPartial) {
@@ -290,7 +307,7 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
                     const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                     const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
                     int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
-                    const stof_attn::layout_t L)
+                    const stof_attn::layout_t L, const stof_attn::mod_t M)
 {
   using namespace stof_attn;
   using namespace stof_attn::blk;
@@ -315,7 +332,9 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
   elem_t *Og = O + (long long)b * L.o[0] + (long long)h * L.o[1] + (long long)q0 * L.o[2];
   const int qs = (int)L.q[2], ksr = (int)L.k[2], vsr = (int)L.v[2], os = (int)L.o[2];
   const unsigned sbase = smem_addr(smem);
-  const float sl2 = scale * 1.4426950408889634f;
+  /* scores to log2 units: the scale folded in, or (modifier) applied before it */
+  const float sl2 = STOF_HAS_MOD ? 1.4426950408889634f : scale * 1.4426950408889634f;
+  const mod_cta mc = mod_begin(M, h);
 
   /* Q tile (rows past Sq zero-filled): its own group, first. */
 #pragma unroll
@@ -436,10 +455,13 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
       }
     }
 
+    const int rel0 = STOF_HAS_MOD ? __ldg(col_idx + e0 + i) * kT + 2 * t4 - (q0 + wrow + g) : 0;
     if (partial)
-      tile_body<true>(ks_base, vs_base, bmp, gm, qf, o, mrow, lrow, lane, wrow, bsh, bhi, sl2);
+      tile_body<true>(ks_base, vs_base, bmp, gm, qf, o, mrow, lrow, lane, wrow, bsh, bhi, sl2, mc, rel0,
+                      scale);
     else
-      tile_body<false>(ks_base, vs_base, bmp, gm, qf, o, mrow, lrow, lane, wrow, bsh, bhi, sl2);
+      tile_body<false>(ks_base, vs_base, bmp, gm, qf, o, mrow, lrow, lane, wrow, bsh, bhi, sl2, mc, rel0,
+                       scale);
   }
 
   /* Epilogue: O / l (0 for a row with no valid key), staged through this warp's own rows of

@@ -10,7 +10,7 @@
  *       const int *row_ptr, const int *col_idx, const int *bmp_off,
  *       const unsigned long long *bitmap,
  *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
- *       stof_attn::layout_t L)
+ *       stof_attn::layout_t L, stof_attn::mod_t M)
  *   the same strided layouts as stof_attn_block_fwd (attention_common.cuh)
  *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)): as stof_attn_block_fwd
  *   block = 128 * (T / 64) threads: one warpgroup (4 warps) per 64 query rows
@@ -22,7 +22,7 @@
  *           (the launcher must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
  * With STOF_SM90_TMA=1 the entry point takes two more arguments, the TMA descriptors
  * (CUtensorMap, 128 bytes, by value) of K and V:
- *       ..., layout_t L, const __grid_constant__ tmap_t tmK, const __grid_constant__ tmap_t tmV)
+ *       ..., mod_t M, const __grid_constant__ tmap_t tmK, const __grid_constant__ tmap_t tmV)
  *   each a 4-D tiled map of the tensor as L strides it (dims innermost first
  *   {D, Sk, Hkv, B}, byte strides 2 * {L.k[2], L.k[1], L.k[0]} (L.v for V)), box
  *   {64, T, 1, 1}, CU_TENSOR_MAP_SWIZZLE_128B, out-of-bounds elements zero (OOB_FILL_NONE),
@@ -362,7 +362,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
                          const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                          const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
                          int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
-                         const stof_attn::layout_t L
+                         const stof_attn::layout_t L, const stof_attn::mod_t M
 #if STOF_SM90_TMA
                          , const __grid_constant__ stof_attn::sm90::tmap_t tmK,
                          const __grid_constant__ stof_attn::sm90::tmap_t tmV
@@ -397,7 +397,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const elem_t *Vg = V + (long long)b * L.v[0] + (long long)hk * L.v[1];
   const int ksr = (int)L.k[2], vsr = (int)L.v[2];
 #endif
-  const float sl2 = scale * 1.4426950408889634f;
+  /* scores to log2 units: the scale folded in, or (modifier) applied before it */
+  const float sl2 = STOF_HAS_MOD ? 1.4426950408889634f : scale * 1.4426950408889634f;
   const unsigned kvbase = sbase + kQBytes;                        /* stage s: K at + 2s tiles, V after */
   const unsigned bmbase = kvbase + 2 * kStages * kTileBytes;      /* stage s bitmap */
   /* Q: its own tile, or (Q in registers) the K slot of the last stage, which no copy touches
@@ -533,6 +534,22 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 
   const int wrow = warp * 16; /* this warp's first row (warpgroup w: rows 64w .. 64w+63) */
   const int bsh = (g & 3) * 8 + 2 * t4, bhi = g >> 2;
+#if STOF_HAS_MOD
+  const mod_cta mc = mod_begin(M, h);
+  /* The score modifier on tile ti's scaled scores (sl2 is then log2 e alone): this lane's
+   * offset j - i at (row g, column 2 t4) of its warp's rows, from the tile's column. */
+  auto apply_mod = [&](float (&s)[kNS], int ti) {
+    const int rel0 = __ldg(col_idx + e0 + ti) * kT + 2 * t4 - (q0 + wrow + g);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int nb = 0; nb < kT / 8; ++nb) {
+        const int rel = rel0 + nb * 8 - hh * 8;
+        s[4 * nb + 2 * hh] = mod_score(s[4 * nb + 2 * hh] * scale, rel, mc);
+        s[4 * nb + 2 * hh + 1] = mod_score(s[4 * nb + 2 * hh + 1] * scale, rel + 1, mc);
+      }
+  };
+#endif
 
 #if STOF_SM90_QREG
   /* Q fragments of this warp's 16 rows (m16n8k16 A layout per k-step of 16 along D). */
@@ -616,7 +633,10 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   };
   /* Mask (partial tiles) and online softmax in place (s becomes exp); alpha kept for O. */
   float alpha[2];
-  auto softmax_part = [&](float (&s)[kNS], bool partial, int st) {
+  auto softmax_part = [&](float (&s)[kNS], bool partial, int st, int ti) {
+#if STOF_HAS_MOD
+    apply_mod(s, ti);
+#endif
     if (partial) {
       const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
 #pragma unroll
@@ -693,7 +713,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_commit();
       wg_wait<1>();
       reg_fence(s);
-      softmax_part(s, partial, st);
+      softmax_part(s, partial, st, i);
       wg_wait<0>();
       reg_fence(o);
 #if STOF_SM90_TMA
@@ -724,7 +744,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     for (int i = 1; i < n; ++i) {
       const bool partial = barrier_prefetch(i);
       const int sp = (i - 1) % kStages;
-      softmax_part(s, part_prev, sp);
+      softmax_part(s, part_prev, sp, i - 1);
       rescale_pack(s);
       reg_fence(o);
       wg_fence();
@@ -741,7 +761,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       keep();
     }
     const int sp = (n - 1) % kStages;
-    softmax_part(s, part_prev, sp);
+    softmax_part(s, part_prev, sp, n - 1);
     rescale_pack(s);
     reg_fence(o);
     wg_fence();
@@ -806,6 +826,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_wait<0>();
     }
     reg_fence(s);
+#if STOF_HAS_MOD
+    apply_mod(s, i);
+#endif
 
     if (partial) {
       const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);

@@ -11,6 +11,12 @@
  *   STOF_HEAD_DIM  64 or 128 (anything else is a compile error)
  *   STOF_BF16      0 = half, 1 = bfloat16
  *   STOF_TILE_M    outer mask tile T (64 or 128); STOF_TILE_N must equal it
+ *   STOF_SCORE_MOD 0 = no additive score modifier, 1 = T5 relative position bias from a
+ *                  bucket table, 2 = ALiBi (mod_t below; DESIGN.md section 6)
+ *   STOF_SOFTCAP   0 = none, 1 = tanh soft cap of the scaled score
+ *   STOF_MOD_F32   the bias table / slopes are float32 (1) or of the element type (0)
+ *   With neither modifier (the default) the kernels compile exactly as before: the mod_t
+ *   argument is passed but never read.
  *
  * The include guard may be #undef'd by a harness that includes the kernels several times
  * under different macros, each time inside its own namespace.
@@ -48,6 +54,20 @@
 #error "stof attention: the mask format uses square outer tiles: STOF_TILE_N must equal STOF_TILE_M"
 #endif
 
+#ifndef STOF_SCORE_MOD
+#define STOF_SCORE_MOD 0
+#endif
+#if STOF_SCORE_MOD < 0 || STOF_SCORE_MOD > 2
+#error "stof attention: STOF_SCORE_MOD must be 0 (none), 1 (T5 bucket bias) or 2 (ALiBi)"
+#endif
+#ifndef STOF_SOFTCAP
+#define STOF_SOFTCAP 0
+#endif
+#ifndef STOF_MOD_F32
+#define STOF_MOD_F32 1
+#endif
+#define STOF_HAS_MOD (STOF_SCORE_MOD != 0 || STOF_SOFTCAP != 0)
+
 namespace stof_attn {
 
 #if STOF_BF16
@@ -70,6 +90,23 @@ constexpr int kCpr = kD / 8;       /* 16-byte chunks per row of Q/K/V */
  * K/V tile once. */
 struct layout_t {
   long long q[3], k[3], v[3], o[3];
+};
+
+/* The score modifier's data (the host's kernels_attn_mod_args, by value, 32 bytes): each kept
+ * score x = scale * q.k of query row i, key j, query head h becomes
+ *   x = softcap * tanh(x / softcap)                      (STOF_SOFTCAP)
+ *   x += bias[h * bias_hs + bucket[side(j - i) + min(|j - i|, maxd)]]   (STOF_SCORE_MOD 1)
+ *   x += bias[h * bias_hs] * (j - i)                     (STOF_SCORE_MOD 2: the slope)
+ * bucket: the T5 bucket of every offset, host-built from stof_attn_t5_bucket (exact as the
+ * CPU reference): [n] for j - i = -n (n = 0 .. maxd), [maxd + 1 + n] for j - i = n > 0;
+ * maxd is the smallest offset from which the bucket no longer changes (or past every offset
+ * of the shape), so that clamping is exact. Unused fields are 0. */
+struct mod_t {
+  const void *bias;
+  const int *bucket;
+  long long bias_hs;
+  int maxd;
+  float softcap;
 };
 
 /* The CTA's (batch, head) pair, bh = blockIdx.y + gridDim.y * blockIdx.z, read again from the
@@ -175,6 +212,81 @@ __device__ __forceinline__ float2 unpack2(unsigned u)
   return __half22float2(v);
 #endif
 }
+
+#if STOF_MOD_F32
+typedef float mod_bias_t;
+__device__ __forceinline__ float mod_load(const mod_bias_t *p) { return __ldg(p); }
+#else
+typedef elem_t mod_bias_t;
+__device__ __forceinline__ float mod_load(const mod_bias_t *p)
+{
+  const unsigned short u = __ldg(reinterpret_cast<const unsigned short *>(p));
+#if STOF_BF16
+  return __uint_as_float((unsigned)u << 16);
+#else
+  return __half2float(__ushort_as_half(u));
+#endif
+}
+#endif
+
+#if STOF_HAS_MOD
+/* tanh (approximate: the MUFU instruction of sm_75 and newer, relative error ~2^-11). */
+__device__ __forceinline__ float tanh_approx(float x)
+{
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+#endif
+
+/* The modifier's per-CTA state: a head's bias row (T5) or slope (ALiBi); empty without a
+ * modifier (the kernels pass it along unread). */
+struct mod_cta {
+#if STOF_SCORE_MOD == 1
+  const mod_bias_t *row;
+  const int *bucket;
+  int maxd;
+#elif STOF_SCORE_MOD == 2
+  float slope;
+#endif
+#if STOF_SOFTCAP
+  float cap, icap;
+#endif
+};
+
+__device__ __forceinline__ mod_cta mod_begin(const mod_t &M, int h)
+{
+  mod_cta c;
+#if STOF_SCORE_MOD == 1
+  c.row = reinterpret_cast<const mod_bias_t *>(M.bias) + (long long)h * M.bias_hs;
+  c.bucket = M.bucket;
+  c.maxd = M.maxd;
+#elif STOF_SCORE_MOD == 2
+  c.slope = mod_load(reinterpret_cast<const mod_bias_t *>(M.bias) + (long long)h * M.bias_hs);
+#endif
+#if STOF_SOFTCAP
+  c.cap = M.softcap;
+  c.icap = 1.f / M.softcap;
+#endif
+  return c;
+}
+
+#if STOF_HAS_MOD
+/* The modified score of a scaled score x at offset rel = j - i. */
+__device__ __forceinline__ float mod_score(float x, int rel, const mod_cta &c)
+{
+#if STOF_SOFTCAP
+  x = c.cap * tanh_approx(x * c.icap);
+#endif
+#if STOF_SCORE_MOD == 1
+  const int n = min(rel < 0 ? -rel : rel, c.maxd);
+  x += mod_load(c.row + __ldg(c.bucket + (rel > 0 ? c.maxd + 1 + n : n)));
+#elif STOF_SCORE_MOD == 2
+  x = fmaf(c.slope, (float)rel, x);
+#endif
+  return x;
+}
+#endif /* STOF_HAS_MOD */
 
 /* Byte offset of 16-byte chunk c of row r in a [rows][kD] tile of elements, XOR-swizzled so
  * that ldmatrix on 8 consecutive rows at one logical chunk touches 8 distinct bank groups. */

@@ -21,7 +21,7 @@
  *       const int *row_ptr, const int *col_idx, const int *bmp_off,
  *       const unsigned long long *bitmap,
  *       int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
- *       stof_attn::layout_t L)
+ *       stof_attn::layout_t L, stof_attn::mod_t M)
  *   the same parameters and layouts (strides) as stof_attn_block_fwd (attention_block.cu).
  *   grid  = (ceil(Sq / STOF_ROW_WARPS), min(B * H, 65535), ceil(B * H / 65535));
  *           blockIdx.x = x owns query rows (ceil(Sq/W) - 1 - x) * W + warp of head
@@ -76,7 +76,8 @@ __device__ __forceinline__ void unpack8(const uint4 &v, float *f)
  * of that lane. */
 __device__ __forceinline__ void round_keys(const unsigned short *list, int nk, int col, int grp,
                                            int dl, const elem_t *Kg, const elem_t *Vg, int ks,
-                                           int vs, const float *q, float &m, float &l, float *o)
+                                           int vs, const float *q, float &m, float &l, float *o,
+                                           int qi, const mod_cta &mc)
 {
   int idx[kR];
   uint4 kv[kR], vv[kR];
@@ -108,6 +109,10 @@ __device__ __forceinline__ void round_keys(const unsigned short *list, int nk, i
     for (int d = 0; d < 8; ++d) acc = fmaf(q[d], kf[d], acc);
 #pragma unroll
     for (int off = 1; off < kLPR; off <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+#if STOF_HAS_MOD
+    /* q holds scale * q: the modifier on the scaled score, then to log2 units */
+    acc = mod_score(acc, idx[u] - qi, mc) * 1.4426950408889634f;
+#endif
     s[u] = idx[u] >= 0 ? acc : neg_inf();
     mx = fmaxf(mx, s[u]);
   }
@@ -137,7 +142,7 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
                   const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                   const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
                   int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
-                  const stof_attn::layout_t L)
+                  const stof_attn::layout_t L, const stof_attn::mod_t M)
 {
   using namespace stof_attn;
   using namespace stof_attn::row;
@@ -161,7 +166,9 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
   const elem_t *Vg = V + (long long)b * L.v[0] + (long long)hk * L.v[1];
   const int ks = (int)L.k[2], vs = (int)L.v[2];
   const int grp = lane / kLPR, dl = lane % kLPR;
-  const float sl2 = scale * 1.4426950408889634f;
+  /* q pre-multiplied: scores in log2 units, or (modifier) scaled ones that it modifies */
+  const float sl2 = STOF_HAS_MOD ? scale : scale * 1.4426950408889634f;
+  const mod_cta mc = mod_begin(M, h);
 
   float q[8];
   {
@@ -245,7 +252,7 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
     }
     __syncwarp();
     for (int base = 0; base < total; base += kRK)
-      round_keys(list + base, min(kRK, total - base), col, grp, dl, Kg, Vg, ks, vs, q, m, l, o);
+      round_keys(list + base, min(kRK, total - base), col, grp, dl, Kg, Vg, ks, vs, q, m, l, o, i, mc);
     __syncwarp(); /* the list is rewritten by the next batch */
   }
 

@@ -11,8 +11,9 @@
  *   hopper  1 the wgmma kernel where the device has it, 2 the portable kernel
  * After gpu_new the knobs hold the decisions the plan took, so a replay with them forces
  * the same kernel.
- * A score modifier (attrs->mod) with a table or slopes makes them the op's 4th input; the
- * CPU implementation applies it, gpu_new refuses it until the kernels have it.
+ * A score modifier (attrs->mod) with a table or slopes makes them the op's 4th input (float32
+ * or the attention's dtype on the GPU); both implementations apply it, the GPU plan compiling
+ * it into its kernel.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,7 @@ enum { K_KERNEL, K_TILE, K_WARPS, K_STAGES, K_TMA, K_HOPPER, K_COUNT };
 
 typedef struct attn_inst {
   stof_attn_plan *plan;
+  stof_attn_mod mod;
   int ninput; /* strides[ninput] is the output's */
   char why[640];
 } attn_inst;
@@ -57,8 +59,9 @@ static stof_status attn_gpu_new(stof_ctx *ctx, const stof_op *op, int *knobs, vo
   const stof_attn_attrs *a = op->intrin_attrs;
   *out = NULL;
   if (!a) return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention intrinsic: op %s has no parameters", op->name);
-  /* before the engine: the refusal reads the same with or without a GPU */
-  stof_status st = kernels_attn_mod_gpu_check(ctx, &a->mod);
+  /* before the engine: a refusal reads the same with or without a GPU */
+  stof_dtype bias_dtype = op->ninput == 4 ? op->input[3]->dtype : STOF_DTYPE_F32;
+  stof_status st = kernels_attn_mod_gpu_check(ctx, &a->mod, bias_dtype, op->input[0]->dtype);
   if (st) return st;
   if (!*shared && (st = stof_attn_engine_new(ctx, (stof_attn_engine **)shared))) return st;
   const stof_op *q = op->input[0], *k = op->input[1];
@@ -74,9 +77,11 @@ static stof_status attn_gpu_new(stof_ctx *ctx, const stof_op *op, int *knobs, vo
   o.portable = knobs[K_HOPPER] == 2;
   o.scale = a->scale;
   o.mod = a->mod;
+  o.bias_dtype = bias_dtype;
   attn_inst *in = stof_ctx_alloc(ctx, sizeof *in);
   if (!in) return STOF_ERR_NOMEM;
   in->ninput = op->ninput;
+  in->mod = a->mod;
   st = stof_attn_plan_new(*shared, a->mask, q->shape[0], q->shape[1], k->shape[1], q->shape[2], k->shape[2],
                           q->shape[3], q->dtype, &o, &in->plan);
   if (st) {
@@ -96,9 +101,15 @@ static stof_status attn_gpu_new(stof_ctx *ctx, const stof_op *op, int *knobs, vo
   return STOF_OK;
 }
 
+/* a [H, buckets] table or [H] slopes, contiguous: head stride = buckets (1 for slopes) */
+static int64_t bias_head_stride(const attn_inst *a) {
+  return a->mod.kind == STOF_ATTN_MOD_T5_BIAS ? a->mod.num_buckets : 1;
+}
+
 static stof_status attn_gpu_launch(void *inst, const uint64_t *in, uint64_t out) {
   attn_inst *a = inst;
-  return stof_attn_plan_launch(a->plan, in[0], in[1], in[2], out);
+  return stof_attn_plan_launch_bias(a->plan, in[0], in[1], in[2], out, NULL, a->ninput == 4 ? in[3] : 0,
+                                    bias_head_stride(a));
 }
 
 /* strides[i] of the 4-D (b, h, s, d) views of q, k, v, out; d must be contiguous */
@@ -115,7 +126,15 @@ static stof_status attn_gpu_launch_strided(void *inst, const uint64_t *in, uint6
                             (long long)s[3]);
     for (int k = 0; k < 3; k++) dst[t][k] = s[k];
   }
-  return stof_attn_plan_launch_strided(a->plan, in[0], in[1], in[2], out, &l);
+  int64_t bias_hs = 0;
+  if (a->ninput == 4) {
+    const int64_t *bs = strides[3];
+    if (a->mod.kind == STOF_ATTN_MOD_T5_BIAS && bs[1] != 1 && a->mod.num_buckets > 1)
+      return stof_ctx_error(stof_attn_plan_ctx(a->plan), STOF_ERR_INTERNAL,
+                            "attention: the T5 bias table's rows are not contiguous (stride %lld)", (long long)bs[1]);
+    bias_hs = bs[0];
+  }
+  return stof_attn_plan_launch_bias(a->plan, in[0], in[1], in[2], out, &l, a->ninput == 4 ? in[3] : 0, bias_hs);
 }
 
 static void attn_gpu_free(void *inst) {

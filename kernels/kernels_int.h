@@ -184,9 +184,11 @@ stof_status kernels_format_dims_check(stof_ctx *ctx, const char *who, const stof
 
 /* The built-in intrinsics (kernels/intrinsic_*.c). */
 extern const stof_intrin kernels_intrin_attention;
-/* STOF_ERR_UNSUPPORTED naming the score modifier m when it has one (the GPU kernels have
- * none yet), else STOF_OK. */
-stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m);
+/* Checks a score modifier for the GPU kernels (m NULL: none): stof_attn_mod_check, and the
+ * dtype of its table or slopes (float32 or the attention's dtype; STOF_ERR_TYPE). The same
+ * with or without a GPU. */
+stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m, stof_dtype bias_dtype,
+                                       stof_dtype dtype);
 
 /* A monotonic clock in milliseconds, for build and preparation times. */
 double kernels_now_ms(void);

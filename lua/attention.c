@@ -278,11 +278,12 @@ static int l_attention(lua_State *L) {
     return 1;
   }
   /* GPU: a plan per (mask handle, dims, dtype, options), cached */
+  if (bias) o.bias_dtype = bias->dtype;
   char key[256]; /* the modifier too: a plan never runs without the modifier it was asked with */
-  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g m%d %d %d %d %g", (long long)d[0],
+  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g m%d %d %d %d %g %d", (long long)d[0],
            (long long)d[1], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5], (int)q->dtype,
            (int)o.kernel, o.tile, o.warps, o.stages, o.portable, (double)o.scale, (int)o.mod.kind,
-           o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap);
+           o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap, (int)o.bias_dtype);
   slua_registry_table(L, REG_PLANS, "k");
   int pidx = lua_gettop(L);
   lua_pushvalue(L, 4);
@@ -303,7 +304,7 @@ static int l_attention(lua_State *L) {
     lua_pushvalue(L, -1);
     lua_setfield(L, tidx, key);
   }
-  st = stof_attn_plan_run(ph->p, q, k, v, out->t);
+  st = stof_attn_plan_run_bias(ph->p, q, k, v, bias, out->t);
   if (st) return slua_raise(L, lc->ctx, st, fname);
   lua_settop(L, oidx);
   return 1;

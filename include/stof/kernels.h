@@ -334,8 +334,10 @@ typedef struct stof_attn_opts {
                               faster: D 128 at tile 128, D 64 at tile 64; else cp.async),
                               1: TMA + mbarrier producer warp (an error where the Hopper
                               kernel is not chosen), -1: cp.async */
-  stof_attn_mod mod;       /* a score modifier: the GPU kernels have none yet, so a plan
-                              refuses one (STOF_ERR_UNSUPPORTED); zero: none */
+  stof_attn_mod mod;       /* a score modifier (zero: none): a GPU plan compiles it into its
+                              kernel (a kernel without one is the plain kernel) */
+  stof_dtype bias_dtype;   /* the GPU dtype of the T5 table / ALiBi slopes given at launch:
+                              float32 (the default, 0) or the plan's dtype */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -406,6 +408,12 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
  *  allowed as stof_attn_plan_launch_strided takes them (t->strides: the layout). */
 stof_status stof_attn_plan_run(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
                                const stof_tensor *v, stof_tensor *out);
+/** stof_attn_plan_run with the modifier's tensor: the [H, num_buckets] table of T5_BIAS
+ *  (required), the [H] slopes of ALIBI (NULL: the standard slopes, on a plan whose
+ *  bias_dtype is float32), NULL otherwise; a CUDA tensor of the plan's bias_dtype, its last
+ *  dim contiguous. */
+stof_status stof_attn_plan_run_bias(stof_attn_plan *p, const stof_tensor *q, const stof_tensor *k,
+                                    const stof_tensor *v, const stof_tensor *bias, stof_tensor *out);
 
 /* Where element (b, h, s, d) of each tensor lives: Q at q + b * q[0] + h * q[1] + s * q[2] + d
  * (elements; d contiguous), K and V at their own strides with h their head (h / (H / Hkv) for
@@ -427,6 +435,12 @@ typedef struct stof_attn_layout {
  *  layout (e.g. a zero stride) the plan's cp.async twin runs instead (compiled with it). */
 stof_status stof_attn_plan_launch_strided(stof_attn_plan *p, uint64_t q, uint64_t k, uint64_t v,
                                           uint64_t out, const stof_attn_layout *l);
+/** stof_attn_plan_launch_strided with the modifier's table or slopes at device address bias
+ *  (0: none; see stof_attn_plan_run_bias), head h's at bias + h * bias_hs elements (a table
+ *  row's buckets contiguous). A plan without a modifier ignores them. */
+stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t q, uint64_t k, uint64_t v,
+                                       uint64_t out, const stof_attn_layout *l, uint64_t bias,
+                                       int64_t bias_hs);
 /** stof_attn_plan_launch_strided with contiguous [B, H, S, D] tensors (l NULL). */
 stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t q, uint64_t k, uint64_t v,
                                   uint64_t out);

@@ -337,20 +337,23 @@ static void modifier_op_matches_in_the_interpreter(void **state) {
     double rel = tu_rel_l2(got, want, (size_t)(d.B * d.H * d.Sq * d.D));
     if (!(rel < 1e-6)) fail_msg("%s: cpu vs interpreter %g", mname, rel);
 
-    /* the GPU path refuses the modifier, with or without a GPU (before the engine) */
-    const stof_intrin *in = stof_intrin_find("attention");
-    assert_non_null(in);
-    int knobs[STOF_INTRIN_MAX_KNOBS] = {0};
-    void *shared = NULL, *inst = NULL;
-    stof_status st = in->gpu_new(ctx, A, knobs, &shared, &inst);
-    char what[160];
-    snprintf(what, sizeof what, "attention: %s is not in the GPU kernels yet; run with target \"c\"",
-             mod.kind == STOF_ATTN_MOD_T5_BIAS ? "the T5 relative position bias"
-             : mod.kind == STOF_ATTN_MOD_ALIBI ? "the ALiBi bias"
-                                               : "the tanh soft cap");
-    TU_ERR(ctx, st, STOF_ERR_UNSUPPORTED, what);
-    assert_null(inst);
-    assert_null(shared);
+    /* the GPU path takes a table or slopes of float32 or the attention's dtype: a float64
+     * one is refused before the engine (so with or without a GPU) */
+    if (has_tbl) {
+      const stof_op *b64 = mod.kind == STOF_ATTN_MOD_T5_BIAS
+                               ? tu_ph(g, "tbl64", STOF_DTYPE_F64, 2, TU_SHAPE(d.H, mod.num_buckets))
+                               : tu_ph(g, "slopes64", STOF_DTYPE_F64, 1, TU_SHAPE(d.H));
+      const stof_op *A64;
+      TU_OK(ctx, stof_attention_op_ex(g, ph[0], ph[1], ph[2], b64, m, 0.7f, &mod, &A64));
+      const stof_intrin *in = stof_intrin_find("attention");
+      assert_non_null(in);
+      int knobs[STOF_INTRIN_MAX_KNOBS] = {0};
+      void *shared = NULL, *inst = NULL;
+      TU_ERR(ctx, in->gpu_new(ctx, A64, knobs, &shared, &inst), STOF_ERR_TYPE,
+             "is float64 on the GPU: float32 or the attention's float32");
+      assert_null(inst);
+      assert_null(shared);
+    }
 
     free(want);
     free(got);

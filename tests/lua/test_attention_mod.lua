@@ -157,11 +157,11 @@ do
     for _, s in ipairs(p:segments()) do kinds[#kinds + 1] = s.kind end
     assert(kinds[#kinds] == "intrinsic", table.concat(kinds, " "))
     if i == 5 then assert(p:segments()[#kinds].template == "attention (views)", p:describe()) end
-    -- the GPU refuses the modifier (where there is a GPU to plan for)
-    local ok, err = pcall(stof.plan, A, {target = "cuda"})
-    assert(not ok)
-    if not tostring(err):find("no GPU", 1, true) then
-      assert(tostring(err):find("is not in the GPU kernels yet; run with target \"c\"", 1, true), err)
+    -- the GPU kernels take the modifier (tests/gpu/attention_mod.lua): without a GPU the
+    -- plan fails for want of one, not for the modifier
+    if not stof.cuda_mem_info() then
+      local ok, err = pcall(stof.plan, A, {target = "cuda"})
+      assert(not ok and tostring(err):find("no GPU", 1, true), err)
     end
   end
   -- a plan's two attention ops that differ only in their modifier do not share

@@ -93,8 +93,9 @@ function R.prepare(name, opts)
   end
   local inputs = {}
   for iname, ph in pairs(m.inputs) do
-    -- token ids in [0, 100) (inside every zoo vocabulary); token types 0; pixels in [-1, 1)
-    inputs[iname] = iname == "input_ids" and stof.rand(ph.shape, "int64", (opts.seed or 0) + 17)
+    -- token ids (the encoder's and T5's decoder's) in [0, 100) (inside every zoo
+    -- vocabulary); token types 0; pixels in [-1, 1)
+    inputs[iname] = iname:match("input_ids$") and stof.rand(ph.shape, "int64", (opts.seed or 0) + 17 + #iname)
       or iname == "pixel_values" and stof.rand(ph.shape, ph.dtype, (opts.seed or 0) + 17)
       or stof.zeros(ph.shape, "int64")
   end
