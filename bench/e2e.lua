@@ -62,7 +62,9 @@ for name in models:gmatch("[^,]+") do
       local over = {max_position_embeddings = math.max(maxS, name == "gpt2" and 1024 or 512)}
       local r = run.prepare(name, {batch = B, seq = S, mask = mask, dtype = "float16", weights = weights,
                                    overrides = over, verbose = false})
-      weights = r.weights
+      -- (ViT's position table follows the image, which follows S: new weights per shape)
+      weights = not r.image_size and r.weights or nil
+      row.S_built = r.seq
       local out = r:run()
       row.nan = has_nan(out)
       row.ms = r:time(reps, 5)

@@ -86,7 +86,7 @@ assert(#got == #names, ("hf_compare: %d outputs for %d hidden states"):format(#g
 local paired, unpaired = {}, {}
 for _, n in ipairs(names) do paired[n] = true end
 for k in pairs(ref) do
-  if not paired[k] and (k:match("hs%.%d+$") or k == "last_hidden_state") then
+  if not paired[k] and not k:match("^f32%.") and (k:match("hs%.%d+$") or k == "last_hidden_state") then
     unpaired[#unpaired + 1] = k
   end
 end
@@ -96,14 +96,24 @@ if #unpaired > 0 then
     table.concat(unpaired, ", ")), 0)
 end
 
-local errs, worst = {}, 0
+-- with a float32 reference beside (hf_compare.py --ref32: "f32." + name): stof's error against
+-- it and Hugging Face fp16's own, per hidden state
+local errs, worst, errs32, hf32 = {}, 0, {}, {}
 for i, n in ipairs(names) do
   local want = ref[n]
   if not want then error(("hf_compare: %s lacks %s"):format(ref_path, n), 0) end
-  local e = stof.rel_l2(got[i]:astype("float32"), want)
+  local g = got[i]:astype("float32")
+  local e = stof.rel_l2(g, want)
   errs[#errs + 1] = ("%.3e"):format(e)
   if not (e <= worst) then worst = e end
+  local w32 = ref["f32." .. n]
+  if w32 then
+    errs32[#errs32 + 1] = ("%.3e"):format(stof.rel_l2(g, w32))
+    hf32[#hf32 + 1] = ("%.3e"):format(stof.rel_l2(want, w32))
+  end
 end
+local calib = #errs32 == 0 and ""
+  or (',"rel_l2_f32":[%s],"hf16_vs_f32":[%s]'):format(table.concat(errs32, ","), table.concat(hf32, ","))
 
 -- the pairing in short: runs of one prefix as "prefix0-N"
 local runs = {}
@@ -118,7 +128,7 @@ for _, n in ipairs(names) do
 end
 for k, x in ipairs(runs) do runs[k] = x.name or ("%s%d-%d"):format(x.p, x.lo, x.hi) end
 
-print(('{"kind":"hf_parity","model":%s,"family":"%s","mask":%s,"B":%d,"S":%d,"layers":%d,"max_rel_l2":%.4e,"rel_l2":[%s],"pairs":%s,"target":"%s"}')
+print(('{"kind":"hf_parity","model":%s,"family":"%s","mask":%s,"B":%d,"S":%d,"layers":%d,"max_rel_l2":%.4e,"rel_l2":[%s],"pairs":%s,"target":"%s"%s}')
   :format(json_string(dir:match("[^/]+$")), family, json_string(maskname), B, S, #got, worst, table.concat(errs, ","),
-          json_string(table.concat(runs, ",")), r.plan.target))
+          json_string(table.concat(runs, ",")), r.plan.target, calib))
 if not (worst <= 1e-2) then os.exit(1) end

@@ -54,7 +54,7 @@ tuple in a loop with the same result for the text models. Each JSON line records
 transformers' hidden_states[-1] was (hf_last_tied: equal to last_hidden_state; for t5
 [encoder, decoder]), so a change of convention shows instead of skewing the comparison.
 """
-import argparse, collections, json, os, subprocess, sys, tempfile
+import argparse, collections, copy, json, os, subprocess, sys, tempfile
 
 import torch
 import torch.nn.functional as F
@@ -91,7 +91,7 @@ def masked_sdpa(module, q, k, v, attention_mask=None, scaling=None, dropout=0.0,
     return o.transpose(1, 2).contiguous(), None
 
 
-def hf_model(name, S, layers, dev):
+def hf_model(name, S, layers, dev, ref32=False):
     """(model, config, S, expected attention calls by kind): the model of peers.py build() with
     seeded random weights in fp16; S is the token count (vit: n * n + 1)."""
     n = layers
@@ -124,13 +124,14 @@ def hf_model(name, S, layers, dev):
         raise SystemExit(f"hf_compare: unknown model {name} (bert-base, bert-large, gpt2, llama, t5, vit)")
     torch.manual_seed(0)
     with torch.device(dev):  # random init on the GPU (llama's on the CPU takes a minute)
-        model = make()
-    model = model.to(torch.float16).eval().requires_grad_(False)
+        model32 = make().eval().requires_grad_(False)
+    model = copy.deepcopy(model32).to(torch.float16) if ref32 else model32.to(torch.float16)
     decoder = name in ("gpt2", "llama")
-    for mname, m in model.named_modules():  # the attention kind, read by masked_sdpa
-        m.hf_compare_kind = ("cross" if "EncDecAttention" in mname
-                             else "dec" if decoder or mname.startswith("decoder.") else "enc")
-    return model, cfg, S, calls
+    for mm in (model, model32) if ref32 else (model,):
+        for mname, m in mm.named_modules():  # the attention kind, read by masked_sdpa
+            m.hf_compare_kind = ("cross" if "EncDecAttention" in mname
+                                 else "dec" if decoder or mname.startswith("decoder.") else "enc")
+    return model, (model32 if ref32 else None), cfg, S, calls
 
 
 def model_inputs(name, cfg, B, S, dev):
@@ -172,7 +173,7 @@ def reference(name, out, last_layer):
     return {f"hs.{i}": h for i, h in enumerate(hs)}, tied
 
 
-def run_case(a, name, model, cfg, S, calls, d, mask, work, dev):
+def run_case(a, name, model, model32, cfg, S, calls, d, mask, work, dev):
     """The JSON record of one (model, mask) case; raises on a failure of the Hugging Face side."""
     B = a.B
     mfile = os.path.join(work, f"mask-{mask}-{S}.safetensors")
@@ -182,24 +183,39 @@ def run_case(a, name, model, cfg, S, calls, d, mask, work, dev):
     MASK.clear()
     MASK.update(enc=additive(m, torch.float16), dec=additive(causal, torch.float16), cross=None)
     fwd, saved = model_inputs(name, cfg, B, S, dev)
-    last_layer = []
-    hook = None
-    if name == "vit":
-        hook = model.encoder.layer[-1].register_forward_hook(
-            lambda mod, inp, o: last_layer.append(o[0] if isinstance(o, tuple) else o))
+    def forward(mdl, kw):
+        # (output, the last ViT layer's output or None) of one forward with hidden states
+        got, hook = [], None
+        if name == "vit":  # the last ViTLayer, wherever this transformers keeps it
+            layer = [m for m in mdl.modules() if type(m).__name__ == "ViTLayer"][-1]
+            hook = layer.register_forward_hook(lambda mod, inp, o: got.append(o[0] if isinstance(o, tuple) else o))
+        try:
+            with torch.inference_mode():
+                o = mdl(**kw, output_hidden_states=True)
+        finally:
+            if hook is not None:
+                hook.remove()
+        return o, got[-1] if got else None
+
     CALLS.clear()
-    try:
-        with torch.inference_mode():
-            out = model(**fwd, output_hidden_states=True)
-    finally:
-        if hook is not None:
-            hook.remove()
+    out, last = forward(model, fwd)
+    calls16 = dict(CALLS)
+    if model32 is not None:  # the float32 model on the same inputs: the calibration
+        MASK.update({k: (None if v is None else v.float()) for k, v in MASK.items()})
+        fwd32 = {k: (v.float() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in fwd.items()}
+        out32, last32 = forward(model32, fwd32)
+    CALLS.clear()
+    CALLS.update(calls16)
+    last_layer = [last] if last is not None else []
     if dict(CALLS) != calls:
         raise RuntimeError(f"{type(model).__name__} called the registered attention {dict(CALLS)} times, "
                          f"expected {calls}: this transformers ({T.__version__}) does not route its attention "
                          "through AttentionInterface, so the case's mask would not apply")
     ref, tied = reference(name, out, last_layer[-1] if last_layer else None)
     ref = {k: v.float().contiguous().cpu() for k, v in ref.items()}
+    if model32 is not None:
+        r32, _ = reference(name, out32, last32)
+        ref.update({"f32." + k: v.float().contiguous().cpu() for k, v in r32.items()})
     ref.update({k: v.contiguous() for k, v in saved.items()})
     rfile = os.path.join(work, f"ref-{name}-{mask}.safetensors")
     save_file(ref, rfile)
@@ -225,6 +241,9 @@ def main():
     ap.add_argument("--layers", type=int, default=None, help="every stack shrunk to this many layers")
     ap.add_argument("--target", default=None, help="stof's target (default: cuda where there is a GPU)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--ref32", action="store_true",
+                    help="also run the model in float32 (same weights): each line then gives stof's error "
+                         "against it (rel_l2_f32) and Hugging Face fp16's own (hf16_vs_f32)")
     a = ap.parse_args()
     a.B, S_req = map(int, a.shape.split("x"))
     dev = "cuda"
@@ -233,21 +252,21 @@ def main():
     failed = 0
     print(json.dumps(dict(kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, transformers=T.__version__)), flush=True)
     for name in a.models.split(","):
-        model, cfg, S, calls = hf_model(name, S_req, a.layers, dev)
+        model, model32, cfg, S, calls = hf_model(name, S_req, a.layers, dev, a.ref32)
         d = os.path.join(work, name)
         model.save_pretrained(d, safe_serialization=True)
-        for m in model.modules():
+        for m in [*model.modules(), *(model32.modules() if model32 is not None else [])]:
             c = getattr(m, "config", None)
             if c is not None and hasattr(c, "_attn_implementation"):
                 c._attn_implementation = "stof_masked_sdpa"
         for mask in a.masks.split(","):
             try:
-                rec, ok = run_case(a, name, model, cfg, S, calls, d, mask, work, dev)
+                rec, ok = run_case(a, name, model, model32, cfg, S, calls, d, mask, work, dev)
             except Exception as ex:
                 rec, ok = dict(kind="hf_parity", model=name, mask=mask, error=f"{type(ex).__name__}: {ex}"[-600:]), False
             failed += not ok
             print(json.dumps(rec), flush=True)
-        del model
+        del model, model32
         torch.cuda.empty_cache()
     sys.exit(1 if failed else 0)
 
