@@ -135,6 +135,30 @@ stof_status stof_attn_mod_check(stof_ctx *ctx, const char *who, const stof_attn_
   return STOF_OK;
 }
 
+const char *stof_attn_mod_describe(const stof_attn_mod *m, char *buf, size_t n) {
+  if (!n) return buf;
+  buf[0] = 0;
+  size_t len = 0;
+#define ADD(...)                                                                      \
+  do {                                                                                \
+    if (len < n) len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__);            \
+  } while (0)
+  if (!m || (m->kind == STOF_ATTN_MOD_NONE && !(m->softcap > 0))) {
+    ADD("none");
+    return buf;
+  }
+  if (m->softcap > 0) ADD("tanh soft cap %g on the scaled scores", (double)m->softcap);
+  if (m->kind == STOF_ATTN_MOD_T5_BIAS)
+    ADD("%sT5 relative position bias (%s, %d buckets, max distance %d) looked up in the kernel from the "
+        "[H, %d] table by offset j - i", m->softcap > 0 ? ", then " : "",
+        m->bidirectional ? "bidirectional" : "unidirectional", m->num_buckets, m->max_distance, m->num_buckets);
+  else if (m->kind == STOF_ATTN_MOD_ALIBI)
+    ADD("%sALiBi: slope[h] * (j - i) added in the kernel", m->softcap > 0 ? ", then " : "");
+  ADD("; compiled into the kernel (a kernel without a modifier has none of this code)");
+#undef ADD
+  return buf;
+}
+
 /* The bias each (query head h, offset j - i) gets, for every offset of [-(Sq - 1), Sk - 1]:
  * rel[h * nrel + (j - i) + Sq - 1]. O(H (Sq + Sk)), never Sq x Sk. */
 static stof_status bias_by_offset(stof_ctx *ctx, const stof_attn_mod *m, const stof_tensor *bias, int64_t H,

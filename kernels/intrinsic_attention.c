@@ -26,7 +26,7 @@ typedef struct attn_inst {
   stof_attn_plan *plan;
   stof_attn_mod mod;
   int ninput; /* strides[ninput] is the output's */
-  char why[640];
+  char why[1024];
 } attn_inst;
 
 static stof_status run_cpu(stof_ctx *ctx, const stof_attn_attrs *a, const stof_tensor *q,
@@ -95,8 +95,13 @@ static stof_status attn_gpu_new(stof_ctx *ctx, const stof_op *op, int *knobs, vo
   knobs[K_STAGES] = c->stages;
   knobs[K_TMA] = c->hopper ? (c->tma ? 1 : 2) : 0;
   knobs[K_HOPPER] = c->kernel == STOF_ATTN_BLOCK ? (c->hopper ? 1 : 2) : 0;
-  snprintf(in->why, sizeof in->why, "%s, tile %d, %d warps%s: %s", stof_attn_kernel_name(c->kernel), c->tile,
-           c->warps, c->hopper ? (c->tma ? ", wgmma + TMA" : ", wgmma") : "", c->why);
+  char mod[256] = "";
+  if (a->mod.kind != STOF_ATTN_MOD_NONE || a->mod.softcap > 0) {
+    char d[232];
+    snprintf(mod, sizeof mod, "; modifier: %s", stof_attn_mod_describe(&a->mod, d, sizeof d));
+  }
+  snprintf(in->why, sizeof in->why, "%s, tile %d, %d warps%s: %s%s", stof_attn_kernel_name(c->kernel), c->tile,
+           c->warps, c->hopper ? (c->tma ? ", wgmma + TMA" : ", wgmma") : "", c->why, mod);
   *out = in;
   return STOF_OK;
 }

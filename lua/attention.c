@@ -93,7 +93,8 @@ static void check_keys(lua_State *L, int idx, const char *fname, const char *wha
 }
 
 static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", NULL};
-static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "gpu", NULL};
+static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "gpu",
+                                               "mod", "softcap", "buckets", "max_distance", "bidirectional", NULL};
 /* stof.attention's options: opt_keys and the score modifiers'; te.attention's */
 static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "bias",
                                             "buckets", "max_distance", "bidirectional", "alibi", "softcap", NULL};
@@ -493,6 +494,42 @@ static int l_explain(lua_State *L) {
   slua_pred_end(&c);
   if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
   if (st) return slua_raise(L, ctx, st, fname);
+  /* the score modifier a plan would compile in: {mod = "t5" | "alibi", softcap =, buckets =,
+   * max_distance =, bidirectional =} (no table needed to explain) */
+  stof_attn_mod mod = {.bidirectional = 1, .num_buckets = 32, .max_distance = 128};
+  if (lua_istable(L, 3)) {
+    if (lua_getfield(L, 3, "mod") != LUA_TNIL) {
+      const char *k = lua_tostring(L, -1);
+      if (!k || (strcmp(k, "t5") && strcmp(k, "alibi") && strcmp(k, "none")))
+        return slua_error(L, "ValueError", "%s: option mod must be \"t5\", \"alibi\" or \"none\"", fname);
+      mod.kind = !strcmp(k, "t5") ? STOF_ATTN_MOD_T5_BIAS : !strcmp(k, "alibi") ? STOF_ATTN_MOD_ALIBI : STOF_ATTN_MOD_NONE;
+    }
+    lua_pop(L, 1);
+    static const char *const ints[] = {"buckets", "max_distance"};
+    int *idst[] = {&mod.num_buckets, &mod.max_distance};
+    for (int i = 0; i < 2; i++) {
+      if (lua_getfield(L, 3, ints[i]) != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0 || lua_tointeger(L, -1) > INT32_MAX)
+          return slua_error(L, "ValueError", "%s: option %s must be a positive integer", fname, ints[i]);
+        *idst[i] = (int)lua_tointeger(L, -1);
+      }
+      lua_pop(L, 1);
+    }
+    if (lua_getfield(L, 3, "bidirectional") != LUA_TNIL) mod.bidirectional = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, 3, "softcap") != LUA_TNIL) {
+      if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) > 0))
+        return slua_error(L, "ValueError", "%s: option softcap must be a positive number", fname);
+      mod.softcap = (float)lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  if ((st = stof_attn_mod_check(ctx, fname, &mod))) {
+    stof_mask_format_free(f);
+    return slua_raise(L, ctx, st, fname);
+  }
+  char moddesc[320];
+  stof_attn_mod_describe(&mod, moddesc, sizeof moddesc);
   stof_attn_choice ch;
   st = stof_attention_select(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
   if (st) {
@@ -503,11 +540,12 @@ static int l_explain(lua_State *L) {
                   "mask %s at Sq %I, Sk %I (B %I, H %I, D %I)%s%s\n"
                   "  density %f, kept pairs %I per instance on average\n"
                   "  tiles of %d: %I full, %I partial, %I empty; non-empty 16x16 tiles %f%%\n"
-                  "  choice: %s",
+                  "  choice: %s\n"
+                  "  score modifier: %s",
                   f->desc, (lua_Integer)Sq, (lua_Integer)Sk, (lua_Integer)B, (lua_Integer)H, (lua_Integer)D,
                   props.sm_count ? " on " : "", props.sm_count ? props.name : "", f->density,
                   (lua_Integer)(f->nvalid / (f->nmask ? f->nmask : 1)), f->T, (lua_Integer)f->ntile_full,
-                  (lua_Integer)f->ntile_partial, (lua_Integer)f->ntile_empty, 100 * f->frac16, ch.why);
+                  (lua_Integer)f->ntile_partial, (lua_Integer)f->ntile_empty, 100 * f->frac16, ch.why, moddesc);
   stof_mask_format_free(f);
   push_choice(L, &ch);
   return 2;

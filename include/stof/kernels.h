@@ -319,6 +319,9 @@ int64_t stof_attn_t5_bucket(int64_t rel, int bidirectional, int num_buckets, int
  *  build_alibi_tensor): for H a power of two 2^(-8 (h + 1) / H); otherwise the slopes of
  *  the largest power of two P <= H, then every other slope of 2P for the remaining heads. */
 double stof_attn_alibi_slope(int64_t H, int64_t h);
+/** One line naming the modifier and how the kernels compute it ("none" without one), into
+ *  buf (n bytes, truncated). Returns buf. */
+const char *stof_attn_mod_describe(const stof_attn_mod *mod, char *buf, size_t n);
 /** Checks a modifier (kind, bucket parameters, a finite softcap >= 0): STOF_ERR_ARG naming
  *  the field, prefixed by who. */
 stof_status stof_attn_mod_check(stof_ctx *ctx, const char *who, const stof_attn_mod *mod);

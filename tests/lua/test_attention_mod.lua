@@ -204,4 +204,16 @@ do
     "ShapeError", "[H, buckets] = [2, 8]")
   U.raises(function() nn.attention(Q, Q, Q, M.causal(), {bias = T, bogus = 1}) end, "unknown option \"bogus\"")
 end
+-- stof.explain names the modifier a plan would compile in (stof explain --mod / --softcap)
+do
+  local text = stof.explain(M.causal(), {S = 256}, {mod = "t5", bidirectional = false, max_distance = 64})
+  assert(text:find("score modifier: T5 relative position bias (unidirectional, 32 buckets, max distance 64)", 1, true),
+    text)
+  text = stof.explain(M.causal(), {S = 256}, {mod = "alibi", softcap = 30})
+  assert(text:find("score modifier: tanh soft cap 30 on the scaled scores, then ALiBi", 1, true), text)
+  assert(stof.explain(M.causal(), {S = 256}):find("score modifier: none", 1, true))
+  U.raises(function() stof.explain(M.causal(), {S = 256}, {mod = "t6"}) end, "ValueError", "option mod must be")
+  U.raises(function() stof.explain(M.causal(), {S = 256}, {mod = "t5", max_distance = 4}) end,
+    "ValueError", "max_distance 4 must exceed")
+end
 print("attention modifier tests passed")

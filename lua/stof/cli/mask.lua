@@ -37,6 +37,8 @@ its densities.
   --kernel K    explain with a forced kernel: auto, block or row
   --gpu NAME    explain for that GPU instead of the one present (h100, h200, a100, l40s,
                 rtx4090; none: no GPU)
+  --mod M       explain with a score modifier: t5 (relative position bias, 32 buckets) or
+                alibi; --softcap X a tanh soft cap
   -h, --help    this text
 
 example: stof mask show "causal() & sliding(64)" --seq 512 -o causal_sliding.svg]]
@@ -104,6 +106,11 @@ local function parse_show(args)
       o.kernel = value(name, inline)
     elseif name == "--gpu" then
       o.gpu = value(name, inline)
+    elseif name == "--mod" then
+      o.mod = value(name, inline)
+    elseif name == "--softcap" then
+      o.softcap = tonumber(value(name, inline))
+      if not o.softcap then fail("--softcap takes a number") end
       o.tile_given = o.tile_given
     elseif name == "-o" or name == "--output" then
       o.output = value(name, inline)
@@ -189,7 +196,8 @@ local function explain(args)
   if not o.Sq then fail("missing --seq S (the sequence length)") end
   local m = eval_mask(o.expr, o.Sq, o.Sk)
   local ok, text = pcall(stof.explain, m, {Sq = o.Sq, Sk = o.Sk, B = o.batch, H = o.heads, D = o.dim},
-                         {kernel = o.kernel, tile = o.tile_given and o.tile or nil, gpu = o.gpu})
+                         {kernel = o.kernel, tile = o.tile_given and o.tile or nil, gpu = o.gpu, mod = o.mod,
+                          softcap = o.softcap})
   if not ok then fail("%s", tostring(text)) end
   print(text)
 end
