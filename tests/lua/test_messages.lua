@@ -87,7 +87,8 @@ U.raises(function() return stof.attention_plan(M.causal(), {S = 128}, {tiel = 64
 U.raises(function() return stof.attention_plan(M.causal(), {S = 128, d = 64}) end,
   'ValueError: stof.attention_plan: unknown dims key "d" (known: B, H, Hkv, S, Sq, Sk, D, dtype)')
 U.raises(function() return stof.explain(M.causal(), {S = 128}, {tiel = 64}) end,
-  'ValueError: stof.explain: unknown option "tiel" (known: kernel, tile, warps, stages, portable, scale', ", gpu)")
+  'ValueError: stof.explain: unknown option "tiel" (known: kernel, tile, warps, stages, portable, scale',
+  ", gpu, mod, softcap, buckets, max_distance, bidirectional)")
 U.raises(function() return stof.explain(M.causal(), {S = 128, s = 3}) end, 'ValueError: stof.explain: unknown dims key "s"')
 -- the CPU path takes the GPU plans' tiles
 U.raises(function() return stof.attention(q, k, v, M.causal(), {tile = 48}) end,
