@@ -5,13 +5,16 @@
  * and why; stof.te.attention(q, k, v, mask[, scale | opts]) puts attention into a TE graph
  * as an opaque extern op whose CPU implementation the interpreter calls. Score modifiers
  * (opts bias / buckets / max_distance / bidirectional, alibi, softcap: check_mod) reach the
- * CPU implementation; the GPU plans refuse them until the kernels have them.
+ * CPU implementation and the GPU plans (compiled into their kernels).
+ * A plan times itself with device events (plan:time, for stof.bench.attention and scripts
+ * that measure).
  *
  * The GPU engine is one per Lua state (registry "stof.attn_engine"). Plans made by
  * stof.attention are cached per mask handle (a weak-keyed table), per dims and options.
  * Masks used inside a graph are kept alive by the graph (weak-keyed table graph -> masks).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lua_int.h"
@@ -370,6 +373,80 @@ static int plan_run(lua_State *L) {
   return 1;
 }
 
+/* The tensor, or the tensors of the sequence, at arg into ts[max]; returns their count. */
+static int check_tensor_set(lua_State *L, int arg, const char *fname, stof_tensor **ts, int max) {
+  if (!lua_istable(L, arg)) return ts[0] = slua_check_tensor(L, arg, fname), 1;
+  int n = (int)luaL_len(L, arg);
+  if (n < 1 || n > max)
+    return slua_error(L, "ValueError", "%s: argument #%d: a tensor or a list of 1 to %d tensors, got a table of %d", fname,
+                      arg - 1, max, n);
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, arg, i + 1);
+    ts[i] = slua_check_tensor(L, -1, fname);
+    lua_pop(L, 1); /* the table keeps it alive */
+  }
+  return n;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+#define TIME_MAX_SETS 8
+#define TIME_MAX_WARMUP 2000
+
+/* plan:time(q, k, v, out[, reps = 30[, warmup_ms = 100]]) -> median ms, {ms of each run}.
+ * q, k, v: CUDA tensors, or lists of n of them: run r reads set r % n (rotating the inputs,
+ * so that caches do not flatter). As bench/bench_attention.c measures (DESIGN.md section
+ * 9): warm-up launches for about warmup_ms (at most 2000), then reps runs, each between
+ * two device events on the context's current stream; the median is the upper one for an
+ * even count. */
+static int plan_time(lua_State *L) {
+  const char *fname = "AttnPlan:time";
+  slua_plan *h = check_plan(L, 1, fname);
+  stof_tensor *q[TIME_MAX_SETS], *k[TIME_MAX_SETS], *v[TIME_MAX_SETS];
+  int nq = check_tensor_set(L, 2, fname, q, TIME_MAX_SETS), nk = check_tensor_set(L, 3, fname, k, TIME_MAX_SETS),
+      nv = check_tensor_set(L, 4, fname, v, TIME_MAX_SETS);
+  if (nq != nk || nq != nv)
+    return slua_error(L, "ValueError", "%s: %d q, %d k and %d v tensors (as many of each)", fname, nq, nk, nv);
+  stof_tensor *out = slua_check_tensor(L, 5, fname);
+  lua_Integer reps = lua_isnoneornil(L, 6) ? 30 : slua_check_integer(L, 6, fname, "reps");
+  double warm_ms = slua_opt_number(L, 7, fname, "warmup_ms", 100);
+  if (reps < 1 || reps > 1000000) return slua_error(L, "ValueError", "%s: reps = %I (1 to 10^6)", fname, reps);
+  if (!(warm_ms >= 0 && warm_ms <= 60000))
+    return slua_error(L, "ValueError", "%s: warmup_ms = %f (0 to 60000)", fname, warm_ms);
+  float *ts = slua_scratch(L, sizeof *ts * (size_t)reps * 2); /* the runs, then sorted */
+  stof_ctx *ctx = h->lc->ctx;
+  stof_cuda_timer *timer = NULL;
+  stof_status st = stof_cuda_timer_new(ctx, &timer);
+  /* a first run, checked (a wrong tensor fails here, naming it), then 5 timed together */
+  if (!st) st = stof_attn_plan_run(h->p, q[0], k[0], v[0], out);
+  float wms = 0;
+  if (!st) st = stof_cuda_timer_start(timer);
+  for (int w = 0; w < 5 && !st; w++) st = stof_attn_plan_run(h->p, q[w % nq], k[w % nq], v[w % nq], out);
+  if (!st) st = stof_cuda_timer_stop(timer, &wms);
+  int nwarm = wms > 0 ? (int)fmin((double)TIME_MAX_WARMUP, warm_ms / (wms / 5)) : (warm_ms > 0 ? 100 : 0);
+  for (int w = 0; w < nwarm && !st; w++) st = stof_attn_plan_run(h->p, q[w % nq], k[w % nq], v[w % nq], out);
+  for (lua_Integer r = 0; r < reps && !st; r++) {
+    int i = (int)(r % nq);
+    st = stof_cuda_timer_start(timer);
+    if (!st) st = stof_attn_plan_run(h->p, q[i], k[i], v[i], out);
+    if (!st) st = stof_cuda_timer_stop(timer, &ts[r]);
+  }
+  stof_cuda_timer_free(timer);
+  if (st) return slua_raise(L, ctx, st, fname);
+  memcpy(ts + reps, ts, sizeof *ts * (size_t)reps);
+  qsort(ts + reps, (size_t)reps, sizeof *ts, cmp_float);
+  lua_pushnumber(L, ts[reps + reps / 2]);
+  lua_createtable(L, (int)reps, 0);
+  for (lua_Integer r = 0; r < reps; r++) {
+    lua_pushnumber(L, ts[r]);
+    lua_rawseti(L, -2, r + 1);
+  }
+  return 2;
+}
+
 static void push_choice(lua_State *L, const stof_attn_choice *c) {
   lua_createtable(L, 0, 8);
   lua_pushstring(L, stof_attn_kernel_name(c->kernel));
@@ -400,8 +477,19 @@ static int plan_index(lua_State *L) {
     lua_pushnumber(L, stof_attn_plan_prepare_ms(h->p));
   } else if (strcmp(key, "nvalid") == 0) {
     lua_pushinteger(L, (lua_Integer)stof_attn_plan_nvalid(h->p));
+  } else if (strcmp(key, "gpu") == 0) {
+    stof_cuda_props props;
+    stof_ctx *ctx = stof_attn_plan_ctx(h->p);
+    if (stof_cuda_props_get(ctx, &props)) {
+      stof_ctx_clear_error(ctx);
+      lua_pushnil(L);
+    } else {
+      lua_pushstring(L, props.name);
+    }
   } else if (strcmp(key, "run") == 0) {
     lua_pushcfunction(L, plan_run);
+  } else if (strcmp(key, "time") == 0) {
+    lua_pushcfunction(L, plan_time);
   } else if (strcmp(key, "close") == 0) {
     lua_pushcfunction(L, plan_gc);
   } else {

@@ -5,6 +5,8 @@
  *   stof -e CODE [-e CODE ...]      run chunks of Lua; a script and its args may follow
  *   stof - [args...]                run standard input as a script
  *   stof COMMAND [args...]          a command written in Lua: lua/stof/cli/COMMAND.lua
+ *                                   (COMMAND a word that names no file; a folder such as
+ *                                   the source tree's bench/ does not count)
  *   stof --help | --version
  *
  * Scripts see the global `arg` as lua.c sets it (arg[0] the script, arg[1..] its
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lualib.h>
@@ -119,6 +122,12 @@ static void find_command(lua_State *L, const char *name) {
   lua_remove(L, -2);
 }
 
+/* Whether path names something other than a folder (a script may be any such file). */
+static int is_file(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode);
+}
+
 /* ---------------------------------------------------------------- main */
 
 static void setup(lua_State *L, const char *argv0) {
@@ -213,16 +222,21 @@ static int pmain(lua_State *L) {
     }
     script = i + 1;
     path = argv[script];
-  } else if (strcmp(path, "-") != 0 && !strchr(path, '/') && !strchr(path, '.') &&
-             access(path, F_OK) != 0) {
-    /* A word that is no file: a command in lua/stof/cli/. */
+  } else if (strcmp(path, "-") != 0 && !strchr(path, '/') && !strchr(path, '.') && !is_file(path)) {
+    /* A word that is no file (a folder of that name, such as the source tree's bench/, does
+     * not count): a command in lua/stof/cli/. */
     find_command(L, path);
     if (lua_isnil(L, -1)) {
-      fprintf(stderr, "stof: unknown command '%s' (and no such file); see stof --help\n", path);
-      lua_pushboolean(L, 0);
-      return 1;
+      if (access(path, F_OK) == 0) { /* a folder: run_script says so */
+        lua_pop(L, 1);
+      } else {
+        fprintf(stderr, "stof: unknown command '%s' (and no such file); see stof --help\n", path);
+        lua_pushboolean(L, 0);
+        return 1;
+      }
+    } else {
+      path = lua_tostring(L, -1); /* kept on the stack while it runs */
     }
-    path = lua_tostring(L, -1); /* kept on the stack while it runs */
   }
   create_arg_table(L, argv, argc, script);
   int st = run_script(L, strcmp(path, "-") == 0 ? NULL : path, argv, argc, script);

@@ -8,6 +8,8 @@
  *   stof.allclose(a, b[, rtol][, atol])  stof.rel_l2(a, b)
  *   t:shape() t:dtype() t:device() t:ndim() t:numel() t:to(dev) t:astype(dtype) t:clone()
  *   t:fill(v) t:totable() t:close()      t[{i, j}] and t[{i, j}] = v (0-based); t[i] in 1-D
+ *   t:slice(dim, start[, length])        a contiguous copy of elements start .. start +
+ *                                        length - 1 (length 1 by default) of dim (0-based)
  *
  * dtype defaults to float32. A handle owns its tensor until collected, closed (t:close(),
  * or a <close> variable) or finalized; every use of a closed handle is an error.
@@ -371,6 +373,36 @@ static int m_astype(lua_State *L) {
   return 1;
 }
 
+/* t:slice(dim, start[, length]) -> a contiguous copy (CPU) of that range of dim, the
+ * other dims whole: a (b, h) slice of a [B, H, S, D] tensor is t:slice(0, b):slice(1, h). */
+static int m_slice(lua_State *L) {
+  const char *fname = "Tensor:slice";
+  stof_tensor *t = slua_check_tensor(L, 1, fname);
+  lua_Integer dim = slua_check_integer(L, 2, fname, "dim");
+  lua_Integer start = slua_check_integer(L, 3, fname, "start");
+  lua_Integer len = lua_isnoneornil(L, 4) ? 1 : slua_check_integer(L, 4, fname, "length");
+  check_cpu(L, t, fname);
+  if (dim < 0 || dim >= t->ndim)
+    return slua_error(L, "IndexError", "%s: dim %I of a %d-D tensor", fname, dim, t->ndim);
+  int64_t n = t->shape[dim];
+  if (start < 0 || start > n || len < 0 || len > n - start)
+    return slua_error(L, "IndexError", "%s: elements [%I, %I + %I) of dim %I, which has %I", fname, start, start,
+                      len, dim, (lua_Integer)n);
+  int64_t shape[STOF_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[dim] = len;
+  char *data = (char *)t->data + (size_t)(start * t->strides[dim]) * stof_dtype_size(t->dtype);
+  stof_tensor *view = NULL;
+  lua_settop(L, 1);
+  slua_tensor *h = slua_new_tensor(L);
+  stof_status st = stof_tensor_wrap(t->ctx, t->dtype, t->ndim, shape, t->strides, len ? data : t->data,
+                                    STOF_DEVICE_CPU, &view);
+  if (!st) st = stof_tensor_cast(view, t->dtype, &h->t);
+  stof_tensor_free(view);
+  if (st) return slua_raise(L, t->ctx, st, fname);
+  return 1;
+}
+
 static int m_fill(lua_State *L) {
   const char *fname = "Tensor:fill";
   stof_tensor *t = slua_check_tensor(L, 1, fname);
@@ -490,7 +522,8 @@ static int tensor_tostring(lua_State *L) {
 static const luaL_Reg methods[] = {
     {"shape", m_shape},   {"dtype", m_dtype},     {"device", m_device}, {"ndim", m_ndim},
     {"numel", m_numel},   {"to", m_to},           {"clone", m_clone},   {"astype", m_astype},
-    {"fill", m_fill},     {"totable", m_totable}, {"close", m_close},   {NULL, NULL},
+    {"fill", m_fill},     {"totable", m_totable}, {"close", m_close},   {"slice", m_slice},
+    {NULL, NULL},
 };
 
 static int tensor_method(lua_State *L) {

@@ -60,97 +60,36 @@ local CONSTRUCTORS = {
 
 -- Raised for user errors: printed without a traceback.
 local common = require("stof.cli.common")
-local fail = common.fail
+local fail, eval_mask = common.fail, common.eval_mask
 
-local function positive(opt, v)
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 1 then fail("%s: expected a positive integer, got '%s'", opt, tostring(v)) end
-  return n
+local function set_int(field)
+  return function(o, v, name) o[field] = common.positive(name, v) end
 end
 
--- Parses the arguments after "show".
+local OPTIONS = {
+  ["--seq"] = function(o, v) o.Sq, o.Sk = common.parse_seq(v) end,
+  ["--tile"] = function(o, v, name)
+    o.tile = common.positive(name, v)
+    o.tile_given = true
+  end,
+  ["--batch"] = set_int("batch"),
+  ["--heads"] = set_int("heads"),
+  ["--dim"] = set_int("dim"),
+  ["--kernel"] = function(o, v) o.kernel = v end,
+  ["--gpu"] = function(o, v) o.gpu = v end,
+  ["--mod"] = function(o, v) o.mod = v end,
+  ["--softcap"] = function(o, v)
+    o.softcap = tonumber(v)
+    if not o.softcap then fail("--softcap takes a number") end
+  end,
+  ["-o"] = function(o, v) o.output = v end,
+  ["--output"] = function(o, v) o.output = v end,
+}
+
+-- Parses the arguments after "show" (or "explain").
 local function parse_show(args)
-  local o = {tile = 64, batch = 1, heads = 1, dim = 64}
-  local k = 1
-  local function value(opt, inline)
-    if inline then return inline end
-    k = k + 1
-    if args[k] == nil then fail("%s needs a value", opt) end
-    return args[k]
-  end
-  while k <= #args do
-    local a = args[k]
-    local name, inline = a:match("^(%-%-[%w-]+)=(.*)$")
-    name = name or a
-    if name == "-h" or name == "--help" then
-      o.help = true
-    elseif name == "--seq" then
-      local v = value(name, inline)
-      local q, s = v:match("^%s*(%d+)%s*,%s*(%d+)%s*$")
-      if q then
-        o.Sq, o.Sk = positive("--seq", q), positive("--seq", s)
-      else
-        o.Sq = positive("--seq", v)
-        o.Sk = o.Sq
-      end
-    elseif name == "--tile" then
-      o.tile = positive(name, value(name, inline))
-      o.tile_given = true
-    elseif name == "--batch" then
-      o.batch = positive(name, value(name, inline))
-    elseif name == "--heads" then
-      o.heads = positive(name, value(name, inline))
-    elseif name == "--dim" then
-      o.dim = positive(name, value(name, inline))
-    elseif name == "--kernel" then
-      o.kernel = value(name, inline)
-    elseif name == "--gpu" then
-      o.gpu = value(name, inline)
-    elseif name == "--mod" then
-      o.mod = value(name, inline)
-    elseif name == "--softcap" then
-      o.softcap = tonumber(value(name, inline))
-      if not o.softcap then fail("--softcap takes a number") end
-      o.tile_given = o.tile_given
-    elseif name == "-o" or name == "--output" then
-      o.output = value(name, inline)
-    elseif a:sub(1, 1) == "-" and a ~= "-" then
-      fail("unknown option '%s' (see stof mask --help)", a)
-    elseif o.expr == nil then
-      o.expr = a
-    else
-      fail("unexpected argument '%s' (quote the MASK expression if it has spaces)", a)
-    end
-    k = k + 1
-  end
-  return o
-end
-
--- The mask that the expression denotes.
-local function eval_mask(expr, Sq, Sk)
-  local name = expr:match("^%s*([%a_][%w_]*)%s*$")
-  if name then
-    for _, s in ipairs(M.suite_names()) do
-      if s == name then
-        local ok, m = pcall(M.suite, name, Sq)
-        if not ok then fail("%s", tostring(m)) end
-        return m
-      end
-    end
-  end
-  local env = setmetatable({S = Sq, Sq = Sq, Sk = Sk, stof = stof}, {__index = function(_, k)
-    return M[k] or math[k] or _G[k]
-  end})
-  local chunk, err = load("return " .. expr, "=MASK", "t", env)
-  if not chunk then fail("bad MASK expression \"%s\": %s", expr, err) end
-  local ok, m = pcall(chunk)
-  if not ok then fail("bad MASK expression \"%s\": %s", expr, tostring(m)) end
-  if getmetatable(m) ~= getmetatable(M.dense()) then
-    local what = type(m) == "function" and "a function (call it, as in causal())"
-      or (type(m) .. (m ~= nil and (" " .. tostring(m)) or ""))
-    fail("MASK \"%s\" gives %s, not a mask", expr, what)
-  end
-  return m
+  return common.parse_args(args, "mask", {tile = 64, batch = 1, heads = 1, dim = 64}, OPTIONS, nil, {"expr"},
+                           "quote the MASK expression if it has spaces")
 end
 
 local function show(args)

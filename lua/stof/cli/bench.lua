@@ -1,0 +1,109 @@
+-- stof bench attention MASK --seq S [...]: a verified number for one mask (stof.bench,
+-- lua/stof/bench.lua): the GPU result checked against the CPU reference on sampled rows
+-- (output poisoned with NaN first), then the median time, useful TFLOP/s, the fraction of
+-- the roofline, the density, and the kernel and tile the selector chose with its reason.
+-- MASK is what `stof mask show` takes (stof.cli.common.eval_mask). Errors print
+-- "stof bench: <cause>" and exit with status 1; so does a run without a GPU.
+local stof = require("stof")
+local common = require("stof.cli.common")
+local fail = common.fail
+
+local USAGE = [[
+usage: stof bench attention MASK --seq S[,Sk] [--batch B] [--heads H] [--heads-kv Hkv]
+                            [--dim D] [--dtype float16|bfloat16] [--kernel auto|block|row]
+                            [--tile 64|128] [--reps N] [--check-rows N] [--json FILE]
+       stof bench --help
+
+Checks stof's sparse attention for MASK on the GPU against the CPU reference (float32
+copies, f64 accumulation) on sampled rows, with the output poisoned (NaN) first, then
+times it (CUDA events, warm-up, median) and prints the time, useful TFLOP/s (4 * D * kept
+pairs / time), the fraction of the roofline max(FLOPs / peak, Q+K+V+O bytes / bandwidth),
+the density, and the kernel and tile the selector chose and why. Needs a GPU.
+
+  MASK            what `stof mask show` takes: a Lua expression over the stof.mask
+                  constructors ("longformer(32, 32)", "causal() & sliding(64)",
+                  "fn(function(b, h, i, j) return (i - j) % 4 == 0 end)"), or a name of
+                  the canonical suite (dense, causal, sliding, causal_sliding, longformer,
+                  bigbird, document); S, Sq and Sk are the sequence lengths
+  --seq S         the sequence length (required); --seq Sq,Sk for queries != keys
+  --batch B       batch elements (1)
+  --heads H       query heads (12)
+  --heads-kv Hkv  key/value heads (H; fewer: grouped-query attention, H a multiple of it)
+  --dim D         head dim (64; the GPU kernels take 64 and 128)
+  --dtype T       float16 (default) or bfloat16
+  --kernel K      auto (the selector, default), block or row
+  --tile T        64 or 128 (default: the selector's)
+  --reps N        timed runs (30); the median is printed
+  --check-rows N  rows checked per sampled (b, h) pair (16; all rows when S <= N)
+  --json FILE     also append the result to FILE as one line of JSON
+  -h, --help      this text
+
+The same from Lua: stof.bench.attention(mask, {B=, H=, S=, D=, ...}) (docs/ATTENTION.md).
+example: stof bench attention "causal() & sliding(256)" --batch 8 --heads 12 --seq 4096]]
+
+local DTYPES = {float16 = true, bfloat16 = true}
+local KERNELS = {auto = true, block = true, row = true}
+
+local function set_int(field)
+  return function(o, v, name) o[field] = common.positive(name, v) end
+end
+
+local OPTIONS = {
+  ["--seq"] = function(o, v) o.Sq, o.Sk = common.parse_seq(v) end,
+  ["--batch"] = set_int("B"),
+  ["--heads"] = set_int("H"),
+  ["--heads-kv"] = set_int("Hkv"),
+  ["--dim"] = set_int("D"),
+  ["--reps"] = set_int("reps"),
+  ["--check-rows"] = function(o, v, name)
+    o.check_rows = common.positive(name, v)
+    if o.check_rows < 2 then fail("--check-rows: at least 2 (the first and the last row), got %d", o.check_rows) end
+  end,
+  ["--dtype"] = function(o, v)
+    if not DTYPES[v] then fail("--dtype: float16 or bfloat16 (the GPU kernels' types), got '%s'", v) end
+    o.dtype = v
+  end,
+  ["--kernel"] = function(o, v)
+    if not KERNELS[v] then fail("--kernel: auto, block or row, got '%s'", v) end
+    o.kernel = v
+  end,
+  ["--tile"] = function(o, v, name)
+    o.tile = common.positive(name, v)
+    if o.tile ~= 64 and o.tile ~= 128 then fail("--tile: 64 or 128, got %d", o.tile) end
+  end,
+  ["--json"] = function(o, v) o.json = v end,
+}
+
+local function attention(args)
+  local o = common.parse_args(args, "bench attention", {}, OPTIONS, nil, {"expr"},
+                              "quote the MASK expression if it has spaces")
+  if o.help then return print(USAGE) end
+  if not o.expr then fail("missing MASK (see stof bench --help)") end
+  if not o.Sq then fail("missing --seq S (the sequence length)") end
+  local mask = common.eval_mask(o.expr, o.Sq, o.Sk)
+  local ok, r = pcall(stof.bench.attention, mask, {B = o.B, H = o.H, Hkv = o.Hkv, Sq = o.Sq, Sk = o.Sk, D = o.D,
+                                                   dtype = o.dtype, kernel = o.kernel, tile = o.tile,
+                                                   reps = o.reps, check_rows = o.check_rows})
+  if not ok then
+    local msg = common.user_error(r)
+    if not msg then error(r, 0) end
+    if msg:match("^DeviceError: ") then
+      local seq = o.Sq == o.Sk and tostring(o.Sq) or ("%d,%d"):format(o.Sq, o.Sk)
+      fail("attention needs a GPU, and none can be used here (%s); `stof explain '%s' --seq %s --batch %d "
+           .. "--heads %d --dim %d` shows the kernel the selector would pick without one",
+           (msg:gsub("^DeviceError: stof%.bench%.attention: needs a GPU %((.*)%)$", "%1")), o.expr, seq, o.B or 1,
+           o.H or 12, o.D or 64)
+    end
+    fail("%s", msg)
+  end
+  print(stof.bench.report(r))
+  if o.json then
+    local f, err = io.open(o.json, "a")
+    if not f then fail("--json: %s", err) end
+    f:write(stof.bench.json(r), "\n")
+    f:close()
+    print("appended to " .. o.json)
+  end
+end
+
+common.main("bench", USAGE, {attention = attention}, ...)
