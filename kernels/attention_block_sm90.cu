@@ -603,7 +603,11 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   auto barrier_prefetch = [&](int i) -> bool {
     cp_async_wait<kDist - 1>();
     fence_async_smem();
-    __syncthreads();
+    /* the CTA barrier, reached by the two warpgroups from two call sites: as bar.sync with
+     * its thread count, whose arrivals may come from different instructions (a bare
+     * __syncthreads() must be one call site for the whole block: compute-sanitizer's
+     * synccheck reported the two sites as divergent) */
+    asm volatile("bar.sync 0, %0;\n" ::"n"(kThreads) : "memory");
     const int j = i + kDist;
     if (j < n) {
       issue(j % kStages, nx_col, nx_off);
