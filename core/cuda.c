@@ -566,6 +566,21 @@ static int try_include_dir(const char *dir, const char *suffix) {
   return 1;
 }
 
+/* STOF_NVRTC_LINEINFO=1: every compilation adds -lineinfo (source lines in the cubin, for
+ * compute-sanitizer's and the profilers' reports; the code is the same). Read once. */
+static int lineinfo;
+static pthread_once_t lineinfo_once = PTHREAD_ONCE_INIT;
+
+static void read_lineinfo(void) {
+  const char *v = getenv("STOF_NVRTC_LINEINFO");
+  lineinfo = v && *v && strcmp(v, "0") != 0;
+}
+
+static int want_lineinfo(void) {
+  pthread_once(&lineinfo_once, read_lineinfo);
+  return lineinfo;
+}
+
 static void find_include_dir(void) {
   static const char *const env[] = {"CUDA_HOME", "CUDA_PATH"};
   for (size_t i = 0; i < sizeof env / sizeof *env; i++) {
@@ -635,7 +650,8 @@ stof_status stof_cuda_compile_ex(stof_ctx *ctx, const char *src, const char *nam
   pthread_once(&include_once, find_include_dir);
   char archopt[64];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-  size_t noptall = 3 + (include_opt[0] ? 1 : 0) + (size_t)nopt;
+  int li = want_lineinfo();
+  size_t noptall = 3 + (include_opt[0] ? 1 : 0) + (size_t)li + (size_t)nopt;
   const char **all = stof_ctx_alloc(ctx, noptall * sizeof *all);
   if (!all) return STOF_ERR_NOMEM;
   size_t k = 0;
@@ -643,6 +659,7 @@ stof_status stof_cuda_compile_ex(stof_ctx *ctx, const char *src, const char *nam
   all[k++] = "-default-device";
   all[k++] = "--std=c++17";
   if (include_opt[0]) all[k++] = include_opt;
+  if (li) all[k++] = "-lineinfo";
   for (int i = 0; i < nopt; i++) all[k++] = opts[i];
 
   stof_status st = STOF_OK;
@@ -1035,6 +1052,7 @@ stof_status stof_cuda_compile_cached(stof_ctx *ctx, const char *src, const char 
   int ver = stof_cuda_nvrtc_version();
   h = stof_hash_bytes(h, &ver, sizeof ver);
   for (int i = 0; i < nopt && opts; i++) h = hash_str(h, opts[i]);
+  if (want_lineinfo()) h = hash_str(h, "-lineinfo");
   for (int i = 0; i < nheader && header_names && header_srcs; i++)
     h = hash_str(hash_str(h, header_names[i]), header_srcs[i]);
   char dir[4096], path[4200];

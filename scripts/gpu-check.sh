@@ -3,7 +3,14 @@
 # here by `make gpu-build`): the GPU tests, then every CPU test and Lua script with the
 # same binaries. One line per suite is printed; the logs, one after another, go to
 # $OUT/gpu-check.log (or /tmp/gpu-check.log).
+#   bash scripts/gpu-check.sh              # every test
+#   bash scripts/gpu-check.sh --sanitize   # the GPU code under compute-sanitizer instead
+#                                          # (scripts/gpu-sanitize.sh says what and how)
 set -u
+if [ "${1:-}" = --sanitize ]; then
+  shift
+  exec bash "$(dirname "$0")/gpu-sanitize.sh" "$@"
+fi
 out=/tmp/gpu-check
 mkdir -p "$out"
 b=build-gpu

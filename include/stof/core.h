@@ -602,8 +602,9 @@ void stof_cuda_graph_free(stof_cuda_graph *g);
 
 /**
  * Compiles CUDA C with NVRTC for arch ("sm_90", "sm_90a", ...) to a cubin. name names the
- * source in messages; nopt extra options. On failure STOF_ERR_COMPILE carries the NVRTC
- * log. Owned cubin: stof_ctx_dealloc(ctx, *cubin, *size).
+ * source in messages; nopt extra options (and -lineinfo when the environment has
+ * STOF_NVRTC_LINEINFO=1: source lines for compute-sanitizer's reports). On failure
+ * STOF_ERR_COMPILE carries the NVRTC log. Owned cubin: stof_ctx_dealloc(ctx, *cubin, *size).
  */
 stof_status stof_cuda_compile(stof_ctx *ctx, const char *src, const char *name,
                               const char *arch, int nopt, const char *const *opts,

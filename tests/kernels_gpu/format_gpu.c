@@ -252,34 +252,57 @@ void gpu_format_matches_cpu_with_unequal_lengths(void **state) {
   fg_finish(f);
 }
 
+/* Per-batch documents at length S: four batch elements of 3, 1, 5 and 2 sequences (the last
+ * leaving a tail with no sequence), alone and combined with causal and BigBird. */
+static void check_per_batch_documents(fg_fixture *f, int64_t S) {
+  stof_ctx *ctx = f->ctx;
+  static const int64_t nseq[4] = {3, 1, 5, 2};
+  int64_t lens[11] = {S / 3, S / 3, S - 2 * (S / 3), S,        S / 7 + 1, S / 5, S / 9 + 2,
+                      S / 4, S / 6, S / 2,           S / 3 + 11};
+  stof_mask *docs, *causal, *bb, *m[4];
+  TU_OK(ctx, stof_mask_document_batched(ctx, 4, nseq, lens, &docs));
+  TU_OK(ctx, stof_mask_causal(ctx, &causal));
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", S, &bb));
+  TU_OK(ctx, stof_mask_intersection(docs, causal, &m[0]));
+  TU_OK(ctx, stof_mask_union(bb, docs, &m[1]));
+  TU_OK(ctx, stof_mask_difference(bb, docs, &m[2]));
+  m[3] = docs;
+  for (int k = 0; k < 4; k++)
+    for (int t = 0; t < NTILE; t++) check_build(f, m[k], 4, 2, S, S, tiles[t], 0);
+  /* and unequal lengths */
+  check_build(f, m[3], 4, 1, S, S / 2 + 1, 64, 0);
+  check_build(f, m[0], 4, 3, S / 3 + 5, S, 128, 0);
+  free_all(m, 3);
+  stof_mask_free(docs);
+  stof_mask_free(causal);
+  stof_mask_free(bb);
+}
+
 void gpu_format_matches_cpu_on_per_batch_documents(void **state) {
   fg_fixture *f = fg_gpu(state);
-  stof_ctx *ctx = f->ctx;
-  for (int s = 0; s < NSIZE; s++) {
-    int64_t S = sizes[s];
-    /* four batch elements: 3, 1, 5 and 2 sequences, the last leaving a tail with no
-     * sequence */
-    static const int64_t nseq[4] = {3, 1, 5, 2};
-    int64_t lens[11] = {S / 3, S / 3, S - 2 * (S / 3), S,        S / 7 + 1, S / 5, S / 9 + 2,
-                        S / 4, S / 6, S / 2,           S / 3 + 11};
-    stof_mask *docs, *causal, *bb, *m[4];
-    TU_OK(ctx, stof_mask_document_batched(ctx, 4, nseq, lens, &docs));
-    TU_OK(ctx, stof_mask_causal(ctx, &causal));
-    TU_OK(ctx, stof_mask_suite(ctx, "bigbird", S, &bb));
-    TU_OK(ctx, stof_mask_intersection(docs, causal, &m[0]));
-    TU_OK(ctx, stof_mask_union(bb, docs, &m[1]));
-    TU_OK(ctx, stof_mask_difference(bb, docs, &m[2]));
-    m[3] = docs;
-    for (int k = 0; k < 4; k++)
-      for (int t = 0; t < NTILE; t++) check_build(f, m[k], 4, 2, S, S, tiles[t], 0);
-    /* and unequal lengths */
-    check_build(f, m[3], 4, 1, S, S / 2 + 1, 64, 0);
-    check_build(f, m[0], 4, 3, S / 3 + 5, S, 128, 0);
-    free_all(m, 3);
-    stof_mask_free(docs);
-    stof_mask_free(causal);
-    stof_mask_free(bb);
-  }
+  for (int s = 0; s < NSIZE; s++) check_per_batch_documents(f, sizes[s]);
+  fg_finish(f);
+}
+
+/* Small sizes, for compute-sanitizer (scripts/gpu-sanitize.sh runs this test alone:
+ * STOF_TEST_FILTER=gpu_format_matches_cpu_at_small_sizes): every suite mask and the other
+ * kinds and combinations at S = 200 on every tile, the suite masks at unequal and odd
+ * lengths on tile 64, per-batch documents at S = 129. */
+void gpu_format_matches_cpu_at_small_sizes(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  stof_mask *m[MAXM + 8];
+  int n = 0;
+  for (int k = 0; stof_mask_suite_name(k); k++)
+    TU_OK(f->ctx, stof_mask_suite(f->ctx, stof_mask_suite_name(k), 200, &m[n++]));
+  int nsuite = n;
+  n += other_masks(f->ctx, 200, m + n);
+  for (int k = 0; k < n; k++)
+    for (int t = 0; t < NTILE; t++) check_build(f, m[k], 2, 2, 200, 200, tiles[t], 0);
+  static const int64_t dims[][2] = {{77, 200}, {200, 77}, {129, 129}, {1, 129}};
+  for (int d = 0; d < 4; d++)
+    for (int k = 0; k < nsuite; k++) check_build(f, m[k], 1, 2, dims[d][0], dims[d][1], 64, 0);
+  free_all(m, n);
+  check_per_batch_documents(f, 129);
   fg_finish(f);
 }
 

@@ -9,6 +9,7 @@ void gpu_format_matches_cpu_on_suite_masks(void **state);
 void gpu_format_matches_cpu_on_other_kinds_and_combinations(void **state);
 void gpu_format_matches_cpu_with_unequal_lengths(void **state);
 void gpu_format_matches_cpu_on_per_batch_documents(void **state);
+void gpu_format_matches_cpu_at_small_sizes(void **state);
 void gpu_format_build_times_against_cpu(void **state);
 void gpu_format_public_entry_cache_and_refusals(void **state);
 void engine_builds_long_sequence_formats_on_the_gpu(void **state);

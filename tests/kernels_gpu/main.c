@@ -81,6 +81,7 @@ static double now_s(void) {
 typedef struct run_spec {
   stof_attn_kernel kernel;
   int tile, warps, stages; /* 0: the selector's */
+  int portable, tma;       /* stof_attn_opts' (0: the selector's) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -228,7 +229,9 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .tile = rs->tile,
                       .scale = c->scale,
                       .warps = rs->warps,
-                      .stages = rs->stages};
+                      .stages = rs->stages,
+                      .portable = rs->portable,
+                      .tma = rs->tma};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -237,8 +240,9 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
     return;
   }
   const stof_attn_choice *ch = stof_attn_plan_choice(plan);
-  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds", ct, stof_attn_kernel_name(rs->kernel),
-           rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages);
+  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds%s", ct, stof_attn_kernel_name(rs->kernel),
+           rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages,
+           ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma");
 
   /* the choice: what was forced is kept; auto is the selector's answer for this device */
   char bad[512] = "";
@@ -251,7 +255,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
              stof_attn_kernel_name(want.kernel), want.tile, want.warps, want.stages);
   else if ((rs->kernel != STOF_ATTN_AUTO && ch->kernel != rs->kernel) ||
            (rs->tile && ch->tile != rs->tile) || (rs->warps && ch->warps != rs->warps) ||
-           (rs->stages && ch->stages != rs->stages))
+           (rs->stages && ch->stages != rs->stages) || (rs->portable && ch->hopper) ||
+           (rs->tma > 0 && !ch->tma) || (rs->tma < 0 && (!ch->hopper || ch->tma)))
     snprintf(bad, sizeof bad, "forced options not kept");
   else if (stof_attn_plan_nvalid(plan) != p->nvalid)
     snprintf(bad, sizeof bad, "plan_nvalid %lld, the mask keeps %lld",
@@ -534,6 +539,58 @@ static void per_head_masks_match_cpu(void **state) {
   gcase d = {m, 1, 4, 2, 1000, 1000, 64, STOF_DTYPE_F16, 0, 1102};
   check_case(f, &d, all_runs, NALL);
   stof_mask_free(m);
+  finish(f);
+}
+
+/* Every kernel variant the selector can pick, forced one by one, on small shapes: block-wise
+ * portable (mma.sync), block-wise Hopper (wgmma) with K/V by cp.async and by TMA (compute
+ * capability 9.0 only), row-wise; tiles 64 and 128; D 64 and 128; f16 and bf16; odd and
+ * unequal lengths, a per-head mask with grouped-query heads, rows with no key, per-batch
+ * documents. Small enough to run under compute-sanitizer (scripts/gpu-sanitize.sh runs it
+ * alone: STOF_TEST_FILTER=every_kernel_variant_at_small_shapes), where kernels run 10-100x
+ * slower. */
+static void every_kernel_variant_at_small_shapes(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  static const run_spec variants[] = {
+      {STOF_ATTN_BLOCK, 64, 0, 0, 1, 0},  {STOF_ATTN_BLOCK, 128, 0, 0, 1, 0},  /* portable */
+      {STOF_ATTN_BLOCK, 64, 0, 0, 0, -1}, {STOF_ATTN_BLOCK, 128, 0, 0, 0, -1}, /* wgmma */
+      {STOF_ATTN_BLOCK, 64, 0, 0, 0, 1},  {STOF_ATTN_BLOCK, 128, 0, 0, 0, 1},  /* wgmma+tma */
+      {STOF_ATTN_ROW, 64, 0, 0, 0, 0},    {STOF_ATTN_ROW, 128, 0, 0, 0, 0},
+  };
+  run_spec runs[8];
+  int nrun = 0, hopper = f->props.cc_major == 9 && f->props.cc_minor == 0;
+  for (int i = 0; i < 8; i++)
+    if (hopper || variants[i].kernel != STOF_ATTN_BLOCK || variants[i].portable) runs[nrun++] = variants[i];
+
+  stof_mask *m[8], *a, *b;
+  TU_OK(ctx, stof_mask_causal(ctx, &m[0]));
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 129, &m[1]));
+  TU_OK(ctx, stof_mask_fn(ctx, per_head_window, NULL, "per_head_window", 0, 1, &m[2]));
+  TU_OK(ctx, stof_mask_causal(ctx, &a)); /* causal() - window(100, 0): rows 0..100 keep nothing */
+  TU_OK(ctx, stof_mask_window(ctx, 100, 0, &b));
+  TU_OK(ctx, stof_mask_difference(a, b, &m[3]));
+  stof_mask_free(a);
+  stof_mask_free(b);
+  TU_OK(ctx, stof_mask_document(ctx, 2, (const int64_t[]){60, 80}, &m[4])); /* rows 140.. none */
+  TU_OK(ctx, stof_mask_suite(ctx, "sliding", 200, &m[5]));
+  TU_OK(ctx, stof_mask_document_batched(ctx, 2, (const int64_t[]){2, 3},
+                                        (const int64_t[]){50, 79, 30, 30, 40}, &m[6]));
+  TU_OK(ctx, stof_mask_fn(ctx, causal_with_empty_bands, NULL, "causal_with_empty_bands", 0, 0, &m[7]));
+  const gcase cases[] = {
+      /* mask, B, H, Hkv, Sq, Sk, D, dtype, scale, seed */
+      {m[0], 1, 2, 2, 200, 200, 64, STOF_DTYPE_F16, 0, 2000},
+      {m[1], 1, 2, 2, 129, 129, 128, STOF_DTYPE_BF16, 1.0f, 2001},
+      {m[2], 1, 4, 2, 200, 200, 64, STOF_DTYPE_F16, 0, 2002},     /* per head, GQA */
+      {m[3], 1, 2, 2, 200, 200, 128, STOF_DTYPE_F16, 1.0f, 2003}, /* empty rows */
+      {m[4], 1, 2, 1, 200, 200, 64, STOF_DTYPE_BF16, 0, 2004},    /* empty rows, one kv head */
+      {m[0], 1, 2, 2, 77, 200, 64, STOF_DTYPE_BF16, 0, 2005},     /* Sq < Sk */
+      {m[5], 1, 2, 2, 200, 77, 128, STOF_DTYPE_F16, 0, 2006},     /* Sq > Sk */
+      {m[6], 2, 2, 2, 129, 129, 64, STOF_DTYPE_F16, 1.0f, 2007},  /* per-batch documents */
+      {m[7], 1, 2, 2, 150, 150, 128, STOF_DTYPE_BF16, 1.0f, 2008}, /* empty bands inside tiles */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(f, &cases[i], runs, nrun);
+  for (int i = 0; i < 8; i++) stof_mask_free(m[i]);
   finish(f);
 }
 
@@ -1053,6 +1110,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(per_batch_document_mask_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(per_head_masks_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
+      cmocka_unit_test_setup_teardown(every_kernel_variant_at_small_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),
@@ -1062,6 +1120,7 @@ int main(void) {
       FORMAT_GPU_TEST(gpu_format_matches_cpu_on_other_kinds_and_combinations),
       FORMAT_GPU_TEST(gpu_format_matches_cpu_with_unequal_lengths),
       FORMAT_GPU_TEST(gpu_format_matches_cpu_on_per_batch_documents),
+      FORMAT_GPU_TEST(gpu_format_matches_cpu_at_small_sizes),
       FORMAT_GPU_TEST(gpu_format_build_times_against_cpu),
       FORMAT_GPU_TEST(gpu_format_public_entry_cache_and_refusals),
       FORMAT_GPU_TEST(engine_builds_long_sequence_formats_on_the_gpu),

@@ -12,7 +12,9 @@
  * Without a GPU (stof_cuda_init says STOF_ERR_NO_DEVICE) every test skips and the
  * executable passes; with one, any build error or mismatch fails its test (a driver that is
  * present but broken fails too). Adding a schedule to the table adds a test here.
+ * STOF_TEST_CASES="gemm_*,rowsum_allreduce" runs only the cases it names (fnmatch patterns).
  */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +174,21 @@ static void time_gives_a_positive_mean(void **state) {
   sh_done(&G);
 }
 
+/* Whether name matches one of the comma-separated fnmatch patterns of list. */
+static int case_listed(const char *list, const char *name) {
+  char pat[128];
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len < sizeof pat) {
+      memcpy(pat, p, len);
+      pat[len] = 0;
+      if (len && fnmatch(pat, name, 0) == 0) return 1;
+    }
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
 int main(void) {
   stof_ctx *ctx = stof_ctx_new(NULL, NULL);
   if (!ctx) return 1;
@@ -186,13 +203,20 @@ int main(void) {
   char (*names)[96] = calloc((size_t)sh_cuda_ncase, sizeof *names);
   if (!per_case || !names) return 1;
   sh_cuda_case_tests(per_case, names, "matches", case_matches_interpreter);
-  int failed = _cmocka_run_group_tests("schedule_gpu", per_case, (size_t)sh_cuda_ncase, NULL, NULL);
+  /* STOF_TEST_CASES="a,b*,...": only the cases whose names match one of these patterns
+   * (fnmatch), and no timing test (scripts/gpu-sanitize.sh runs a sample this way) */
+  const char *only = getenv("STOF_TEST_CASES");
+  size_t n = 0;
+  for (int i = 0; i < sh_cuda_ncase; i++)
+    if (!only || case_listed(only, sh_cuda_cases[i].name)) per_case[n++] = per_case[i];
+  if (only) printf("STOF_TEST_CASES: %zu of %d cases\n", n, sh_cuda_ncase);
+  int failed = n ? _cmocka_run_group_tests("schedule_gpu", per_case, n, NULL, NULL) : 1;
   free(per_case);
   free(names);
 
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(time_gives_a_positive_mean),
   };
-  failed += cmocka_run_group_tests_name("schedule_gpu_time", tests, NULL, NULL);
+  if (!only) failed += cmocka_run_group_tests_name("schedule_gpu_time", tests, NULL, NULL);
   return failed ? 1 : 0;
 }
