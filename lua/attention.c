@@ -575,14 +575,8 @@ static int l_explain(lua_State *L) {
   stof_cuda_props props = {0};
   if (!explain_gpu_opt(L, 3, fname, &props) && stof_cuda_init(ctx) == STOF_OK) stof_cuda_props_get(ctx, &props);
   stof_ctx_clear_error(ctx);
-  stof_mask_format *f = NULL;
-  slua_pred_call c;
-  slua_pred_begin(L, &c);
-  stof_status st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
-  slua_pred_end(&c);
-  if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
-  if (st) return slua_raise(L, ctx, st, fname);
-  /* the score modifier a plan would compile in: {mod = "t5" | "alibi", softcap =, buckets =,
+  /* (before the format is built: an error below raises, and must leak nothing) the score
+   * modifier a plan would compile in: {mod = "t5" | "alibi", softcap =, buckets =,
    * max_distance =, bidirectional =} (no table needed to explain) */
   stof_attn_mod mod = {.bidirectional = 1, .num_buckets = 32, .max_distance = 128};
   if (lua_istable(L, 3)) {
@@ -612,10 +606,15 @@ static int l_explain(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  if ((st = stof_attn_mod_check(ctx, fname, &mod))) {
-    stof_mask_format_free(f);
-    return slua_raise(L, ctx, st, fname);
-  }
+  stof_status mst = stof_attn_mod_check(ctx, fname, &mod);
+  if (mst) return slua_raise(L, ctx, mst, fname);
+  stof_mask_format *f = NULL;
+  slua_pred_call c;
+  slua_pred_begin(L, &c);
+  stof_status st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
+  slua_pred_end(&c);
+  if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
+  if (st) return slua_raise(L, ctx, st, fname);
   char moddesc[320];
   stof_attn_mod_describe(&mod, moddesc, sizeof moddesc);
   stof_attn_choice ch;
