@@ -575,7 +575,9 @@ void sched_cg_stmt(cgen *g, int i, int depth) {
         stof_buf_puts(o, "}\n");
         break;
       }
-      int64_t ext = sched_loop_run_extent(s, st->loop);
+      /* the C backend's vectorized loop is a plain loop: it skips the invalid values too */
+      int64_t ext = !g->cuda && lp->ann == STOF_ANN_VECTORIZE ? sched_loop_valid_bound(s, st->loop)
+                                                               : sched_loop_run_extent(s, st->loop);
       if (g->cuda && (lp->ann == STOF_ANN_VECTORIZE || lp->ann == STOF_ANN_UNROLL)) {
         sched_indent(o, depth);
         stof_buf_printf(o, "#pragma unroll %lld /* %s */\n", (long long)(ext < 65534 ? ext : 65534),

@@ -81,6 +81,31 @@ static int add_expr(sched_lir *l, int a, int b) {
   return new_expr(l, LIR_E_ADD, a, b, 0);
 }
 
+/* A fused loop runs compact unless it is bound to a thread or vectorized: it takes only the
+ * combinations of its sources' valid values (those below their bounds,
+ * sched_loop_valid_bound), source k being fused / (the product of the bounds of the sources
+ * inside it) % its bound, rather than fused / (the product of their extents) % its extent.
+ * The two are the same code unless a source comes from a split that does not divide; then
+ * the compact loop skips the gaps (a loop of 4 fused with a 2^40 part of a loop of 8 runs
+ * 4 x 8 turns, not 4 x 2^40). A bound or vectorized loop keeps its extent (the launch, a
+ * vector's width), so it is decoded by the extents. */
+static int fused_compact(const stof_sched *s, int fused) {
+  const sched_loop *f = sched_loop_at(s, fused);
+  return f->derive == STOF_DERIVE_FUSE && f->ann != STOF_ANN_THREAD && f->ann != STOF_ANN_VECTORIZE;
+}
+
+/* Source loop's divisor and modulus in its compact fused loop. */
+static void fused_source_place(const stof_sched *s, int loop, int64_t *stride, int64_t *modulus) {
+  const sched_loop *lp = sched_loop_at(s, loop);
+  *stride = 1;
+  *modulus = sched_loop_valid_bound(s, loop);
+  for (int id = 0; id < s->loops.len; id++) {
+    const sched_loop *o = sched_loop_at(s, id);
+    if (o->repl == SCHED_REPL_FUSE && o->repl_first == lp->repl_first && o->repl_stride < lp->repl_stride)
+      *stride *= sched_loop_valid_bound(s, id); /* at most repl_stride: no overflow */
+  }
+}
+
 /* The value of loop through the current leaves; mask gets the positions (in its block's
  * nest) it reads. Returns -1 on NOMEM. */
 static int value_of(sched_lir *l, int loop, uint64_t *mask) {
@@ -112,6 +137,7 @@ static int value_of(sched_lir *l, int loop, uint64_t *mask) {
     return acc;
   }
   int64_t stride = lp->repl_stride, extent = lp->extent;
+  if (fused_compact(s, lp->repl_first)) fused_source_place(s, loop, &stride, &extent);
   int outer = lp->repl_outer;
   int e = value_of(l, lp->repl_first, mask);
   if (e < 0) return -1;
@@ -418,26 +444,58 @@ static stof_status axis_guard(block_ctx *c, int a, int ge, int64_t bound, uint64
   return STOF_OK;
 }
 
+int64_t sched_loop_valid_bound(const stof_sched *s, int loop) {
+  const sched_loop *lp = sched_loop_at(s, loop);
+  if (lp->derive == STOF_DERIVE_SPLIT) {
+    int64_t src = sched_loop_valid_bound(s, lp->source);
+    int64_t need = src / lp->stride + (src % lp->stride != 0);
+    return need < lp->extent ? need : lp->extent;
+  }
+  if (lp->derive == STOF_DERIVE_FUSE) {
+    /* compact: the product of the sources' bounds; else one past the largest value whose
+     * sources are all below their bounds. Both at most the extent (each bound is at most
+     * its source's extent). */
+    int compact = fused_compact(s, loop);
+    int64_t n = compact ? 1 : 0;
+    for (int id = 0; id < s->loops.len; id++) {
+      const sched_loop *src = sched_loop_at(s, id);
+      if (src->repl == SCHED_REPL_FUSE && src->repl_first == loop) {
+        int64_t b = sched_loop_valid_bound(s, id);
+        n = compact ? n * b : n + (b - 1) * src->repl_stride;
+      }
+    }
+    return compact ? n : n + 1;
+  }
+  return lp->extent;
+}
+
 int64_t sched_loop_run_extent(const stof_sched *s, int loop) {
   const sched_loop *lp = sched_loop_at(s, loop);
-  if (lp->derive != STOF_DERIVE_SPLIT || lp->ann == STOF_ANN_THREAD || lp->ann == STOF_ANN_VECTORIZE)
-    return lp->extent;
-  /* Only a split of a root loop whose parts are all loops of the code (none split again or
-   * fused) runs fewer iterations than its factor: a part that is replaced iterates what its
-   * replacement iterates (a fused loop runs the product of its sources' extents, a split's
-   * parts their own), so the guards of the split (the parts' cover against the extent) must
-   * see the factors as given, or they would be dropped while the code still runs past the
-   * extent (found by fuzz_te: split(i, {INFER, 8}) on 3, then split the inner part again). */
-  const sched_loop *src_loop = sched_loop_at(s, lp->source);
-  if (src_loop->derive != STOF_DERIVE_ROOT) return lp->extent;
-  for (int k = 0; k < src_loop->repl_n; k++) {
-    const sched_loop *part = sched_loop_at(s, src_loop->repl_first + k);
-    if (part->repl != SCHED_LEAF || part->ann == STOF_ANN_THREAD || part->ann == STOF_ANN_VECTORIZE)
-      return lp->extent;
+  if (lp->ann == STOF_ANN_THREAD || lp->ann == STOF_ANN_VECTORIZE) return lp->extent;
+  return sched_loop_valid_bound(s, loop);
+}
+
+/* Whether the split of loop needs its guard "loop < its valid bound b": whether the code's
+ * iterations of its parts may reach b. A part that is a loop of the code takes its run
+ * extent's values, a part split again only values below its own bound (its own guard, or
+ * this same reasoning, keeps it there), a fused part every value below its extent. With
+ * n_k those counts and s_k the parts' strides, the largest value reached is below b when
+ * the product of the n_k is at most b: the last part short of its extent has
+ * n_m = ceil(b / s_m), the parts after it run in full (their product is s_m), so
+ * n_m * s_m >= b, and a product at most b leaves each part before it at 0: the largest
+ * value is n_m * s_m - 1 < b (with no part short, it is the product - 1). */
+static int split_needs_guard(const stof_sched *s, int loop) {
+  const sched_loop *lp = sched_loop_at(s, loop);
+  int64_t bound = sched_loop_valid_bound(s, loop), cover = 1;
+  for (int k = 0; k < lp->repl_n; k++) {
+    int id = lp->repl_first + k;
+    const sched_loop *part = sched_loop_at(s, id);
+    int64_t n = part->repl == SCHED_LEAF         ? sched_loop_run_extent(s, id)
+                : part->repl == SCHED_REPL_SPLIT ? sched_loop_valid_bound(s, id)
+                                                 : part->extent;
+    if (__builtin_mul_overflow(cover, n, &cover) || cover > bound) return 1;
   }
-  int64_t src = src_loop->extent;
-  int64_t need = src / lp->stride + (src % lp->stride != 0);
-  return need < lp->extent ? need : lp->extent;
+  return 0;
 }
 
 static stof_status lower_block(lower_ctx *lc, int block, int parent, const guard_scope *outer) {
@@ -468,10 +526,7 @@ static stof_status lower_block(lower_ctx *lc, int block, int parent, const guard
   for (int id = 0; !st && id < s->loops.len; id++) {
     const sched_loop *lp = sched_loop_at(s, id);
     if (lp->block != block || lp->dead || lp->repl != SCHED_REPL_SPLIT) continue;
-    int64_t cover = 1;
-    for (int k = 0; k < lp->repl_n && cover <= lp->extent; k++)
-      cover *= sched_loop_run_extent(s, lp->repl_first + k);
-    if (cover <= lp->extent) continue;
+    if (!split_needs_guard(s, id)) continue;
     lower_item *it = new_item(c);
     if (!it) {
       st = stof_ctx_error(l->ctx, STOF_ERR_UNSUPPORTED, "lower: block %s has too many guards",
@@ -489,7 +544,7 @@ static stof_status lower_block(lower_ctx *lc, int block, int parent, const guard
     } else {
       v = value_of(l, id, &it->mask);
     }
-    int k = const_expr(l, lp->extent);
+    int k = const_expr(l, sched_loop_valid_bound(s, id));
     if (v < 0 || k < 0 || (it->expr = new_expr(l, LIR_E_LT, v, k, 0)) < 0) st = STOF_ERR_NOMEM;
     it->reduce = lp->iter == STOF_ITER_REDUCE;
   }

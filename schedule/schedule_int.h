@@ -488,10 +488,17 @@ typedef struct sched_lir {
 stof_status sched_lower(const stof_sched *s, int nargs, const stof_op *const *args,
                         sched_lir *out);
 void sched_lir_free(sched_lir *l);
-/* The iterations loop runs in the lowered code: its extent, except for a part of a split
- * (neither bound to a thread nor vectorized), which runs at most ceil(source extent /
- * stride): the iterations past that would all be guarded off. A factor far above the
- * extent (2^40 on a loop of 3) thus makes a loop of 3, guard-free, not 2^40 idle turns. */
+/* A bound on loop's valid values: at or above it, the root loop it comes from would leave
+ * its extent, so no iteration needs them. A root loop: its extent; a part of a split:
+ * ceil(the source's bound / stride), at most its extent; a fused loop: the product of its
+ * sources' bounds (it runs compact, taking only their valid values: lower.c), or, bound to
+ * a thread or vectorized (decoded by the extents), one past the largest value whose sources
+ * are all below their bounds. */
+int64_t sched_loop_valid_bound(const stof_sched *s, int loop);
+/* The iterations loop runs in the lowered code: its valid bound, or its extent when it is
+ * bound to a thread or vectorized (the C backend runs a vectorized loop to its valid bound
+ * too). A factor far above the extent (2^40 on a loop of 3) thus makes a loop of 3,
+ * guard-free, not 2^40 idle turns, also when its parts are split again or fused. */
 int64_t sched_loop_run_extent(const stof_sched *s, int loop);
 static inline lir_stmt *lir_stmt_at(const sched_lir *l, int i) {
   return (lir_stmt *)l->stmts.data + i;

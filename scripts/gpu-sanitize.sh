@@ -112,8 +112,10 @@ report() {
   local tool=$1 target=$2 rc=$3 secs=$4 log=$out/$1-$2.log prog=$out/$1-$2.out why="" sums="" kern=""
   if [ "$tool" != plain ] && [ -f "$log" ]; then
     sums=$(grep -E "SUMMARY:" "$log" | sed -E 's/^=+ *//' | paste -sd ';' -)
-    kern=$(grep -oE "at [A-Za-z_][A-Za-z0-9_]*\+0x" "$log" | sed -E 's/^at //; s/\+0x$//' | sort | uniq -c |
-      sort -rn | head -4 | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')
+    # the device functions of the findings ("at <function>+0x<offset> in <file>:<line>"),
+    # lambdas and C++ names included, cut to 60 characters
+    kern=$(sed -nE 's/^=+ .*[ (]at (.+)\+0x[0-9a-f]+( in .*)?$/\1/p' "$log" | cut -c1-60 | sort | uniq -c |
+      sort -rn | head -4 | sed -E 's/^ *([0-9]+) (.*)$/\2 x\1/' | paste -sd ';' - | sed 's/;/; /g')
   fi
   case $rc in
     0) ;;

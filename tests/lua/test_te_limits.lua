@@ -119,15 +119,18 @@ end
 
 print("test_te_limits: ok")
 
-do -- a split part split again or fused keeps its split's guard (found by fuzz_te: the
-   -- inner part's shorter run hid the guard while the new loops still ran the factor)
+do -- a split part split again or fused keeps its split's guard, or runs only the values
+   -- below the extent (found by fuzz_te: the inner part's shorter run hid the guard while
+   -- the new loops still ran the factor)
   te.reset()
   local A = te.placeholder({3}, "float32", "A")
   local B = te.compute({3}, function(i) return A[i] * 2 end, "B")
   local s = stof.schedule({B})
   local _, ii = s:split(s:get_loops(s:get_block("B"))[1], {stof.INFER, 8})
   s:split(ii, {stof.INFER, 1})
-  assert(s:print_loop_nest():find("if i < 3:", 1, true), s:print_loop_nest())
+  -- i.inner takes the values below 3 only: its parts run 3 and 1
+  local nest = s:print_loop_nest()
+  assert(nest:find("for i.inner.outer in 0..3:\n    for i.inner.inner in 0..1:\n", 1, true), nest)
   local y = stof.zeros({3}, "float32")
   stof.build(s, {A, B}, {target = "c"})(stof.tensor({1, 2, 3}), y)
   assert(y[{0}] == 2 and y[{2}] == 6)
@@ -137,16 +140,80 @@ do -- a split part split again or fused keeps its split's guard (found by fuzz_t
   local s1 = stof.schedule({B1})
   local io, i2 = s1:split(s1:get_loops(s1:get_block("B1"))[1], {stof.INFER, 16})
   s1:fuse(io, i2)
-  assert(s1:print_loop_nest():find("if i < 1:", 1, true), s1:print_loop_nest())
+  nest = s1:print_loop_nest()
+  assert(nest:find("in 0..1:", 1, true) and nest:find("if i < 1:", 1, true), nest)
   te.reset()
   local A2 = te.placeholder({8}, "float32", "A2")
   local B2 = te.compute({8}, function(i) return A2[i] * 2 end, "B2")
   local s2 = stof.schedule({B2})
   local _, j1 = s2:split(s2:get_loops(s2:get_block("B2"))[1], {stof.INFER, 8, 2})
   s2:split(j1, {stof.INFER, 3})
-  assert(s2:print_loop_nest():find("if i < 8:", 1, true), s2:print_loop_nest())
+  -- i = i.0 * 16 + i.1 * 2 + i.2 < 8 needs i.1 < 4: the middle part's guard says so
+  nest = s2:print_loop_nest()
+  assert(nest:find("if i.1.outer * 3 + i.1.inner < 4:", 1, true), nest)
+  local x2 = stof.rand({8}, "float32", 1)
+  local y2 = stof.zeros({8}, "float32")
+  stof.build(s2, {A2, B2}, {target = "c"})(x2, y2)
+  assert(stof.allclose(y2, stof.eval({B2}, {[A2] = x2}), 0, 0))
 end
 print("te limits: split guards ok")
+
+do -- a split by 2^40 on a loop of 8 whose parts are split again, fused or vectorized runs
+   -- 8 iterations, not 2^40 (found by fuzz_te: the split's outer part split again hung, and
+   -- a fused or vectorized part)
+  for _, form in ipairs({"split outer", "split inner", "fuse", "vectorize inner", "fuse, vectorize"}) do
+    te.reset()
+    local A = te.placeholder({8}, "float32", "A")
+    local B = te.compute({8}, function(i) return A[i] * 2 end, "B")
+    local s = stof.schedule({B})
+    local io, ii = s:split(s:get_loops(s:get_block("B"))[1], {stof.INFER, 2 ^ 40 // 1})
+    if form == "split outer" then
+      s:split(io, {stof.INFER, 1})
+    elseif form == "split inner" then
+      s:split(ii, {stof.INFER, 2})
+    elseif form == "vectorize inner" then
+      s:vectorize(ii)
+    elseif form == "fuse" then
+      s:fuse(io, ii)
+    else
+      s:vectorize(s:fuse(io, ii))
+    end
+    local nest = s:print_loop_nest()
+    -- a vectorized loop keeps its extent in the nest (the CUDA backend's vectors); the C
+    -- backend's loop runs to the valid bound all the same
+    assert(form:find("vectorize", 1, true) or not nest:find("1099511627776:", 1, true) and
+           not nest:find("549755813888:", 1, true), form .. ":\n" .. nest)
+    local t0 = os.clock()
+    local x, y = stof.rand({8}, "float32", 3), stof.zeros({8}, "float32")
+    stof.build(s, {A, B}, {target = "c"})(x, y)
+    assert(os.clock() - t0 < 30, form)
+    assert(stof.allclose(y, stof.eval({B}, {[A] = x}), 0, 0), form)
+  end
+end
+do -- fused with another loop, a 2^40 part runs its 8 valid values only: the fused loop
+   -- takes the combinations of its sources' valid values (found by fuzz_te: fuse(j.outer,
+   -- j.inner) then fuse(i, that) ran 4 x 2^40 turns; so did reorder then fuse(j, i.inner))
+  for _, form in ipairs({"fuse twice", "reorder, fuse"}) do
+    te.reset()
+    local A = te.placeholder({4, 8}, "float32", "A")
+    local B = te.compute({4, 8}, function(j, i) return A[{j, i}] * 2 end, "B")
+    local s = stof.schedule({B})
+    local j, i = table.unpack(s:get_loops(s:get_block("B")))
+    local io, ii = s:split(i, {stof.INFER, 2 ^ 40 // 1})
+    if form == "fuse twice" then
+      s:fuse(j, s:fuse(io, ii))
+    else
+      s:reorder(io, j)
+      s:fuse(j, ii)
+    end
+    local nest = s:print_loop_nest()
+    assert(nest:find("_fused in 0..32:", 1, true), form .. ":\n" .. nest)
+    local x, y = stof.rand({4, 8}, "float32", 4), stof.zeros({4, 8}, "float32")
+    stof.build(s, {A, B}, {target = "c"})(x, y)
+    assert(stof.allclose(y, stof.eval({B}, {[A] = x}), 0, 0), form)
+  end
+end
+print("te limits: huge factors split again ok")
 
 do -- floored modulo of floats agrees between the interpreter and the C backend (found by
    -- fuzz_te: a - floor(a / b) * b lost the result when a / b underflowed or was huge)
