@@ -13,6 +13,7 @@ any case exceeds 1e-2 or fails.
 
   python3 bench/hf_compare.py [--stof build-gpu/stof] [--models bert-base,bert-large,gpt2,llama,t5,vit]
                               [--masks dense,bigbird] [--shape 2x256] [--layers N] [--target c] [--out DIR]
+                              [--ref32] [--exact-reductions]
 
 Models and masks (attention kinds: enc = the mask, dec = causal AND the mask, cross = none):
   bert-base, bert-large  BertModel (no pooler)                  enc
@@ -244,13 +245,21 @@ def main():
     ap.add_argument("--ref32", action="store_true",
                     help="also run the model in float32 (same weights): each line then gives stof's error "
                          "against it (rel_l2_f32) and Hugging Face fp16's own (hf16_vs_f32)")
+    ap.add_argument("--exact-reductions", action="store_true",
+                    help="run Hugging Face's fp16 GEMMs with torch.backends.cuda.matmul."
+                         "allow_fp16_reduced_precision_reduction = False (PyTorch's default lets cuBLAS "
+                         "reduce split-K partial sums in fp16); recorded in the env line")
     a = ap.parse_args()
+    if a.exact_reductions:
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     a.B, S_req = map(int, a.shape.split("x"))
     dev = "cuda"
     T.AttentionInterface.register("stof_masked_sdpa", masked_sdpa)
     work = a.out or tempfile.mkdtemp(prefix="stof-hf-")
     failed = 0
-    print(json.dumps(dict(kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, transformers=T.__version__)), flush=True)
+    print(json.dumps(dict(kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, transformers=T.__version__,
+                                fp16_reduced_precision_reduction=torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction)),
+          flush=True)
     for name in a.models.split(","):
         model, model32, cfg, S, calls = hf_model(name, S_req, a.layers, dev, a.ref32)
         d = os.path.join(work, name)

@@ -336,9 +336,11 @@ static unsigned smem_portable(int T, int64_t D, int stages) {
 static int hopper_q_in_smem(int T, int64_t D, int tma) {
   return T == 64 && D == 64 && tma;
 }
+/* Whether the Hopper kernel's two warpgroups ping-pong (STOF_SM90_PINGPONG). */
+static int hopper_pingpong(int T, int stages) { return T == 128 && stages >= 3; }
 static unsigned smem_hopper(int T, int64_t D, int stages, int tma) {
   return (unsigned)(1024 + (hopper_q_in_smem(T, D, tma) ? T * D * 2 : 0) + T * D * 2 * (2 * stages) +
-                    stages * (T / 8) * (T / 8) * 8 + (tma ? 128 : 0));
+                    stages * (T / 8) * (T / 8) * 8 + (tma || hopper_pingpong(T, stages) ? 128 : 0));
 }
 /* Threads of the Hopper kernel: a warpgroup per 64 query rows, plus the TMA producer (a
  * warpgroup at T = 128, a warp at T = 64; kBlockThreads in attention_block_sm90.cu). */
@@ -590,7 +592,7 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   snprintf(o[nopt++], sizeof o[0], "-DSTOF_TILE_M=%d", c->tile);
   if (!hopper) snprintf(o[nopt++], sizeof o[0], block ? "-DSTOF_WARPS=%d" : "-DSTOF_ROW_WARPS=%d", c->warps);
   if (block) snprintf(o[nopt++], sizeof o[0], "-DSTOF_STAGES=%d", c->stages);
-  if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_PINGPONG=%d", c->tile == 128 && c->stages >= 3);
+  if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_PINGPONG=%d", hopper_pingpong(c->tile, c->stages));
   if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_TMA=%d", c->tma);
   if (hopper && hopper_q_in_smem(c->tile, D, c->tma)) {
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");

@@ -465,7 +465,10 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
   }
 
   /* Epilogue: O / l (0 for a row with no valid key), staged through this warp's own rows of
-   * the Q buffer for 16-byte stores. */
+   * the Q buffer for 16-byte stores. The warp's lanes read those rows with ldmatrix (Q); the
+   * __syncwarp orders every lane's reads before any lane's writes (compute-sanitizer's
+   * racecheck reported the unordered pair as a warp-level WAR hazard). */
+  __syncwarp();
 #pragma unroll
   for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll

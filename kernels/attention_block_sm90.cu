@@ -50,12 +50,12 @@
  * bytes) while the lanes copy a partial tile's bitmap with cp.async and arrive on the same
  * barrier when it has landed (cp.async.mbarrier.arrive.noinc; 32 arrivals per phase). The
  * consumers wait on `full` (try_wait.parity; parity = use count of the stage & 1) instead of
- * cp.async groups and a CTA barrier, and each consumer warp arrives on the stage's `empty`
+ * cp.async groups and a CTA barrier, and each consumer thread arrives on the stage's `empty`
  * barrier once every wgmma reading the stage has been waited for; the producer waits on
  * `empty` before it refills a stage, so the ring is STOF_STAGES deep whatever the schedule
  * (the overlapped and ping-pong schedules hold a stage one tile longer). With Q in registers
  * the Q tile sits in the last stage's K slot: the producer's first copy into that stage waits
- * on a third barrier (`qfree`) that every consumer warp arrives on once it holds Q. Ping-pong
+ * on a third barrier (`qfree`) that every consumer thread arrives on once it holds Q. Ping-pong
  * keeps its per-tile barrier, among the consumers only (named barrier 1), so that the
  * schedule is the cp.async path's. Rows past Sk are zero-filled by TMA (out-of-bounds box
  * rows; their keys are masked by the bitmap as before).
@@ -153,7 +153,7 @@ constexpr int kBlockThreads = kThreads + kProdThreads;
 constexpr int kProdRegs = kProdThreads == 128 ? 24 : 0;   /* setmaxnreg.dec of the producer */
 constexpr int kConsRegs = kProdThreads == 128 ? 240 : 0;  /* setmaxnreg.inc of the consumers */
 static_assert(kProdRegs * 128 + kConsRegs * kThreads <= 65536, "stof attention (sm90): register split over 64K");
-constexpr int kBarBytes = kTma ? 128 : 0;
+constexpr int kBarBytes = kTma || kPingpong ? 128 : 0; /* mbarriers */
 constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
 static_assert(kDist >= 1, "stof attention (sm90): STOF_SM90_OVERLAP needs STOF_STAGES >= 3, STOF_SM90_PINGPONG >= 3");
 static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory over 227 KB; use fewer stages");
@@ -186,13 +186,7 @@ template <int N> __device__ __forceinline__ void reg_fence(float (&d)[N])
 /* Generic-proxy writes (cp.async, st.shared) made visible to the async proxy (wgmma). */
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-#if STOF_SM90_TMA
-/* A CUtensorMap (NVRTC cannot include cuda.h): 128 opaque bytes, 64-byte aligned. */
-struct alignas(64) tmap_t {
-  unsigned long long opaque[16];
-};
-
-/* mbarrier and TMA wrappers (PTX ISA 8.0, sm_90). Waits spin on try_wait (acquire); arrivals
+/* mbarrier wrappers (PTX ISA 8.0, sm_90; the TMA ring and ping-pong's per-tile barrier). Waits spin on try_wait (acquire); arrivals
  * release; a phase completes after `count` arrivals and the expected transaction bytes. */
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
 {
@@ -209,6 +203,13 @@ __device__ __forceinline__ void mbar_arrive(unsigned bar)
 {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+#if STOF_SM90_TMA
+/* TMA wrappers (PTX ISA 8.0, sm_90); the mbarrier ones above. */
+/* A CUtensorMap (NVRTC cannot include cuda.h): 128 opaque bytes, 64-byte aligned. */
+struct alignas(64) tmap_t {
+  unsigned long long opaque[16];
+};
+
 __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
 {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
@@ -406,17 +407,31 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * staging buffer. */
   const unsigned qbase = kQBytes ? sbase : kvbase + (kStages - 1) * 2 * kTileBytes;
 
+#if !STOF_SM90_TMA && STOF_SM90_PINGPONG
+  const unsigned bar_pp = bmbase + kStages * kBmpBytes; /* ping-pong's per-tile barrier */
+  if (tid == 0) {
+    mbar_init(bar_pp, kThreads); /* every thread, once per tile */
+    mbar_init_fence();
+  }
+  __syncthreads();
+#endif
 #if STOF_SM90_TMA
   const unsigned bar_full = bmbase + kStages * kBmpBytes; /* stage s: + 8 s */
   const unsigned bar_empty = bar_full + 8 * kStages;      /* stage s: + 8 s */
   const unsigned bar_qfree = bar_empty + 8 * kStages;
+#if STOF_SM90_PINGPONG
+  const unsigned bar_pp = bar_qfree + 8; /* ping-pong's per-tile barrier */
+#endif
   if (tid == 0) {
 #pragma unroll
     for (int st = 0; st < kStages; ++st) {
       mbar_init(bar_full + 8 * st, 32);     /* every producer lane, once per fill */
-      mbar_init(bar_empty + 8 * st, kWG * 4); /* every consumer warp, once per tile */
+      mbar_init(bar_empty + 8 * st, kWG * 128); /* every consumer thread, once per tile */
     }
-    mbar_init(bar_qfree, kWG * 4);
+    mbar_init(bar_qfree, kWG * 128);
+#if STOF_SM90_PINGPONG
+    mbar_init(bar_pp, kThreads); /* every consumer thread, once per tile */
+#endif
     mbar_init_fence();
   }
   __syncthreads(); /* the last CTA-wide barrier: the producer and the consumers part here */
@@ -489,11 +504,10 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     if (i + 1 < n) nx_off = __ldg(bmp_off + e0 + i + 1);
     return partial;
   };
-  /* This warp is done with tile i's stage (every wgmma reading it waited for). */
-  auto tma_release = [&](int i) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar_empty + 8 * (i % kStages));
-  };
+  /* This thread is done with tile i's stage (every wgmma reading it waited for, its own
+   * bitmap reads done): each thread's arrive releases its own reads (one lane's arrive after
+   * __syncwarp left the other lanes' reads unordered for compute-sanitizer's racecheck). */
+  auto tma_release = [&](int i) { mbar_arrive(bar_empty + 8 * (i % kStages)); };
 #else
   auto issue = [&](int st, int col, int off) {
     const unsigned ks = kvbase + st * 2 * kTileBytes;
@@ -567,8 +581,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     ldsm_x4(qbase + toff(rr, 2 * kk + (q >> 1)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
   }
 #if STOF_SM90_TMA
-  __syncwarp();
-  if (lane == 0) mbar_arrive(bar_qfree); /* the producer may now fill the last stage's K slot */
+  mbar_arrive(bar_qfree); /* the producer may fill the last stage's K slot once all hold Q */
 #endif
 #else
   const unsigned qslice = qbase + (warp >> 2) * 64 * 128; /* this warpgroup's 64 rows of Q */
@@ -593,21 +606,26 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * warpgroup's softmax (MUFU, FP32) runs while the other's MMAs run. Both read V_{i-1}
    * after barrier i: prefetch distance STAGES - 2, as with STOF_SM90_OVERLAP. */
   const int wgi = warp >> 2;
+  /* The per-tile barrier of the two warpgroups: phase i of an mbarrier that every consumer
+   * thread arrives on (release) and waits for (acquire). Not bar.sync: that is
+   * barrier.sync.aligned, one instruction for every thread, while the warpgroups reach this
+   * barrier from their own loops (compute-sanitizer's synccheck: divergent threads); one
+   * loop for both, or the non-aligned barrier.sync, made the kernels 9-15% slower. */
+  auto pp_sync = [&](int i) {
+    mbar_arrive(bar_pp);
+    mbar_wait(bar_pp, (unsigned)i & 1u);
+  };
 #if STOF_SM90_TMA
   auto barrier_prefetch = [&](int i) -> bool {
     const bool partial = tma_ready(i);
-    consumer_sync(); /* keeps the two warpgroups half a tile apart, as with cp.async */
+    pp_sync(i); /* keeps the two warpgroups half a tile apart, as with cp.async */
     return partial;
   };
 #else
   auto barrier_prefetch = [&](int i) -> bool {
     cp_async_wait<kDist - 1>();
     fence_async_smem();
-    /* the CTA barrier, reached by the two warpgroups from two call sites: as bar.sync with
-     * its thread count, whose arrivals may come from different instructions (a bare
-     * __syncthreads() must be one call site for the whole block: compute-sanitizer's
-     * synccheck reported the two sites as divergent) */
-    asm volatile("bar.sync 0, %0;\n" ::"n"(kThreads) : "memory");
+    pp_sync(i); /* every thread's copies of tile i landed (release / acquire) */
     const int j = i + kDist;
     if (j < n) {
       issue(j % kStages, nx_col, nx_off);

@@ -32,7 +32,8 @@
 #
 # Environment: SANITIZE_TOOLS and SANITIZE_TARGETS (space-separated subsets of the above;
 # SANITIZE_TOOLS="" runs the targets alone only), SANITIZE_TIMEOUT (seconds per step,
-# default 300), COMPUTE_SANITIZER (default
+# default 300), RACECHECK_REPORT (racecheck's --racecheck-report: all (default), hazard, or
+# analysis: one line per pair of source locations, every kernel's), COMPUTE_SANITIZER (default
 # /usr/local/cuda/bin/compute-sanitizer), STOF_BUILD (default build-gpu). Kernels are
 # compiled with -lineinfo (STOF_NVRTC_LINEINFO=1, a cubin cache of their own in
 # /tmp/stof-sanitize-cache) so that reports name .cu lines.
@@ -85,7 +86,7 @@ target_cmd() {
 tool_opts() {
   case $1 in
     memcheck) topts=(--leak-check full) ;;
-    racecheck) topts=(--racecheck-report all) ;;
+    racecheck) topts=(--racecheck-report "${RACECHECK_REPORT:-all}") ;;
     synccheck | initcheck) topts=() ;;
     *) return 1 ;;
   esac
