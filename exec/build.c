@@ -345,7 +345,13 @@ static stof_status build_generic(stof_plan *p, int si) {
   }
   const char *target = p->cuda ? "cuda" : "c";
   if ((st = stof_sched_new(sub, gen->nout, args + gen->nin, &sched))) goto done;
-  if ((st = stof_sched_auto(sched, target, NULL))) goto done;
+  if (p->opts.hooks && p->opts.hooks->schedule) {
+    stof_plan_seg_req r = {si, target, s->tmpl, s->nop, s->op};
+    st = p->opts.hooks->schedule(p->opts.hooks->ud, &r, sched);
+  } else {
+    st = stof_sched_auto(sched, target, NULL);
+  }
+  if (st) goto done;
   if ((st = stof_build(sched, gen->nin + gen->nout, args, target, &gen->func))) goto done;
   for (int k = 0; k < stof_sched_nknob(sched) && !st; k++) {
     const char *name;
@@ -359,8 +365,8 @@ static stof_status build_generic(stof_plan *p, int si) {
     stof_trace_free(tr);
   }
   if (st) goto done;
-  snprintf(s->detail, sizeof s->detail, "%d ops, %d inputs, %d outputs, default schedule", s->nop, gen->nin,
-           gen->nout);
+  snprintf(s->detail, sizeof s->detail, "%d ops, %d inputs, %d outputs, %s", s->nop, gen->nin, gen->nout,
+           p->opts.hooks && p->opts.hooks->schedule ? "the caller's schedule" : "default schedule");
 done:
   if (st && s->op && s->nop) {
     /* name the segment in the message */

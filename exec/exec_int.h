@@ -118,6 +118,8 @@ struct stof_plan {
 
 /* scheme.c */
 stof_status exec_scheme_default(stof_plan *p);
+/* opts.scheme: the segments of a given code (see stof_plan_opts.scheme) */
+stof_status exec_scheme_given(stof_plan *p, const char *code);
 int exec_match_gemm(const stof_op *op, exec_gemm *g);
 /* build.c */
 stof_status exec_build_segments(stof_plan *p);

@@ -67,6 +67,7 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
   p->opts = o;
   p->opts.target = NULL; /* not kept: the caller's strings */
   p->opts.knobs = NULL;
+  p->opts.scheme = NULL; /* used while the plan is made only */
   if (o.knobs && !(p->knobs_text = stof_ctx_strdup(ctx, o.knobs))) {
     stof_ctx_dealloc(ctx, p, sizeof *p);
     return STOF_ERR_NOMEM;
@@ -92,10 +93,11 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
     for (int k = 0; k < p->ops[i]->ninput; k++) p->nconsumer[p->ops[i]->input[k]->id]++;
   int knob_check[STOF_INTRIN_MAX_KNOBS];
   if ((st = exec_forced_knobs(p, NULL, knob_check))) goto fail;
-  if ((st = exec_scheme_default(p))) goto fail;
+  if ((st = o.scheme ? exec_scheme_given(p, o.scheme) : exec_scheme_default(p))) goto fail;
   if ((st = exec_mark_values(p))) goto fail;
   if ((st = exec_build_segments(p))) goto fail;
   if ((st = exec_plan_memory(p))) goto fail;
+  p->opts.hooks = NULL; /* borrowed while the plan is made only */
   if (cuda) {
     if ((st = check_fits(p))) goto fail;
     if ((st = stof_cuda_malloc(ctx, p->arena_bytes ? p->arena_bytes : 256, &p->arena_dev))) goto fail;

@@ -82,6 +82,11 @@ int exec_match_gemm(const stof_op *op, exec_gemm *g) {
   return match_operands(op, m->u.op.a, m->u.op.b, k, g) || match_operands(op, m->u.op.b, m->u.op.a, k, g);
 }
 
+int stof_plan_op_is_gemm(const stof_op *op) {
+  exec_gemm g;
+  return op && exec_match_gemm(op, &g);
+}
+
 static stof_status new_seg(stof_plan *p, stof_seg_kind kind, int *out) {
   if (p->nseg == p->capseg) {
     int ncap = p->capseg ? p->capseg * 2 : 32;
@@ -211,13 +216,15 @@ static int is_activation(const stof_op *c, const stof_op *t, int act) {
   return 1;
 }
 
-/* Grows a GEMM segment by its epilogue ops. */
-static stof_status absorb_epilogue(stof_plan *p, int si) {
+/* Grows a GEMM segment by its epilogue ops; with a given scheme (grp: group by op id) only
+ * by ops of the GEMM's own group gid. */
+static stof_status absorb_epilogue(stof_plan *p, int si, const int *grp, int gid) {
   exec_seg *s = &p->seg[si];
   exec_gemm *g = &s->g;
   const stof_op *t = g->gemm;
   for (;;) {
     const stof_op *c = sole_reader(p, t);
+    if (c && grp && grp[c->id] != gid) break;
     if (!c || c->kind != STOF_OP_COMPUTE || c->dtype != t->dtype || c->ndim != t->ndim ||
         memcmp(c->shape, t->shape, sizeof c->shape[0] * (size_t)c->ndim))
       break;
@@ -442,6 +449,8 @@ static stof_status intrin_segment(stof_plan *p, const stof_op *op, const stof_in
   return STOF_OK;
 }
 
+static stof_status finish_scheme(stof_plan *p);
+
 stof_status exec_scheme_default(stof_plan *p) {
   stof_status st = STOF_OK;
   find_views(p);
@@ -463,7 +472,7 @@ stof_status exec_scheme_default(stof_plan *p) {
     if (!p->opts.no_vendor_gemm && exec_match_gemm(op, &g)) {
       if ((st = new_seg(p, STOF_SEG_GEMM, &si)) || (st = seg_add(p, si, op))) break;
       p->seg[si].g = g;
-      st = absorb_epilogue(p, si);
+      st = absorb_epilogue(p, si, NULL, 0);
       continue;
     }
     int latest = -1;
@@ -483,12 +492,191 @@ stof_status exec_scheme_default(stof_plan *p) {
     st = seg_add(p, si, op);
   }
   if (st) return st;
+  return finish_scheme(p);
+}
+
+/* Names the generated segments and writes the scheme's code: each op's segment, id order. */
+static stof_status finish_scheme(stof_plan *p) {
   for (int i = 0; i < p->nseg; i++)
     if (p->seg[i].kind == STOF_SEG_GENERIC) name_generic(&p->seg[i]);
-  /* the scheme's code: each op's segment, in id order */
   stof_buf b;
   stof_buf_init(&b, p->ctx);
   for (int i = 0; i < p->nops; i++)
     if (p->ops[i]->kind != STOF_OP_PLACEHOLDER) stof_buf_printf(&b, "%s%d", b.len ? " " : "", p->seg_of[p->ops[i]->id]);
   return stof_buf_finish(&b, &p->scheme);
+}
+
+/* ---------------------------------------------------------------- a given scheme */
+
+/* Parses code into grp (by op id: the group number; -1 for placeholders). */
+static stof_status parse_scheme(stof_plan *p, const char *code, int *grp, int *ngrp) {
+  int n = 0, maxg = -1;
+  const char *c = code;
+  for (int i = 0; i < p->nops; i++) {
+    const stof_op *op = p->ops[i];
+    grp[op->id] = -1;
+    if (op->kind == STOF_OP_PLACEHOLDER) continue;
+    while (*c == ' ' || *c == ',') c++;
+    if (*c < '0' || *c > '9') {
+      int nop = 0;
+      for (int k = 0; k < p->nops; k++) nop += p->ops[k]->kind != STOF_OP_PLACEHOLDER;
+      return stof_ctx_error(p->ctx, STOF_ERR_ARG,
+                            *c ? "plan: scheme: \"%.20s\" where the segment of op %s (the %d-th of %d) was expected"
+                               : "plan: scheme: %sthe code ends at op %s (the %d-th of %d ops)",
+                            c, op->name, n + 1, nop);
+    }
+    long v = 0;
+    while (*c >= '0' && *c <= '9') {
+      v = v * 10 + (*c++ - '0');
+      if (v >= p->nops) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: scheme: segment number too large at op %s (at most %d)", op->name, p->nops - 1);
+    }
+    grp[op->id] = (int)v;
+    if (v > maxg) maxg = (int)v;
+    n++;
+  }
+  while (*c == ' ' || *c == ',') c++;
+  if (*c) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "plan: scheme: more numbers than the plan's %d ops (\"%.20s\" left)", n, c);
+  *ngrp = maxg + 1;
+  return STOF_OK;
+}
+
+/* Builds the segments of a given scheme (opts.scheme): groups ordered topologically, each
+ * an intrinsic, a vendor GEMM or a generated segment. */
+stof_status exec_scheme_given(stof_plan *p, const char *code) {
+  stof_ctx *ctx = p->ctx;
+  size_t nall = (size_t)(p->nall ? p->nall : 1);
+  int ngrp = 0;
+  stof_status st = STOF_OK;
+  int *grp = stof_ctx_alloc(ctx, sizeof *grp * nall);
+  if (!grp) return STOF_ERR_NOMEM;
+  if ((st = parse_scheme(p, code, grp, &ngrp))) goto done;
+  find_views(p);
+  {
+    size_t ng = (size_t)(ngrp ? ngrp : 1);
+    int *indeg = stof_ctx_alloc(ctx, sizeof *indeg * ng), *order = stof_ctx_alloc(ctx, sizeof *order * ng);
+    unsigned char *edge = stof_ctx_alloc(ctx, ng * ng), *live = stof_ctx_alloc(ctx, ng);
+    if (!indeg || !order || !edge || !live) {
+      st = STOF_ERR_NOMEM;
+      goto free_graph;
+    }
+    memset(indeg, 0, sizeof *indeg * ng);
+    memset(edge, 0, ng * ng);
+    memset(live, 0, ng);
+    for (int i = 0; i < p->nops; i++) {
+      const stof_op *op = p->ops[i];
+      if (grp[op->id] < 0) continue;
+      live[grp[op->id]] = 1;
+      for (int k = 0; k < op->ninput; k++) {
+        int a = grp[op->input[k]->id], b = grp[op->id];
+        if (a >= 0 && a != b && !edge[(size_t)a * ng + (size_t)b]) {
+          edge[(size_t)a * ng + (size_t)b] = 1;
+          indeg[b]++;
+        }
+      }
+    }
+    /* Kahn's algorithm, the group whose first op comes first among the ready ones */
+    int norder = 0, nlive = 0;
+    for (int g = 0; g < ngrp; g++) nlive += live[g];
+    while (norder < nlive) {
+      int pick = -1;
+      for (int i = 0; i < p->nops && pick < 0; i++) {
+        int g = grp[p->ops[i]->id];
+        if (g >= 0 && live[g] == 1 && indeg[g] == 0) pick = g;
+      }
+      if (pick < 0) {
+        int a = -1, b = -1;
+        for (int g = 0; g < ngrp && a < 0; g++)
+          if (live[g] == 1)
+            for (int h = 0; h < ngrp; h++)
+              if (live[h] == 1 && edge[(size_t)g * ng + (size_t)h] && edge[(size_t)h * ng + (size_t)g] ) a = g, b = h;
+        st = a >= 0 ? stof_ctx_error(ctx, STOF_ERR_ARG, "plan: scheme: segments %d and %d read each other's values (a cycle)", a, b)
+                    : stof_ctx_error(ctx, STOF_ERR_ARG, "plan: scheme: the segments' dependencies form a cycle");
+        goto free_graph;
+      }
+      live[pick] = 2;
+      order[norder++] = pick;
+      for (int h = 0; h < ngrp; h++)
+        if (edge[(size_t)pick * ng + (size_t)h]) indeg[h]--;
+    }
+    for (int oi = 0; oi < norder && !st; oi++) {
+      int gid = order[oi], nop = 0, si;
+      const stof_op *ext = NULL, *first = NULL;
+      for (int i = 0; i < p->nops; i++) {
+        const stof_op *op = p->ops[i];
+        if (grp[op->id] != gid) continue;
+        if (!first) first = op;
+        nop++;
+        if (op->kind == STOF_OP_EXTERN) {
+          if (ext) {
+            st = stof_ctx_error(ctx, STOF_ERR_ARG, "plan: scheme: segment %d holds two intrinsic ops, %s and %s", gid, ext->name, op->name);
+            break;
+          }
+          ext = op;
+        }
+      }
+      if (st) break;
+      if (ext) {
+        const stof_intrin *in = ext->intrin ? stof_intrin_find(ext->intrin) : NULL;
+        if (!in) {
+          st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "plan: extern op %s is not run by a registered intrinsic (%s), so only stof.eval can compute it",
+                              ext->name, ext->intrin ? ext->intrin : "none");
+          break;
+        }
+        /* exactly the op and its views */
+        for (int i = 0; i < p->nops && !st; i++) {
+          const stof_op *op = p->ops[i];
+          int mine = op == ext || p->view_of[op->id] == ext;
+          if (mine && grp[op->id] != gid)
+            st = stof_ctx_error(ctx, STOF_ERR_ARG,
+                                "plan: scheme: op %s is a view that intrinsic op %s reads or writes in place: it belongs in "
+                                "segment %d with it",
+                                op->name, ext->name, gid);
+          else if (!mine && grp[op->id] == gid)
+            st = stof_ctx_error(ctx, STOF_ERR_ARG,
+                                "plan: scheme: op %s cannot share segment %d with intrinsic op %s (an intrinsic's segment "
+                                "holds the op and its views only)",
+                                op->name, gid, ext->name);
+        }
+        if (!st) st = intrin_segment(p, ext, in);
+        continue;
+      }
+      for (int i = 0; i < p->nops; i++)
+        if (grp[p->ops[i]->id] == gid && p->view_of[p->ops[i]->id]) {
+          st = stof_ctx_error(ctx, STOF_ERR_ARG, "plan: scheme: op %s is a view of intrinsic op %s: it belongs in that op's segment",
+                              p->ops[i]->name, p->view_of[p->ops[i]->id]->name);
+          break;
+        }
+      if (st) break;
+      exec_gemm g;
+      int vendor = !p->opts.no_vendor_gemm && exec_match_gemm(first, &g);
+      if (vendor) {
+        if ((st = new_seg(p, STOF_SEG_GEMM, &si)) || (st = seg_add(p, si, first))) break;
+        p->seg[si].g = g;
+        if ((st = absorb_epilogue(p, si, grp, gid))) break;
+        exec_seg *s = &p->seg[si];
+        int ask_generated = 0;
+        if (s->nop == nop && p->opts.hooks && p->opts.hooks->generate_gemm) {
+          stof_plan_seg_req r = {si, p->cuda ? "cuda" : "c", s->tmpl, s->nop, s->op};
+          ask_generated = p->opts.hooks->generate_gemm(p->opts.hooks->ud, &r) != 0;
+        }
+        if (s->nop == nop && !ask_generated) continue;
+        /* not a GEMM and epilogue only (or asked so): generated code */
+        for (int k = 0; k < s->nop; k++) p->seg_of[s->op[k]->id] = -1;
+        stof_ctx_dealloc(ctx, s->op, sizeof *s->op * (size_t)s->capop);
+        p->nseg--;
+      }
+      if ((st = new_seg(p, STOF_SEG_GENERIC, &si))) break;
+      for (int i = 0; i < p->nops && !st; i++)
+        if (grp[p->ops[i]->id] == gid) st = seg_add(p, si, p->ops[i]);
+    }
+  free_graph:
+    stof_ctx_dealloc(ctx, indeg, sizeof *indeg * ng);
+    stof_ctx_dealloc(ctx, order, sizeof *order * ng);
+    stof_ctx_dealloc(ctx, edge, ng * ng);
+    stof_ctx_dealloc(ctx, live, ng);
+  }
+  if (!st) st = finish_scheme(p);
+done:
+  stof_ctx_dealloc(ctx, grp, sizeof *grp * nall);
+  return st;
 }

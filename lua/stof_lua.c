@@ -108,6 +108,7 @@ const char *slua_kind(stof_status s) {
   case STOF_ERR_COMPILE: return "CompileError";
   case STOF_ERR_UNSUPPORTED: return "UnsupportedError";
   case STOF_ERR_INTERNAL: return "InternalError";
+  case STOF_ERR_CHECK: return "CheckError";
   default: return "Error";
   }
 }

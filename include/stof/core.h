@@ -43,7 +43,8 @@ extern "C" {
   X(ERR_NO_DEVICE, "no GPU")                                 \
   X(ERR_COMPILE, "compilation failed")                       \
   X(ERR_UNSUPPORTED, "unsupported")                          \
-  X(ERR_INTERNAL, "internal error")
+  X(ERR_INTERNAL, "internal error")                          \
+  X(ERR_CHECK, "wrong result")
 
 typedef enum stof_status {
 #define STOF_X(name, text) STOF_##name,

@@ -19,6 +19,7 @@
 #define STOF_EXEC_H
 
 #include <stof/core.h>
+#include <stof/schedule.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,29 @@ const char *stof_seg_kind_name(stof_seg_kind k);
 
 typedef struct stof_plan stof_plan;
 
+/* A segment as a plan's hooks see it, before its implementation is built. */
+typedef struct stof_plan_seg_req {
+  int index;                 /* the segment's index, in the order the plan runs them */
+  const char *target;        /* "c" or "cuda" */
+  const char *name;          /* what the ops are ("gemm+bias", "layer_norm", "elementwise") */
+  int nop;                   /* its ops in the plan's graph, ascending ids (borrowed) */
+  const stof_op *const *op;
+} stof_plan_seg_req;
+
+/* Hooks through which a caller (the search) chooses how segments are implemented. */
+typedef struct stof_plan_hooks {
+  /* A segment the vendor GEMM could run (a GEMM and its epilogue): return 1 to have it
+   * generated (scheduled by `schedule`) instead. NULL: the vendor GEMM. */
+  int (*generate_gemm)(void *ud, const stof_plan_seg_req *r);
+  /* Schedules a generated segment: s is a fresh schedule of the segment's own graph (its
+   * blocks are named as the segment's ops); apply primitives to it. NULL: stof_sched_auto
+   * with its default knobs. An error fails the plan, naming the segment. A segment
+   * structurally equal to an earlier one shares the earlier one's function: the hook is
+   * called once per distinct segment. */
+  stof_status (*schedule)(void *ud, const stof_plan_seg_req *r, stof_sched *s);
+  void *ud;
+} stof_plan_hooks;
+
 typedef struct stof_plan_opts {
   const char *target; /* "cuda" or "c"; NULL: "cuda" when a GPU is present, else "c" */
   int no_graph;       /* 1: launch kernel by kernel instead of replaying a CUDA graph */
@@ -50,6 +74,16 @@ typedef struct stof_plan_opts {
    * selector's. An unknown intrinsic or knob, or a value outside the knob's candidates, is
    * STOF_ERR_ARG naming it. NULL: none. */
   const char *knobs;
+  /* the fusion scheme (NULL: the default, rule-based scheme): a code as stof_plan_scheme
+   * prints it, one segment number per op the plan runs (placeholders left out) in id order,
+   * equal numbers forming one segment (the numbers need not be in order; the plan runs the
+   * segments in a topological order). Legal when the segments depend on one another without
+   * a cycle and every segment that holds an intrinsic op (attention) holds it with exactly
+   * the views the default scheme gives it and nothing else; a segment that holds a GEMM and
+   * only ops its vendor epilogue can take runs on the vendor GEMM (unless the hooks say
+   * otherwise), any other segment is generated code. STOF_ERR_ARG names what is illegal. */
+  const char *scheme;
+  const stof_plan_hooks *hooks; /* NULL: none (borrowed for the duration of stof_plan_new) */
 } stof_plan_opts;
 
 /**
@@ -138,6 +172,10 @@ typedef struct stof_plan_memory {
   size_t arena, values, owned_inputs, workspace;
 } stof_plan_memory;
 void stof_plan_memory_get(const stof_plan *p, stof_plan_memory *out);
+
+/** Whether op is a GEMM (a sum over k of x[..., k] * w[k, j] or w[j, k] covering both
+ *  operands) that a vendor-GEMM segment could run: a compute-intensive op for the search. */
+int stof_plan_op_is_gemm(const stof_op *op);
 
 /** A table of the segments (index, kind, template, ops, decisions), one per line. Owned
  *  string: stof_ctx_dealloc(ctx, s, strlen(s) + 1). */

@@ -1,5 +1,7 @@
 /*
- * stof search (DESIGN.md section 7). Built so far: the tuning database.
+ * stof search (DESIGN.md section 7): the tuning database, and the two-stage search over
+ * a model graph's fusion schemes (stage 1) and its segments' templates and knobs (stage 2),
+ * every candidate measured on the target through an exec/ plan (docs/SEARCH.md).
  *
  * The tuning database keeps every measurement of a candidate, one JSON object per line, in
  * an append-only file:
@@ -26,6 +28,8 @@
 #define STOF_SEARCH_H
 
 #include <stof/core.h>
+#include <stof/exec.h>
+#include <stof/schedule.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,6 +95,98 @@ stof_status stof_db_get(const stof_db *db, int i, stof_db_record *out);
  * STOF_ERR_NOT_FOUND, naming the workload and the device, when there is none.
  */
 stof_status stof_db_best(const stof_db *db, const char *workload, const char *device, int *index);
+
+/* ---------------------------------------------------------------- the search */
+
+/*
+ * A template turns a segment of a model graph into a schedule: it applies primitives to a
+ * fresh schedule of the segment's own graph (blocks named as the segment's ops) and names
+ * its tunable parameters as knobs (stof_sched_knob, sample_*); the search replays its trace
+ * with other decisions. Built in: "vendor" (the vendor GEMM for a GEMM and its epilogue:
+ * cuBLASLt on the GPU, the GEMM intrinsic's CPU implementation on "c") and "auto"
+ * (stof_sched_auto: knobs threads and vec on "cuda"). The user's are explored beside them,
+ * with the same correctness gate and records.
+ */
+typedef struct stof_template {
+  const char *name; /* unique among the templates of a search; no '@' or '.' */
+  /* 1 when the template can schedule the segment (NULL: every generated segment) */
+  int (*matches)(void *ud, const stof_plan_seg_req *r);
+  /* schedules s, a fresh schedule of the segment's graph; an error fails the candidate
+   * (recorded with its status and message), never the search */
+  stof_status (*schedule)(void *ud, const stof_plan_seg_req *r, stof_sched *s);
+  void *ud;
+} stof_template;
+
+/* Where the search stands, for a progress display. */
+typedef struct stof_tune_progress {
+  int stage;            /* 1 fusion, 2 knobs, 0 done */
+  int trials, failed, rejected;
+  double elapsed_s, budget_s;
+  double default_ms, best_ms;
+  const char *what;     /* the last candidate, one line (borrowed) */
+} stof_tune_progress;
+
+typedef struct stof_tune_opts {
+  stof_plan_opts plan;  /* the target and plan options; scheme, hooks and knobs are the search's */
+  const char *workload; /* a name for the records (NULL: "graph"); the key adds a structural hash */
+  stof_db *db;          /* every measurement goes here (NULL: none kept); borrowed */
+  double budget_s;      /* wall-clock budget of the whole search (<= 0: 30 s) */
+  int max_trials;       /* measured candidates at most (0: no limit but the budget) */
+  int skip_stage1;      /* 1: keep the default fusion scheme */
+  int skip_stage2;      /* 1: stop after stage 1 */
+  int force;            /* 1: search even when the database holds a best record */
+  int reps, warmup;     /* per measurement (0: 10 and 2) */
+  int stage1_samples;   /* knob settings measured per fusion scheme, best kept (0: 3) */
+  uint64_t seed;        /* the sampling's seed (0: 1) */
+  int ntemplate;        /* the user's templates, explored beside the built-in ones */
+  const stof_template *templates;
+  /* inputs of the measurements and of the correctness check: every placeholder the
+   * outputs read (borrowed; on the plan's device or copied once) */
+  int nfeed;
+  const stof_op *const *feed_ops;
+  const stof_tensor *const *feed;
+  /* progress: called after every candidate (NULL: a bar on stderr when verbose) */
+  void (*progress)(void *ud, const stof_tune_progress *p);
+  void *progress_ud;
+  int verbose;
+  /* fault injection for tests: candidates that use the template of this name compute a
+   * wrong value (output 0's first element), as a miscompiled kernel would */
+  const char *inject_wrong;
+} stof_tune_opts;
+
+typedef struct stof_tune_result {
+  double default_ms;   /* the default scheme with default knobs (0 when loaded) */
+  double stage1_ms;    /* after stage 1 */
+  double best_ms;      /* the plan returned (its measured median) */
+  int trials;          /* candidates measured (failed ones included) */
+  int failed;          /* candidates that failed to build or run */
+  int rejected;        /* candidates faster than the best that failed the correctness check */
+  int from_db;         /* 1: the plan was rebuilt from the database's best record */
+  double seconds;      /* wall time of the search */
+  char workload[128];  /* the records' workload key */
+} stof_tune_result;
+
+/**
+ * Searches the fastest correct plan for outputs[0..nout) of g on opts->plan.target: stage 1
+ * starts from the default fusion scheme and keeps a move (expand: merge two neighbouring
+ * segments; seize: a segment with a GEMM takes an op of a neighbouring segment without one;
+ * compete: an op between two such segments goes to the one with fewer compute-intensive
+ * ops; never more than two compute-intensive ops in a segment) only when its measured time
+ * (the best of a few knob settings) improves; stage 2 samples templates and knob decisions
+ * per distinct segment (identical segments are tuned once), the first round evenly, later
+ * rounds weighted by the gain each segment's samples brought. Every candidate that would
+ * become the best is first run with its memory poisoned and its outputs compared with the
+ * reference (the interpreter on "c", the default plan on "cuda"): relative L2 at most 1e-5
+ * (float32) or 1e-2 (float16, bfloat16), no NaN where the reference has none; one that
+ * fails is recorded as ERR_CHECK and never chosen. Candidates that fail to build or run
+ * are recorded with their status. With a database holding a best record of this workload,
+ * device and version (and not force), the plan is rebuilt from it without measuring.
+ * *plan gets the best plan with the feed bound (owned: stof_plan_free); *res (may be
+ * NULL) the figures. Errors: the default plan failing, a feed missing or wrong, the
+ * reference failing; candidates never fail the search.
+ */
+stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, const stof_tune_opts *opts,
+                      stof_plan **plan, stof_tune_result *res);
 
 #ifdef __cplusplus
 }

@@ -7,141 +7,12 @@
  * packs values by liveness without overlapping live ones, the binding and argument errors,
  * and that allocation failures while planning and running are clean and leak nothing.
  */
-#include "../core/testutil.h"
+#include "graphs.h"
 
 #include <stdio.h>
 
 #include <stof/exec.h>
 #include <stof/kernels.h>
-
-/* ---------------------------------------------------------------- graph builders */
-
-/* A compute over axes, stored as dtype (-1: the body's), tagged (NULL: no tag). */
-static const stof_op *compute_as(stof_graph *g, const char *name, int ndim, const stof_expr *const *axes,
-                                 const stof_expr *body, int dtype, const char *tag) {
-  const stof_op *op = NULL;
-  TU_OK(TU_G(g), stof_te_compute(g, name, ndim, axes, body, dtype, &op));
-  if (tag) TU_OK(TU_G(g), stof_te_set_tag(g, op, tag));
-  return op;
-}
-
-/* x[..., k] for axes[0..nd-1) and k. */
-static const stof_expr *load_rows(stof_graph *g, const stof_op *x, const stof_expr *const *axes, const stof_expr *k) {
-  const stof_expr *idx[STOF_MAX_DIMS];
-  for (int d = 0; d < x->ndim - 1; d++) idx[d] = axes[d];
-  idx[x->ndim - 1] = k;
-  const stof_expr *e = NULL;
-  TU_OK(TU_G(g), stof_te_load(g, x, x->ndim, idx, &e));
-  return e;
-}
-
-static const stof_expr *load_all(stof_graph *g, const stof_op *x, const stof_expr *const *axes) {
-  const stof_expr *e = NULL;
-  TU_OK(TU_G(g), stof_te_load(g, x, x->ndim, axes, &e));
-  return e;
-}
-
-/* y[..., j] = sum_k x[..., k] * w[k, j] (trans 0: w [K, N]) or w[j, k] (trans 1: w [N, K]),
- * tagged "gemm" as stof.nn's linear does. */
-static const stof_op *gemm(stof_graph *g, const char *name, const stof_op *x, const stof_op *w, int trans) {
-  int nd = x->ndim;
-  int64_t shape[STOF_MAX_DIMS];
-  memcpy(shape, x->shape, sizeof shape[0] * (size_t)nd);
-  shape[nd - 1] = trans ? w->shape[0] : w->shape[1];
-  const stof_expr *axes[STOF_MAX_DIMS];
-  tu_axes(g, nd, shape, axes);
-  const stof_expr *k = tu_raxis(g, x->shape[nd - 1], "k");
-  const stof_expr *wl = trans ? tu_load(g, w, 2, axes[nd - 1], k) : tu_load(g, w, 2, k, axes[nd - 1]);
-  const stof_expr *body = tu_reduce(g, STOF_REDUCE_SUM, tu_bin(g, STOF_EXPR_MUL, load_rows(g, x, axes, k), wl), 1, k);
-  return compute_as(g, name, nd, axes, body, -1, "gemm");
-}
-
-/* y[..., j] = a[...] <kind> b[j] (b a vector over the last axis), tagged. */
-static const stof_op *vec_op(stof_graph *g, const char *name, stof_expr_kind kind, const stof_op *a, const stof_op *b,
-                             const char *tag) {
-  const stof_expr *axes[STOF_MAX_DIMS];
-  tu_axes(g, a->ndim, a->shape, axes);
-  const stof_expr *body = tu_bin(g, kind, load_all(g, a, axes), tu_load(g, b, 1, axes[a->ndim - 1]));
-  return compute_as(g, name, a->ndim, axes, body, -1, tag);
-}
-
-/* y = a <kind> b elementwise (same shapes), tagged. */
-static const stof_op *elem_op(stof_graph *g, const char *name, stof_expr_kind kind, const stof_op *a, const stof_op *b,
-                              const char *tag) {
-  const stof_expr *axes[STOF_MAX_DIMS];
-  tu_axes(g, a->ndim, a->shape, axes);
-  const stof_expr *body = tu_bin(g, kind, load_all(g, a, axes), load_all(g, b, axes));
-  return compute_as(g, name, a->ndim, axes, body, -1, tag);
-}
-
-static const stof_op *bias_add(stof_graph *g, const char *name, const stof_op *y, const stof_op *b) {
-  return vec_op(g, name, STOF_EXPR_ADD, y, b, "bias_add");
-}
-static const stof_op *residual_add(stof_graph *g, const char *name, const stof_op *a, const stof_op *b) {
-  return elem_op(g, name, STOF_EXPR_ADD, a, b, "residual_add");
-}
-
-/* v as float32 (no cast when it is). */
-static const stof_expr *f32(stof_graph *g, const stof_expr *v) {
-  if (v->dtype == STOF_DTYPE_F32) return v;
-  const stof_expr *e = NULL;
-  TU_OK(TU_G(g), stof_te_cast(g, STOF_DTYPE_F32, v, &e));
-  return e;
-}
-
-typedef enum act_kind { ACT_RELU, ACT_GELU_TANH, ACT_GELU_ERF } act_kind;
-
-/* An activation as stof.nn builds it: computed in float32, stored in x's dtype, tagged. */
-static const stof_op *act_tagged(stof_graph *g, const char *name, act_kind a, const stof_op *x, const char *tag) {
-  const stof_expr *axes[STOF_MAX_DIMS];
-  tu_axes(g, x->ndim, x->shape, axes);
-  const stof_expr *v = f32(g, load_all(g, x, axes)), *body;
-  if (a == ACT_RELU) {
-    body = tu_bin(g, STOF_EXPR_MAX, v, tu_f32(g, 0.0));
-  } else if (a == ACT_GELU_TANH) {
-    const stof_expr *v3 = tu_bin(g, STOF_EXPR_MUL, tu_bin(g, STOF_EXPR_MUL, v, v), v);
-    const stof_expr *in = tu_bin(g, STOF_EXPR_ADD, v, tu_bin(g, STOF_EXPR_MUL, tu_f32(g, 0.044715), v3));
-    const stof_expr *th = tu_un(g, STOF_EXPR_TANH, tu_bin(g, STOF_EXPR_MUL, tu_f32(g, sqrt(2 / M_PI)), in));
-    body = tu_bin(g, STOF_EXPR_MUL, tu_bin(g, STOF_EXPR_MUL, tu_f32(g, 0.5), v),
-                  tu_bin(g, STOF_EXPR_ADD, tu_f32(g, 1.0), th));
-  } else {
-    const stof_expr *e = tu_un(g, STOF_EXPR_ERF, tu_bin(g, STOF_EXPR_MUL, v, tu_f32(g, sqrt(0.5))));
-    body = tu_bin(g, STOF_EXPR_MUL, tu_bin(g, STOF_EXPR_MUL, tu_f32(g, 0.5), v),
-                  tu_bin(g, STOF_EXPR_ADD, tu_f32(g, 1.0), e));
-  }
-  return compute_as(g, name, x->ndim, axes, body, (int)x->dtype, tag);
-}
-
-static const stof_op *act(stof_graph *g, const char *name, act_kind a, const stof_op *x) {
-  static const char *const tags[] = {"relu", "gelu_tanh", "gelu"};
-  return act_tagged(g, name, a, x, tags[a]);
-}
-
-/* Layer norm over the last axis of the 2-D x (float32), as stof.nn builds it: mean and var
- * (tag "layer_norm_stat"), then the normalised output (tag "layer_norm"). */
-static const stof_op *layer_norm(stof_graph *g, const char *name, const stof_op *x, const stof_op *gamma,
-                                 const stof_op *beta) {
-  char n[64];
-  int64_t R = x->shape[0], D = x->shape[1];
-  const stof_expr *ax[2];
-  tu_axes(g, 1, TU_SHAPE(R), ax);
-  const stof_expr *r1 = tu_raxis(g, D, "r1");
-  const stof_expr *mb = tu_reduce(g, STOF_REDUCE_SUM, tu_bin(g, STOF_EXPR_MUL, tu_load(g, x, 2, ax[0], r1), tu_f32(g, 1.0 / D)), 1, r1);
-  snprintf(n, sizeof n, "%s.mean", name);
-  const stof_op *mean = compute_as(g, n, 1, ax, mb, -1, "layer_norm_stat");
-  tu_axes(g, 1, TU_SHAPE(R), ax);
-  const stof_expr *r2 = tu_raxis(g, D, "r2");
-  const stof_expr *c = tu_bin(g, STOF_EXPR_SUB, tu_load(g, x, 2, ax[0], r2), tu_load(g, mean, 1, ax[0]));
-  const stof_expr *vb = tu_reduce(g, STOF_REDUCE_SUM, tu_bin(g, STOF_EXPR_MUL, tu_bin(g, STOF_EXPR_MUL, c, c), tu_f32(g, 1.0 / D)), 1, r2);
-  snprintf(n, sizeof n, "%s.var", name);
-  const stof_op *var = compute_as(g, n, 1, ax, vb, -1, "layer_norm_stat");
-  tu_axes(g, 2, x->shape, ax);
-  const stof_expr *xc = tu_bin(g, STOF_EXPR_SUB, tu_load(g, x, 2, ax[0], ax[1]), tu_load(g, mean, 1, ax[0]));
-  const stof_expr *rs = tu_un(g, STOF_EXPR_RSQRT, tu_bin(g, STOF_EXPR_ADD, tu_load(g, var, 1, ax[0]), tu_f32(g, 1e-5)));
-  const stof_expr *y = tu_bin(g, STOF_EXPR_ADD, tu_bin(g, STOF_EXPR_MUL, tu_bin(g, STOF_EXPR_MUL, xc, rs), tu_load(g, gamma, 1, ax[1])),
-                              tu_load(g, beta, 1, ax[1]));
-  return compute_as(g, name, 2, ax, y, -1, "layer_norm");
-}
 
 /* ---------------------------------------------------------------- plans */
 
@@ -954,6 +825,123 @@ static void allocation_failures_are_clean(void **state) {
   tu_ctx_free(ctx, &f.heap);
 }
 
+
+/* ---------------------------------------------------------------- given schemes and hooks */
+
+/* x -> fc (gemm + bias + relu) -> ln (layer norm), f32: the scheme ops in id order are
+ * fc, fc.bias, fc.relu, ln.mean, ln.var, ln. */
+static const stof_op *fc_ln(stof_graph *g) {
+  const stof_op *x = tu_ph(g, "x", STOF_DTYPE_F32, 2, TU_SHAPE(8, 16));
+  const stof_op *w = tu_ph(g, "w", STOF_DTYPE_F32, 2, TU_SHAPE(16, 32));
+  const stof_op *b = tu_ph(g, "b", STOF_DTYPE_F32, 1, TU_SHAPE(32));
+  const stof_op *y = act(g, "fc.relu", ACT_RELU, bias_add(g, "fc.bias", gemm(g, "fc", x, w, 0), b));
+  const stof_op *gamma = tu_ph(g, "gamma", STOF_DTYPE_F32, 1, TU_SHAPE(32));
+  const stof_op *beta = tu_ph(g, "beta", STOF_DTYPE_F32, 1, TU_SHAPE(32));
+  return layer_norm(g, "ln", y, gamma, beta);
+}
+
+static void given_schemes_run_and_match(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  const stof_op *out = fc_ln(f.g);
+  /* the default scheme's own code gives the same plan */
+  stof_plan *p = plan_run_check_opts(f.g, 1, &out, 3, (stof_plan_opts){.scheme = "0 0 0 1 1 1"});
+  assert_string_equal(stof_plan_scheme(p), "0 0 0 1 1 1");
+  assert_seg(p, 0, STOF_SEG_GEMM, "gemm+bias+relu", 3);
+  stof_plan_free(p);
+  /* the GEMM alone, its epilogue with the layer norm: the numbers need not be in order */
+  p = plan_run_check_opts(f.g, 1, &out, 4, (stof_plan_opts){.scheme = "7 3 3 3 3 3"});
+  assert_string_equal(stof_plan_scheme(p), "0 1 1 1 1 1");
+  assert_seg(p, 0, STOF_SEG_GEMM, "gemm", 1);
+  assert_int_equal(seg(p, 1).kind, STOF_SEG_GENERIC);
+  stof_plan_free(p);
+  /* everything one segment: a GEMM with a layer norm is generated code */
+  p = plan_run_check_opts(f.g, 1, &out, 5, (stof_plan_opts){.scheme = "0 0 0 0 0 0"});
+  assert_int_equal(stof_plan_nsegment(p), 1);
+  assert_int_equal(seg(p, 0).kind, STOF_SEG_GENERIC);
+  stof_plan_free(p);
+  /* one segment per op */
+  p = plan_run_check_opts(f.g, 1, &out, 6, (stof_plan_opts){.scheme = "0 1 2 3 4 5"});
+  assert_int_equal(stof_plan_nsegment(p), 6);
+  assert_seg(p, 0, STOF_SEG_GEMM, "gemm", 1);
+  stof_plan_free(p);
+  fx_free(&f);
+}
+
+static void illegal_schemes_are_refused(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  const stof_op *out = fc_ln(f.g);
+  stof_plan *p = NULL;
+  stof_plan_opts o = {.target = "c"};
+  o.scheme = "0 0 0 1 1";
+  TU_ERR(f.ctx, stof_plan_new(f.g, 1, &out, &o, &p), STOF_ERR_ARG, "the code ends at op ln");
+  o.scheme = "0 0 0 1 1 1 2";
+  TU_ERR(f.ctx, stof_plan_new(f.g, 1, &out, &o, &p), STOF_ERR_ARG, "more numbers than");
+  o.scheme = "0 0 x 1 1 1";
+  TU_ERR(f.ctx, stof_plan_new(f.g, 1, &out, &o, &p), STOF_ERR_ARG, "where the segment of op fc.relu");
+  /* fc and ln.var in one segment, fc.bias .. ln.mean in another: each reads the other's */
+  o.scheme = "0 1 1 1 0 2";
+  TU_ERR(f.ctx, stof_plan_new(f.g, 1, &out, &o, &p), STOF_ERR_ARG, "read each other's values");
+  assert_null(p);
+  fx_free(&f);
+}
+
+typedef struct hook_log {
+  int ngemm, nsched, generate;
+  char names[8][64];
+} hook_log;
+
+static int log_generate_gemm(void *ud, const stof_plan_seg_req *r) {
+  hook_log *h = ud;
+  assert_string_equal(r->target, "c");
+  assert_true(r->nop >= 1);
+  assert_string_equal(r->op[0]->name, "fc");
+  h->ngemm++;
+  return h->generate;
+}
+
+/* The default schedule, then a knob of its own (decision 2: the value 4). */
+static stof_status log_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s) {
+  hook_log *h = ud;
+  if (h->nsched < 8) snprintf(h->names[h->nsched], sizeof h->names[0], "%s", r->name);
+  h->nsched++;
+  int k = 0;
+  stof_status st = stof_sched_auto(s, r->target, NULL);
+  if (st) return st;
+  return stof_sched_knob(s, "tile", 3, (const int64_t[]){1, 2, 4}, 2, &k);
+}
+
+static void hooks_choose_implementations(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  const stof_op *out = fc_ln(f.g);
+  hook_log h = {0};
+  stof_plan_hooks hooks = {log_generate_gemm, log_schedule, &h};
+  /* the vendor GEMM kept: the hook schedules the layer norm only */
+  stof_plan *p = plan_run_check_opts(f.g, 1, &out, 7, (stof_plan_opts){.hooks = &hooks});
+  assert_int_equal(h.ngemm, 0); /* the default scheme asks nothing */
+  assert_int_equal(h.nsched, 1);
+  assert_int_equal(seg(p, 1).nknob, 1);
+  assert_string_equal(seg(p, 1).knob_name[0], "tile");
+  assert_int_equal(seg(p, 1).knob_value[0], 4);
+  assert_non_null(strstr(seg(p, 1).detail, "the caller's schedule"));
+  stof_plan_free(p);
+  /* with a given scheme the GEMM segment is offered; generated when the hook says so */
+  memset(&h, 0, sizeof h);
+  h.generate = 1;
+  p = plan_run_check_opts(f.g, 1, &out, 8, (stof_plan_opts){.hooks = &hooks, .scheme = "0 0 0 1 1 1"});
+  assert_int_equal(h.ngemm, 1);
+  assert_int_equal(h.nsched, 2);
+  assert_string_equal(h.names[0], "gemm+bias_add+relu"); /* named by its tags as generated code */
+  assert_int_equal(seg(p, 0).kind, STOF_SEG_GENERIC);
+  stof_plan_free(p);
+  fx_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_bias_relu_then_layer_norm),
@@ -969,6 +957,9 @@ int main(void) {
       cmocka_unit_test(extern_without_intrinsic_is_refused),
       cmocka_unit_test(rebinding_cpu_input_gives_new_results),
       cmocka_unit_test(allocation_failures_are_clean),
+      cmocka_unit_test(given_schemes_run_and_match),
+      cmocka_unit_test(illegal_schemes_are_refused),
+      cmocka_unit_test(hooks_choose_implementations),
   };
   return cmocka_run_group_tests_name("exec", tests, NULL, NULL);
 }
