@@ -128,6 +128,11 @@ static void progress(tuner *t) {
   }
   if (!t->o->verbose) return;
   int tty = isatty(fileno(stderr));
+  if (t->res.from_db) {
+    fprintf(stderr, "stof tune: %s: the best record of the database, %.4f ms (nothing measured)\n", t->workload,
+            t->best_ms);
+    return;
+  }
   if (!tty && t->stage && t->res.trials - t->last_bar < 10) return;
   t->last_bar = t->res.trials;
   char bar[21];
@@ -521,6 +526,7 @@ static int trial(tuner *t, double *ms_out) {
     snprintf(msg, sizeof msg, "%s", stof_ctx_message(t->ctx));
     if (st == STOF_ERR_NOMEM) snprintf(msg, sizeof msg, "out of memory");
     stof_ctx_clear_error(t->ctx);
+    mark_checked(t, 0); /* a template that fails is not sampled again (this scheme) */
     t->res.failed++;
     snprintf(t->what, sizeof t->what, "failed: %.200s", msg);
     record(t, code, 0, st, msg);
@@ -571,8 +577,11 @@ static void sample_class(tuner *t, int i) {
   seg *s = &t->segs[i];
   cfg *c = &t->cur[i];
   if (!s->seen || s->nchoice == 0) return;
+  /* a template not tried on this segment yet comes first, then any that is not bad */
   int good[MAXC], ngood = 0;
   for (int k = 0; k < s->nchoice; k++)
+    if (!s->bad[k] && !s->verified[k]) good[ngood++] = k;
+  for (int k = 0; k < s->nchoice && !ngood; k++)
     if (!s->bad[k]) good[ngood++] = k;
   if (!ngood) return;
   int ch = good[rnd(t) % (uint64_t)ngood];
@@ -1005,18 +1014,33 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   stof_status st = check_templates(t);
   if (st) return st;
   if (opts->seed) stof_ctx_seed(ctx, opts->seed);
-  /* the default plan: the target, the ops, the first measurement */
+  const char *target = opts->plan.target;
+  if (target && strcmp(target, "c") && strcmp(target, "cuda"))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "tune: target \"%s\" (\"c\" or \"cuda\")", target);
+  if (!target || !strcmp(target, "cuda")) {
+    st = stof_cuda_init(ctx);
+    if (st && target) return st; /* "cuda" asked for: say why there is none */
+    if (st) stof_ctx_clear_error(ctx);
+    t->cuda = st == STOF_OK;
+  }
   stof_plan_opts po = opts->plan;
+  po.target = t->cuda ? "cuda" : "c";
   po.scheme = NULL;
   po.hooks = NULL;
   po.knobs = NULL;
   stof_plan *def = NULL;
-  if ((st = stof_plan_new(g, nout, outputs, &po, &def))) return st;
-  t->cuda = !strcmp(stof_plan_target(def), "cuda");
   const stof_op **all = NULL;
   int nall = 0;
-  if ((st = stof_graph_collect(g, nout, outputs, &all, &nall))) goto fail_def;
-  for (int i = 0; i < nall; i++) t->nop += all[i]->kind != STOF_OP_PLACEHOLDER;
+  if ((st = stof_graph_collect(g, nout, outputs, &all, &nall))) return st;
+  for (int i = 0; i < nall; i++) {
+    t->nop += all[i]->kind != STOF_OP_PLACEHOLDER;
+    int k;
+    for (k = 0; all[i]->kind == STOF_OP_PLACEHOLDER && k < opts->nfeed && opts->feed_ops[k] != all[i]; k++) {}
+    if (all[i]->kind == STOF_OP_PLACEHOLDER && k == opts->nfeed) {
+      stof_ctx_dealloc(ctx, all, sizeof *all * (size_t)nall);
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "tune: no input given for placeholder %s", all[i]->name);
+    }
+  }
   t->nslot = t->nop + 1;
   size_t ns = (size_t)t->nslot, no = (size_t)(t->nop ? t->nop : 1);
   t->nt = 1 + opts->ntemplate;
@@ -1030,7 +1054,7 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   if (!t->t || !t->ops || !t->code || !t->best_code || !t->segs || !t->cur || !t->best_cfg) {
     stof_ctx_dealloc(ctx, all, sizeof *all * (size_t)nall);
     st = STOF_ERR_NOMEM;
-    goto fail_def;
+    goto fail;
   }
   memset(t->segs, 0, sizeof *t->segs * ns);
   t->t[0] = (stof_template){"auto", NULL, auto_schedule, NULL};
@@ -1046,10 +1070,18 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
     }
   stof_ctx_dealloc(ctx, all, sizeof *all * (size_t)nall);
   reset_cfg(t);
-  if ((st = workload_key(t)) || (st = bind_feed(t, def)) || (st = reference(t, def))) goto fail_def;
+  if ((st = workload_key(t))) goto fail;
+  /* a best record of this workload: rebuilt, nothing measured */
+  if (resume(t)) {
+    t->stage = 0;
+    t->res.best_ms = t->best_ms;
+    goto done;
+  }
+  /* the default plan: the reference (on the GPU) and the default scheme's code */
+  if ((st = stof_plan_new(g, nout, outputs, &po, &def)) || (st = bind_feed(t, def)) || (st = reference(t, def)))
+    goto fail_def;
   {
-    /* the default scheme's code (built through the hooks with the default configuration,
-     * it is the same plan) */
+    /* built through the hooks with the default configuration, the code gives this plan */
     const char *sc = stof_plan_scheme(def);
     for (int i = 0; i < t->nop; i++) {
       char *end;
@@ -1059,11 +1091,6 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   }
   stof_plan_free(def);
   def = NULL;
-  if (resume(t)) {
-    t->stage = 0;
-    t->res.best_ms = t->best_ms;
-    goto done;
-  }
   /* the default scheme and configuration, measured and checked (it must pass) */
   t->stage = 1;
   double ms0;

@@ -570,6 +570,8 @@ static void db_handle_shared_across_fork(void **state) {
   stof_ctx_free(ctx);
 }
 
+int run_tune_tests(void);
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(db_round_trips_records_and_finds_the_best),
@@ -584,5 +586,6 @@ int main(void) {
       cmocka_unit_test(db_append_loads_an_unterminated_record),
       cmocka_unit_test(db_handle_shared_across_fork),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int failed = cmocka_run_group_tests_name("db", tests, NULL, NULL);
+  return failed + run_tune_tests(); /* tests/search/test_tune.c */
 }
