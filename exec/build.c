@@ -345,9 +345,11 @@ static stof_status build_generic(stof_plan *p, int si) {
   }
   const char *target = p->cuda ? "cuda" : "c";
   if ((st = stof_sched_new(sub, gen->nout, args + gen->nin, &sched))) goto done;
+  char label[96] = "";
   if (p->opts.hooks && p->opts.hooks->schedule) {
-    stof_plan_seg_req r = {si, target, s->tmpl, s->nop, s->op};
+    stof_plan_seg_req r = {si, target, s->tmpl, s->nop, s->op, NULL};
     st = p->opts.hooks->schedule(p->opts.hooks->ud, &r, sched);
+    snprintf(label, sizeof label, "%s", r.label ? r.label : "the caller's schedule");
   } else {
     st = stof_sched_auto(sched, target, NULL);
   }
@@ -366,7 +368,7 @@ static stof_status build_generic(stof_plan *p, int si) {
   }
   if (st) goto done;
   snprintf(s->detail, sizeof s->detail, "%d ops, %d inputs, %d outputs, %s", s->nop, gen->nin, gen->nout,
-           p->opts.hooks && p->opts.hooks->schedule ? "the caller's schedule" : "default schedule");
+           label[0] ? label : "default schedule");
 done:
   if (st && s->op && s->nop) {
     /* name the segment in the message */

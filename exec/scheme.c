@@ -656,7 +656,7 @@ stof_status exec_scheme_given(stof_plan *p, const char *code) {
         exec_seg *s = &p->seg[si];
         int ask_generated = 0;
         if (s->nop == nop && p->opts.hooks && p->opts.hooks->generate_gemm) {
-          stof_plan_seg_req r = {si, p->cuda ? "cuda" : "c", s->tmpl, s->nop, s->op};
+          stof_plan_seg_req r = {si, p->cuda ? "cuda" : "c", s->tmpl, s->nop, s->op, NULL};
           ask_generated = p->opts.hooks->generate_gemm(p->opts.hooks->ud, &r) != 0;
         }
         if (s->nop == nop && !ask_generated) continue;

@@ -99,6 +99,7 @@ typedef struct tuner {
   char what[256];
   char workload[128], device[256];
   int last_bar;
+  char label[NAMEL + 16];
 } tuner;
 
 static double now_s(void) {
@@ -160,8 +161,10 @@ static void see(tuner *t, const stof_plan_seg_req *r, int gemm) {
   s->gemm = gemm;
   s->nchoice = 0;
   if (gemm) s->tmpl[s->nchoice++] = VENDOR;
+  /* pruned: "auto" for a GEMM on the GPU (a reduction kernel without tensor cores, never
+   * near cuBLASLt); the user's templates may still take it */
   for (int k = 0; k < t->nt && s->nchoice < MAXC; k++)
-    if (tmpl_matches(t, k, r)) s->tmpl[s->nchoice++] = k;
+    if (!(k == 0 && gemm && t->cuda) && tmpl_matches(t, k, r)) s->tmpl[s->nchoice++] = k;
 }
 
 static int hook_generate_gemm(void *ud, const stof_plan_seg_req *r) {
@@ -178,7 +181,7 @@ static int choice_of(const seg *s, int tmpl) {
   return -1;
 }
 
-static stof_status hook_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s) {
+static stof_status hook_schedule(void *ud, stof_plan_seg_req *r, stof_sched *s) {
   tuner *t = ud;
   stof_ctx *ctx = t->ctx;
   if (r->index >= t->nslot) return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "tune: segment %d past the scheme's", r->index);
@@ -217,6 +220,8 @@ static stof_status hook_schedule(void *ud, const stof_plan_seg_req *r, stof_sche
   if ((st = stof_sched_trace(clone, &tr))) goto done;
   for (int i = 0; i < c->n && !st; i++) st = stof_trace_set_decision(tr, c->name[i], c->dec[i]);
   if (!st) st = stof_sched_replay(tr, s);
+  snprintf(t->label, sizeof t->label, "template %s", t->t[k].name);
+  r->label = t->label;
 done:
   if (tr) stof_trace_free(tr);
   stof_sched_free(clone);
@@ -571,8 +576,9 @@ static int trial(tuner *t, double *ms_out) {
 
 static uint64_t rnd(tuner *t) { return stof_ctx_rand_u64(t->ctx); }
 
-/* A random configuration of class (owner) i: a template among its choices and a random
- * decision of each knob that template is known to make; members take the template. */
+/* A random configuration of class (owner) i: a template among its choices (one not tried
+ * on the segment yet first, never one that failed), a random decision of each knob that
+ * template is known to make; members take the template. */
 static void sample_class(tuner *t, int i) {
   seg *s = &t->segs[i];
   cfg *c = &t->cur[i];
@@ -610,12 +616,16 @@ static int tunable(const tuner *t, int i) {
   return 0;
 }
 
+/* One knob of one intrinsic set to another of its candidates (a step from the best: most
+ * joint settings of tile, warps and stages are illegal, and the plan refuses those before
+ * compiling anything). */
 static void sample_intrinsics(tuner *t) {
-  for (int i = 0; i < t->nin; i++)
-    for (int k = 0; k < t->in[i]->nknob; k++) {
-      const stof_intrin_knob *kn = &t->in[i]->knob[k];
-      if (kn->ncand > 1) t->inval[i][k] = (int)kn->cand[rnd(t) % (uint64_t)kn->ncand];
-    }
+  if (!t->nin) return;
+  int i = (int)(rnd(t) % (uint64_t)t->nin);
+  if (!t->in[i]->nknob) return;
+  int k = (int)(rnd(t) % (uint64_t)t->in[i]->nknob);
+  const stof_intrin_knob *kn = &t->in[i]->knob[k];
+  if (kn->ncand > 1) t->inval[i][k] = (int)kn->cand[rnd(t) % (uint64_t)kn->ncand];
 }
 
 static void reset_cfg(tuner *t) {

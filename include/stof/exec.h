@@ -45,6 +45,8 @@ typedef struct stof_plan_seg_req {
   const char *name;          /* what the ops are ("gemm+bias", "layer_norm", "elementwise") */
   int nop;                   /* its ops in the plan's graph, ascending ids (borrowed) */
   const stof_op *const *op;
+  const char *label;         /* out (schedule hook): what scheduled it, for the segment's
+                                detail ("template auto"; copied; NULL: nothing said) */
 } stof_plan_seg_req;
 
 /* Hooks through which a caller (the search) chooses how segments are implemented. */
@@ -57,7 +59,7 @@ typedef struct stof_plan_hooks {
    * with its default knobs. An error fails the plan, naming the segment. A segment
    * structurally equal to an earlier one shares the earlier one's function: the hook is
    * called once per distinct segment. */
-  stof_status (*schedule)(void *ud, const stof_plan_seg_req *r, stof_sched *s);
+  stof_status (*schedule)(void *ud, stof_plan_seg_req *r, stof_sched *s);
   void *ud;
 } stof_plan_hooks;
 
