@@ -88,6 +88,8 @@ typedef struct tuner {
   int inval[MAXIN][STOF_INTRIN_MAX_KNOBS];
   int best_inval[MAXIN][STOF_INTRIN_MAX_KNOBS];
   stof_tensor **ref;       /* reference outputs (CPU) */
+  stof_tensor **dfeed;     /* GPU: device copies of the feed's CPU tensors (candidates borrow
+                              them; the plan returned is bound to the caller's tensors) */
   /* the best so far */
   double best_ms;
   int *best_code;
@@ -273,7 +275,7 @@ static stof_status bind_feed(tuner *t, stof_plan *p) {
     int k;
     for (k = 0; k < t->o->nfeed && t->o->feed_ops[k] != ph; k++) {}
     if (k == t->o->nfeed) return stof_ctx_error(t->ctx, STOF_ERR_ARG, "tune: no input given for placeholder %s", ph->name);
-    stof_status st = stof_plan_bind(p, ph, t->o->feed[k]);
+    stof_status st = stof_plan_bind(p, ph, t->dfeed && t->dfeed[k] ? t->dfeed[k] : t->o->feed[k]);
     if (st) return st;
   }
   return STOF_OK;
@@ -999,6 +1001,11 @@ static void free_tuner(tuner *t) {
       if (t->ref[i]) stof_tensor_free(t->ref[i]);
   if (t->ref) stof_ctx_dealloc(ctx, t->ref, sizeof *t->ref * (size_t)t->nout);
   if (t->best_plan) stof_plan_free(t->best_plan);
+  if (t->dfeed) {
+    for (int i = 0; i < t->o->nfeed; i++)
+      if (t->dfeed[i]) stof_tensor_free(t->dfeed[i]);
+    stof_ctx_dealloc(ctx, t->dfeed, sizeof *t->dfeed * (size_t)t->o->nfeed);
+  }
   stof_ctx_dealloc(ctx, t->t, sizeof *t->t * (size_t)(t->nt ? t->nt : 1));
   stof_ctx_dealloc(ctx, t->ops, sizeof *t->ops * no);
   stof_ctx_dealloc(ctx, t->code, sizeof *t->code * no);
@@ -1081,6 +1088,18 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   stof_ctx_dealloc(ctx, all, sizeof *all * (size_t)nall);
   reset_cfg(t);
   if ((st = workload_key(t))) goto fail;
+  if (t->cuda && opts->nfeed) { /* the weights cross to the GPU once, not once per candidate */
+    t->dfeed = stof_ctx_alloc(ctx, sizeof *t->dfeed * (size_t)opts->nfeed);
+    if (!t->dfeed) {
+      st = STOF_ERR_NOMEM;
+      goto fail;
+    }
+    memset(t->dfeed, 0, sizeof *t->dfeed * (size_t)opts->nfeed);
+    for (int i = 0; i < opts->nfeed && !st; i++)
+      if (opts->feed[i]->device != STOF_DEVICE_CUDA || !stof_tensor_is_contiguous(opts->feed[i]))
+        st = stof_tensor_to(opts->feed[i], STOF_DEVICE_CUDA, &t->dfeed[i]);
+    if (st) goto fail;
+  }
   /* a best record of this workload: rebuilt, nothing measured */
   if (resume(t)) {
     t->stage = 0;
@@ -1123,6 +1142,14 @@ done:
   t->res.seconds = elapsed(t);
   snprintf(t->res.workload, sizeof t->res.workload, "%.127s", t->workload);
   progress(t);
+  if (t->dfeed) /* the caller's tensors: the plan copies them once into storage it owns */
+    for (int i = 0; i < opts->nfeed && !st; i++)
+      if (t->dfeed[i]) {
+        int used = 0;
+        for (int k = 0; k < stof_plan_ninput(t->best_plan); k++) used |= stof_plan_input(t->best_plan, k) == opts->feed_ops[i];
+        if (used) st = stof_plan_bind(t->best_plan, opts->feed_ops[i], opts->feed[i]);
+      }
+  if (st) goto fail;
   *plan = t->best_plan;
   t->best_plan = NULL;
   if (res) *res = t->res;
