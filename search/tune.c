@@ -1054,8 +1054,9 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
     int k;
     for (k = 0; all[i]->kind == STOF_OP_PLACEHOLDER && k < opts->nfeed && opts->feed_ops[k] != all[i]; k++) {}
     if (all[i]->kind == STOF_OP_PLACEHOLDER && k == opts->nfeed) {
+      st = stof_ctx_error(ctx, STOF_ERR_ARG, "tune: no input given for placeholder %s", all[i]->name);
       stof_ctx_dealloc(ctx, all, sizeof *all * (size_t)nall);
-      return stof_ctx_error(ctx, STOF_ERR_ARG, "tune: no input given for placeholder %s", all[i]->name);
+      return st;
     }
   }
   t->nslot = t->nop + 1;
