@@ -354,6 +354,21 @@ static stof_status build_generic(stof_plan *p, int si) {
     st = stof_sched_auto(sched, target, NULL);
   }
   if (st) goto done;
+  if (p->jobs_only) { /* stof_plan_jobs: what the build would compile, no more */
+    if (p->njob == p->capjob) {
+      int ncap = p->capjob ? p->capjob * 2 : 16;
+      stof_compile_job **j = stof_ctx_realloc(ctx, p->jobs, sizeof *j * (size_t)p->capjob, sizeof *j * (size_t)ncap);
+      if (!j) {
+        st = STOF_ERR_NOMEM;
+        goto done;
+      }
+      p->jobs = j;
+      p->capjob = ncap;
+    }
+    st = stof_build_job(sched, gen->nin + gen->nout, args, target, &p->jobs[p->njob]);
+    if (!st) p->njob++;
+    goto done;
+  }
   if ((st = stof_build(sched, gen->nin + gen->nout, args, target, &gen->func))) goto done;
   for (int k = 0; k < stof_sched_nknob(sched) && !st; k++) {
     const char *name;
@@ -389,6 +404,7 @@ stof_status exec_build_segments(stof_plan *p) {
   stof_status st = STOF_OK;
   for (int i = 0; i < p->nseg && !st; i++) {
     exec_seg *s = &p->seg[i];
+    if (p->jobs_only && s->kind != STOF_SEG_GENERIC) continue; /* nothing generated to compile */
     progress(p, i, s->tmpl);
     switch (s->kind) {
     case STOF_SEG_GEMM: st = build_gemm(p, i); break;

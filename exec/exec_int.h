@@ -109,6 +109,10 @@ struct stof_plan {
   size_t arena_bytes, values_bytes, owned_bytes, ws_bytes;
   void *arena_host;
   uint64_t arena_dev, ws_dev;
+  /* stof_plan_jobs: the generated segments' compile jobs instead of builds */
+  int jobs_only;
+  int njob, capjob;
+  stof_compile_job **jobs;
   /* GPU run state */
   stof_cuda_stream *stream;
   stof_cuda_graph *graph;

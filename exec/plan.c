@@ -50,8 +50,8 @@ static stof_status check_fits(stof_plan *p) {
   return STOF_OK;
 }
 
-stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs,
-                          const stof_plan_opts *opts, stof_plan **out) {
+static stof_status plan_new(stof_graph *g, int nout, const stof_op *const *outputs, const stof_plan_opts *opts,
+                            int jobs_only, stof_plan **out) {
   stof_ctx *ctx = stof_graph_ctx(g);
   *out = NULL;
   if (nout < 1) return stof_ctx_error(ctx, STOF_ERR_ARG, "plan: no outputs");
@@ -64,6 +64,7 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
   p->ctx = ctx;
   p->g = g;
   p->cuda = cuda;
+  p->jobs_only = jobs_only;
   p->opts = o;
   p->opts.target = NULL; /* not kept: the caller's strings */
   p->opts.knobs = NULL;
@@ -96,6 +97,10 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
   if ((st = o.scheme ? exec_scheme_given(p, o.scheme) : exec_scheme_default(p))) goto fail;
   if ((st = exec_mark_values(p))) goto fail;
   if ((st = exec_build_segments(p))) goto fail;
+  if (jobs_only) {
+    *out = p;
+    return STOF_OK;
+  }
   if ((st = exec_plan_memory(p))) goto fail;
   p->opts.hooks = NULL; /* borrowed while the plan is made only */
   if (cuda) {
@@ -114,6 +119,35 @@ fail:
   return st;
 }
 
+stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs,
+                          const stof_plan_opts *opts, stof_plan **out) {
+  return plan_new(g, nout, outputs, opts, 0, out);
+}
+
+stof_status stof_plan_jobs(stof_graph *g, int nout, const stof_op *const *outputs, const stof_plan_opts *opts,
+                           int *njob, stof_compile_job ***jobs) {
+  stof_plan *p = NULL;
+  *njob = 0;
+  *jobs = NULL;
+  stof_status st = plan_new(g, nout, outputs, opts, 1, &p);
+  if (st) return st;
+  stof_ctx *ctx = p->ctx;
+  stof_compile_job **j = NULL;
+  if (p->njob) {
+    j = stof_ctx_alloc(ctx, sizeof *j * (size_t)p->njob);
+    if (!j) {
+      stof_plan_free(p);
+      return STOF_ERR_NOMEM;
+    }
+    memcpy(j, p->jobs, sizeof *j * (size_t)p->njob);
+    *njob = p->njob;
+    p->njob = 0; /* transferred */
+  }
+  *jobs = j;
+  stof_plan_free(p);
+  return STOF_OK;
+}
+
 void stof_plan_free(stof_plan *p) {
   if (!p) return;
   stof_ctx *ctx = p->ctx;
@@ -122,6 +156,8 @@ void stof_plan_free(stof_plan *p) {
   if (p->graph) stof_cuda_graph_free(p->graph);
   if (p->stream) stof_cuda_stream_free(p->stream);
   exec_free_segments(p);
+  for (int i = 0; i < p->njob; i++) stof_compile_job_free(p->jobs[i]);
+  if (p->jobs) stof_ctx_dealloc(ctx, p->jobs, sizeof *p->jobs * (size_t)p->capjob);
   if (p->val)
     for (size_t i = 0; i < nall; i++) {
       exec_value *v = &p->val[i];

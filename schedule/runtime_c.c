@@ -132,29 +132,29 @@ static stof_status open_lib(stof_ctx *ctx, const char *path, void **dl, void **f
   return STOF_OK;
 }
 
-stof_status sched_runtime_load(stof_ctx *ctx, const char *src, void **dl, void **fn,
-                               char **path) {
-  static unsigned counter;
-  *dl = *fn = NULL;
-  *path = NULL;
-  const char *cc = getenv("CC");
-  if (!cc || !*cc) cc = "cc";
-  char dir[4096], lib[4200], tmp_c[4300], tmp_so[4300];
-  stof_status st = stof_cache_dir(ctx, "so", dir, sizeof dir);
+/* The cached library's path for src compiled by cc, into lib (n bytes). */
+static stof_status lib_path(stof_ctx *ctx, const char *cc, const char *src, char *lib, size_t n, char *dir,
+                            size_t ndir) {
+  stof_status st = stof_cache_dir(ctx, "so", dir, ndir);
   if (st) return st;
   uint64_t h = stof_hash_bytes(STOF_HASH_INIT, cc, strlen(cc));
   h = stof_hash_bytes(h, " " CFLAGS "\n", strlen(" " CFLAGS "\n"));
   h = stof_hash_bytes(h, src, strlen(src));
-  snprintf(lib, sizeof lib, "%s/stof-%016llx.so", dir, (unsigned long long)h);
-  if (access(lib, F_OK) == 0) {
-    if (!open_lib(ctx, lib, dl, fn)) goto found;
-    stof_ctx_clear_error(ctx);
-    unlink(lib); /* corrupt or foreign: compile it again */
-  }
+  snprintf(lib, n, "%s/stof-%016llx.so", dir, (unsigned long long)h);
+  return STOF_OK;
+}
+
+/* Compiles src into lib under a name unique to this process and call, then renames it into
+ * place (two processes or threads never see a half-written file). */
+static stof_status compile_into(stof_ctx *ctx, const char *cc, const char *src, const char *dir, const char *lib) {
+  static unsigned counter;
+  char tmp_c[4300], tmp_so[4300];
   unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-  snprintf(tmp_c, sizeof tmp_c, "%s/stof-%016llx.%ld.%u.tmp.c", dir, (unsigned long long)h, (long)getpid(), k);
-  snprintf(tmp_so, sizeof tmp_so, "%s/stof-%016llx.%ld.%u.tmp.so", dir, (unsigned long long)h, (long)getpid(), k);
-  if ((st = write_file(ctx, tmp_c, src))) return st;
+  const char *base = strrchr(lib, '/');
+  snprintf(tmp_c, sizeof tmp_c, "%s/%.21s.%ld.%u.tmp.c", dir, base ? base + 1 : lib, (long)getpid(), k);
+  snprintf(tmp_so, sizeof tmp_so, "%s/%.21s.%ld.%u.tmp.so", dir, base ? base + 1 : lib, (long)getpid(), k);
+  stof_status st = write_file(ctx, tmp_c, src);
+  if (st) return st;
   st = compile(ctx, cc, tmp_c, tmp_so);
   unlink(tmp_c);
   if (st) {
@@ -164,8 +164,29 @@ stof_status sched_runtime_load(stof_ctx *ctx, const char *src, void **dl, void *
   if (rename(tmp_so, lib) != 0) {
     st = stof_ctx_error(ctx, STOF_ERR_IO, "build: cannot move the library into %s: %s", lib, strerror(errno));
     unlink(tmp_so);
-    return st;
   }
+  return st;
+}
+
+static const char *c_compiler(void) {
+  const char *cc = getenv("CC");
+  return cc && *cc ? cc : "cc";
+}
+
+stof_status sched_runtime_load(stof_ctx *ctx, const char *src, void **dl, void **fn,
+                               char **path) {
+  *dl = *fn = NULL;
+  *path = NULL;
+  const char *cc = c_compiler();
+  char dir[4096], lib[4200];
+  stof_status st = lib_path(ctx, cc, src, lib, sizeof lib, dir, sizeof dir);
+  if (st) return st;
+  if (access(lib, F_OK) == 0) {
+    if (!open_lib(ctx, lib, dl, fn)) goto found;
+    stof_ctx_clear_error(ctx);
+    unlink(lib); /* corrupt or foreign: compile it again */
+  }
+  if ((st = compile_into(ctx, cc, src, dir, lib))) return st;
   if ((st = open_lib(ctx, lib, dl, fn))) return st;
 found:
   *path = stof_ctx_strdup(ctx, lib);
@@ -175,6 +196,14 @@ found:
     return STOF_ERR_NOMEM;
   }
   return STOF_OK;
+}
+
+stof_status sched_runtime_compile(stof_ctx *ctx, const char *src) {
+  const char *cc = c_compiler();
+  char dir[4096], lib[4200];
+  stof_status st = lib_path(ctx, cc, src, lib, sizeof lib, dir, sizeof dir);
+  if (st || access(lib, F_OK) == 0) return st;
+  return compile_into(ctx, cc, src, dir, lib);
 }
 
 /* ---------------------------------------------------------------- build */

@@ -544,6 +544,8 @@ stof_status sched_codegen_c(const stof_sched *s, int nargs, const stof_op *const
 
 /* Compiles src (or finds it in the cache) and loads it: *dl the handle, *fn stof_kernel,
  * *path (owned string) the library. */
+/* Compiles src into the library cache unless it is there (no load): compiling ahead. */
+stof_status sched_runtime_compile(stof_ctx *ctx, const char *src);
 stof_status sched_runtime_load(stof_ctx *ctx, const char *src, void **dl, void **fn,
                                char **path);
 

@@ -102,6 +102,10 @@ typedef struct tuner {
   char workload[128], device[256];
   int last_bar;
   char label[NAMEL + 16];
+  int njob, capjob;        /* compile jobs collected ahead of a round */
+  stof_compile_job **jobs;
+  int nseen, capseen;      /* hashes of the candidates measured */
+  uint64_t *seen;
 } tuner;
 
 static double now_s(void) {
@@ -281,22 +285,36 @@ static stof_status bind_feed(tuner *t, stof_plan *p) {
   return STOF_OK;
 }
 
+/* The plan options of the current candidate (code, t->cur, t->inval): *text and *knobs to
+ * free with free_text after use; hooks must outlive the use. */
+static stof_status cand_opts(tuner *t, const int *code, stof_plan_hooks *hooks, stof_plan_opts *po, char **text,
+                             char **knobs) {
+  *text = *knobs = NULL;
+  stof_status st = code_text(t, code, text);
+  if (!st) st = intrin_text(t, t->inval, knobs);
+  if (st) {
+    free_text(t, *text);
+    *text = NULL;
+    return st;
+  }
+  *hooks = (stof_plan_hooks){hook_generate_gemm, hook_schedule, t};
+  *po = t->o->plan;
+  po->target = t->cuda ? "cuda" : "c";
+  po->scheme = *text;
+  po->hooks = hooks;
+  po->knobs = *knobs;
+  po->verbose = 0;
+  return STOF_OK;
+}
+
 /* Builds the plan of code with t->cur; segment facts refreshed from it. */
 static stof_status build(tuner *t, const int *code, stof_plan **out) {
   char *text = NULL, *knobs = NULL;
   *out = NULL;
-  stof_status st = code_text(t, code, &text);
-  if (!st) st = intrin_text(t, t->inval, &knobs);
-  if (st) {
-    free_text(t, text);
-    return st;
-  }
-  stof_plan_hooks hooks = {hook_generate_gemm, hook_schedule, t};
-  stof_plan_opts po = t->o->plan;
-  po.scheme = text;
-  po.hooks = &hooks;
-  po.knobs = knobs;
-  po.verbose = 0;
+  stof_plan_hooks hooks;
+  stof_plan_opts po;
+  stof_status st = cand_opts(t, code, &hooks, &po, &text, &knobs);
+  if (st) return st;
   stof_plan *p = NULL;
   st = stof_plan_new(t->g, t->nout, t->outputs, &po, &p);
   free_text(t, text);
@@ -515,15 +533,19 @@ static void take_best(tuner *t, stof_plan *p, double ms) {
   memcpy(t->best_inval, t->inval, sizeof t->inval);
 }
 
+static int seen_before(tuner *t);
+
 /* Builds, measures and records the candidate (t->code / t->cur / t->inval); when faster
  * than the best (or the first), checks it and takes it. Returns 1 when it became the best,
- * 0 when not, -1 when it failed; *ms_out gets its time (0 when it failed). */
+ * 0 when not, -1 when it failed, -2 when it was measured before (then nothing is done);
+ * *ms_out gets its time (0 when it failed or was skipped). */
 static int trial(tuner *t, double *ms_out) {
   stof_plan *p = NULL;
   double ms = 0;
   int reps = t->o->reps > 0 ? t->o->reps : 10, warmup = t->o->warmup > 0 ? t->o->warmup : 2;
   int *code = t->code;
   *ms_out = 0;
+  if (seen_before(t)) return -2; /* measured already: not again */
   t->res.trials++;
   stof_status st = build(t, code, &p);
   if (!st) st = learn(t, p);
@@ -572,6 +594,87 @@ static int trial(tuner *t, double *ms_out) {
   snprintf(t->what, sizeof t->what, "new best %.4f ms", ms);
   progress(t);
   return 1;
+}
+
+/* ---------------------------------------------------------------- compiling ahead */
+
+/* Adds the compile jobs of the current candidate to t->jobs (failures are the candidate's,
+ * found again when it is built). */
+static void collect_jobs(tuner *t) {
+  char *text = NULL, *knobs = NULL;
+  stof_plan_hooks hooks;
+  stof_plan_opts po;
+  if (cand_opts(t, t->code, &hooks, &po, &text, &knobs)) {
+    stof_ctx_clear_error(t->ctx);
+    return;
+  }
+  int n = 0;
+  stof_compile_job **j = NULL;
+  if (stof_plan_jobs(t->g, t->nout, t->outputs, &po, &n, &j) == STOF_OK && n) {
+    if (t->njob + n > t->capjob) {
+      int ncap = (t->njob + n) * 2;
+      stof_compile_job **g = stof_ctx_realloc(t->ctx, t->jobs, sizeof *g * (size_t)t->capjob, sizeof *g * (size_t)ncap);
+      if (g) {
+        t->jobs = g;
+        t->capjob = ncap;
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      if (t->njob < t->capjob) t->jobs[t->njob++] = j[i];
+      else stof_compile_job_free(j[i]);
+    }
+  }
+  stof_ctx_clear_error(t->ctx);
+  if (j) stof_ctx_dealloc(t->ctx, j, sizeof *j * (size_t)n);
+  free_text(t, text);
+  free_text(t, knobs);
+}
+
+/* Compiles the collected jobs on the compiling threads, then drops them. */
+static void compile_jobs(tuner *t) {
+  if (t->njob) {
+    int nthread = t->o->threads > 0 ? t->o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (nthread < 1) nthread = 1;
+    if (nthread > 16) nthread = 16;
+    double t0 = now_s();
+    if (stof_compile_jobs(t->ctx, t->njob, t->jobs, nthread, NULL) != STOF_OK) stof_ctx_clear_error(t->ctx);
+    t->res.compile_s += now_s() - t0;
+    t->res.compiled += t->njob;
+  }
+  for (int i = 0; i < t->njob; i++) stof_compile_job_free(t->jobs[i]);
+  t->njob = 0;
+}
+
+/* A hash of the current candidate (scheme, configuration, intrinsic knobs). */
+static uint64_t cand_hash(const tuner *t) {
+  uint64_t h = stof_hash_bytes(STOF_HASH_INIT, t->code, sizeof *t->code * (size_t)t->nop);
+  for (int i = 0; i < t->nslot; i++) {
+    const cfg *c = &t->cur[i];
+    if (c->tmpl == DEFAULT && !c->n) continue;
+    h = stof_hash_bytes(h, &i, sizeof i);
+    h = stof_hash_bytes(h, &c->tmpl, sizeof c->tmpl);
+    for (int k = 0; k < c->n; k++) {
+      h = stof_hash_bytes(h, c->name[k], strlen(c->name[k]) + 1);
+      h = stof_hash_bytes(h, &c->dec[k], sizeof c->dec[k]);
+    }
+  }
+  return stof_hash_bytes(h, t->inval, sizeof t->inval);
+}
+
+/* Whether the candidate was measured already (then not again); remembers it otherwise. */
+static int seen_before(tuner *t) {
+  uint64_t h = cand_hash(t);
+  for (int i = 0; i < t->nseen; i++)
+    if (t->seen[i] == h) return 1;
+  if (t->nseen == t->capseen) {
+    int ncap = t->capseen ? t->capseen * 2 : 64;
+    uint64_t *g = stof_ctx_realloc(t->ctx, t->seen, sizeof *g * (size_t)t->capseen, sizeof *g * (size_t)ncap);
+    if (!g) return 0;
+    t->seen = g;
+    t->capseen = ncap;
+  }
+  t->seen[t->nseen++] = h;
+  return 0;
 }
 
 /* ---------------------------------------------------------------- sampling */
@@ -733,53 +836,63 @@ static const char *const move_names[] = {"expand", "seize", "seize", "compete"};
 static stof_status stage1(tuner *t, double stage_budget) {
   stof_ctx *ctx = t->ctx;
   t->stage = 1;
-  int *base = stof_ctx_alloc(ctx, sizeof *base * (size_t)t->nop);
-  if (!base) return STOF_ERR_NOMEM;
-  double cur_ms = t->best_ms;
+  size_t no = (size_t)t->nop, ns = (size_t)t->nslot;
+  int maxmove = 4 * t->nslot;
+  int *base = stof_ctx_alloc(ctx, sizeof *base * no);
+  int *codes = stof_ctx_alloc(ctx, sizeof *codes * no * (size_t)maxmove);
+  int *mkind = stof_ctx_alloc(ctx, sizeof *mkind * (size_t)maxmove), *mat = stof_ctx_alloc(ctx, sizeof *mat * (size_t)maxmove);
+  seg *snap = stof_ctx_alloc(ctx, sizeof *snap * ns);
+  unsigned char *tried = stof_ctx_alloc(ctx, ns * 4);
+  stof_status st = STOF_OK;
+  if (!base || !codes || !mkind || !mat || !snap || !tried) {
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
   int improved = 1;
   while (improved && elapsed(t) < stage_budget && !out_of_budget(t)) {
     improved = 0;
-    /* the segments of the current best scheme */
-    memcpy(t->code, t->best_code, sizeof *t->code * (size_t)t->nop);
-    memcpy(base, t->best_code, sizeof *base * (size_t)t->nop);
-    int nseg = t->nseg;
-    seg *snap = stof_ctx_alloc(ctx, sizeof *snap * (size_t)t->nslot);
-    if (!snap) {
-      stof_ctx_dealloc(ctx, base, sizeof *base * (size_t)t->nop);
-      return STOF_ERR_NOMEM;
-    }
-    memcpy(snap, t->segs, sizeof *snap * (size_t)t->nslot);
-    unsigned char *tried_owner = stof_ctx_alloc(ctx, (size_t)t->nslot * 4);
-    if (!tried_owner) {
-      stof_ctx_dealloc(ctx, snap, sizeof *snap * (size_t)t->nslot);
-      stof_ctx_dealloc(ctx, base, sizeof *base * (size_t)t->nop);
-      return STOF_ERR_NOMEM;
-    }
-    memset(tried_owner, 0, (size_t)t->nslot * 4);
-    for (int mk = 0; mk < 4 && !improved; mk++)
-      for (int a = 0; a < nseg && !improved && elapsed(t) < stage_budget && !out_of_budget(t); a++) {
-        /* the facts of the base scheme for the move rules */
-        memcpy(t->segs, snap, sizeof *snap * (size_t)t->nslot);
-        t->nseg = nseg;
-        if (!move_allowed(t, (move_kind)mk, a)) continue;
-        if (tried_owner[(size_t)mk * (size_t)t->nslot + (size_t)snap[a].owner]) continue; /* one position per class */
-        tried_owner[(size_t)mk * (size_t)t->nslot + (size_t)snap[a].owner] = 1;
-        if (!apply_move(t, base, t->code, (move_kind)mk, a)) continue;
-        double ms;
-        double before = t->best_ms;
-        measure_scheme(t, &ms);
-        snprintf(t->what, sizeof t->what, "%s at segment %d: %.4f ms", move_names[mk], a, ms);
-        if (t->best_ms < before) { /* a sample became the best (checked) */
-          cur_ms = t->best_ms;
-          improved = 1;
-        }
+    /* the moves of the current best scheme, one position per class (the move applies to
+     * every position of the same classes) */
+    memcpy(base, t->best_code, sizeof *base * no);
+    memcpy(snap, t->segs, sizeof *snap * ns); /* the facts of the best scheme's last build */
+    int nseg = t->nseg, nmove = 0;
+    memset(tried, 0, ns * 4);
+    for (int mk = 0; mk < 4; mk++)
+      for (int a = 0; a < nseg && nmove < maxmove; a++) {
+        if (!move_allowed(t, (move_kind)mk, a) || tried[(size_t)mk * ns + (size_t)snap[a].owner]) continue;
+        tried[(size_t)mk * ns + (size_t)snap[a].owner] = 1;
+        if (!apply_move(t, base, codes + no * (size_t)nmove, (move_kind)mk, a)) continue;
+        mkind[nmove] = mk;
+        mat[nmove++] = a;
       }
-    stof_ctx_dealloc(ctx, tried_owner, (size_t)t->nslot * 4);
-    stof_ctx_dealloc(ctx, snap, sizeof *snap * (size_t)t->nslot);
+    /* their code compiled ahead, on every compiling thread, with the default configuration */
+    for (int m = 0; m < nmove; m++) {
+      memcpy(t->code, codes + no * (size_t)m, sizeof *t->code * no);
+      memset(t->segs, 0, sizeof *t->segs * ns);
+      reset_cfg(t);
+      collect_jobs(t);
+    }
+    compile_jobs(t);
+    for (int m = 0; m < nmove && !improved && elapsed(t) < stage_budget && !out_of_budget(t); m++) {
+      memcpy(t->code, codes + no * (size_t)m, sizeof *t->code * no);
+      double ms, before = t->best_ms;
+      measure_scheme(t, &ms);
+      snprintf(t->what, sizeof t->what, "%s at segment %d: %.4f ms", move_names[mkind[m]], mat[m], ms);
+      improved = t->best_ms < before; /* a sample became the best (checked) */
+    }
+    if (!improved) { /* the facts of the best scheme again, for stage 2 */
+      memcpy(t->segs, snap, sizeof *snap * ns);
+      t->nseg = nseg;
+    }
   }
-  (void)cur_ms;
-  stof_ctx_dealloc(ctx, base, sizeof *base * (size_t)t->nop);
-  return STOF_OK;
+done:
+  stof_ctx_dealloc(ctx, base, sizeof *base * no);
+  stof_ctx_dealloc(ctx, codes, sizeof *codes * no * (size_t)maxmove);
+  stof_ctx_dealloc(ctx, mkind, sizeof *mkind * (size_t)maxmove);
+  stof_ctx_dealloc(ctx, mat, sizeof *mat * (size_t)maxmove);
+  stof_ctx_dealloc(ctx, snap, sizeof *snap * ns);
+  stof_ctx_dealloc(ctx, tried, ns * 4);
+  return st;
 }
 
 /* ---------------------------------------------------------------- stage 2 */
@@ -787,43 +900,50 @@ static stof_status stage1(tuner *t, double stage_budget) {
 static stof_status stage2(tuner *t) {
   stof_ctx *ctx = t->ctx;
   t->stage = 2;
+  size_t ns = (size_t)t->nslot, no = (size_t)t->nop;
   /* the facts of the best scheme: rebuild it once with its configuration */
-  memcpy(t->code, t->best_code, sizeof *t->code * (size_t)t->nop);
-  memset(t->segs, 0, sizeof *t->segs * (size_t)t->nslot);
+  memcpy(t->code, t->best_code, sizeof *t->code * no);
+  memset(t->segs, 0, sizeof *t->segs * ns);
   copy_cfg(t->cur, t->best_cfg, t->nslot);
   memcpy(t->inval, t->best_inval, sizeof t->inval);
   stof_plan *p = NULL;
   stof_status st = build(t, t->code, &p);
   if (!st) st = learn(t, p);
   stof_plan_free(p);
-  if (st) { /* the best scheme built before: this is not the candidates' failure */
-    return st;
-  }
+  if (st) return st; /* the best scheme built before: this is not a candidate's failure */
   int n = t->nseg;
-  double *reward = stof_ctx_alloc(ctx, sizeof *reward * (size_t)(n + 1));
+  int ncls = 0, intr = t->cuda && t->nin > 0; /* the intrinsics' knobs: one more class */
   int *cls = stof_ctx_alloc(ctx, sizeof *cls * (size_t)(n + 1));
-  if (!reward || !cls) {
-    stof_ctx_dealloc(ctx, reward, sizeof *reward * (size_t)(n + 1));
-    stof_ctx_dealloc(ctx, cls, sizeof *cls * (size_t)(n + 1));
-    return STOF_ERR_NOMEM;
+  double *reward = stof_ctx_alloc(ctx, sizeof *reward * (size_t)(n + 1));
+  if (!cls || !reward) {
+    st = STOF_ERR_NOMEM;
+    goto done;
   }
-  int ncls = 0;
   for (int i = 0; i < n; i++)
     if (tunable(t, i)) cls[ncls++] = i;
-  int intr = t->cuda && t->nin > 0; /* the intrinsics' knobs: one more class, index ncls */
   int nall = ncls + intr;
   for (int c = 0; c < nall; c++) reward[c] = 0;
+  int per_round = nall < 4 ? 4 : nall;
+  cfg *cand = stof_ctx_alloc(ctx, sizeof *cand * ns * (size_t)per_round);
+  int (*cval)[MAXIN][STOF_INTRIN_MAX_KNOBS] = stof_ctx_alloc(ctx, sizeof *cval * (size_t)per_round);
+  int *ccls = stof_ctx_alloc(ctx, sizeof *ccls * (size_t)per_round);
+  uint64_t *chash = stof_ctx_alloc(ctx, sizeof *chash * (size_t)per_round);
+  if (!cand || !cval || !ccls || !chash) {
+    st = STOF_ERR_NOMEM;
+    goto free_round;
+  }
   int stale = 0;
   for (int round = 0; nall > 0 && stale < 2 && !out_of_budget(t); round++) {
     double total = 0;
     for (int c = 0; c < nall; c++) total += reward[c];
-    int per_round = nall < 4 ? 4 : nall;
-    int gained = 0;
-    for (int k = 0; k < per_round && !out_of_budget(t); k++) {
+    /* the round's candidates: one class resampled from the best each (round 1 evenly,
+     * later in proportion to the gain, a tenth kept for exploration), none measured before */
+    int nc = 0;
+    for (int k = 0; k < per_round * 4 && nc < per_round; k++) {
       int c;
       if (round == 0 || total <= 0) {
-        c = k % nall; /* evenly */
-      } else { /* in proportion to the gain, a tenth kept for exploration */
+        c = k % nall;
+      } else {
         double r = (double)(rnd(t) >> 11) * 0x1p-53 * total * 1.1, acc = 0;
         for (c = 0; c < nall - 1; c++) {
           acc += reward[c] + total * 0.1 / nall;
@@ -832,20 +952,53 @@ static stof_status stage2(tuner *t) {
       }
       copy_cfg(t->cur, t->best_cfg, t->nslot);
       memcpy(t->inval, t->best_inval, sizeof t->inval);
-      memcpy(t->code, t->best_code, sizeof *t->code * (size_t)t->nop);
+      memcpy(t->code, t->best_code, sizeof *t->code * no);
       if (c < ncls) sample_class(t, cls[c]);
       else sample_intrinsics(t);
+      uint64_t h = cand_hash(t);
+      int dup = 0;
+      for (int i = 0; i < t->nseen && !dup; i++) dup = t->seen[i] == h;
+      for (int j = 0; j < nc && !dup; j++) dup = chash[j] == h;
+      if (dup) continue;
+      copy_cfg(cand + ns * (size_t)nc, t->cur, t->nslot);
+      memcpy(cval[nc], t->inval, sizeof t->inval);
+      chash[nc] = h;
+      ccls[nc++] = c;
+    }
+    if (!nc) { /* nothing new to try */
+      stale++;
+      continue;
+    }
+    /* compiled ahead on every compiling thread, then measured one at a time */
+    for (int j = 0; j < nc; j++) {
+      copy_cfg(t->cur, cand + ns * (size_t)j, t->nslot);
+      memcpy(t->inval, cval[j], sizeof t->inval);
+      memcpy(t->code, t->best_code, sizeof *t->code * no);
+      collect_jobs(t);
+    }
+    compile_jobs(t);
+    int gained = 0;
+    for (int j = 0; j < nc && !out_of_budget(t); j++) {
+      copy_cfg(t->cur, cand + ns * (size_t)j, t->nslot);
+      memcpy(t->inval, cval[j], sizeof t->inval);
+      memcpy(t->code, t->best_code, sizeof *t->code * no);
       double before = t->best_ms, ms;
       if (trial(t, &ms) == 1) {
-        reward[c] += before - ms;
+        reward[ccls[j]] += before - ms;
         gained = 1;
       }
     }
     stale = gained ? 0 : stale + 1;
   }
+free_round:
+  stof_ctx_dealloc(ctx, cand, sizeof *cand * ns * (size_t)per_round);
+  stof_ctx_dealloc(ctx, cval, sizeof *cval * (size_t)per_round);
+  stof_ctx_dealloc(ctx, ccls, sizeof *ccls * (size_t)per_round);
+  stof_ctx_dealloc(ctx, chash, sizeof *chash * (size_t)per_round);
+done:
   stof_ctx_dealloc(ctx, reward, sizeof *reward * (size_t)(n + 1));
   stof_ctx_dealloc(ctx, cls, sizeof *cls * (size_t)(n + 1));
-  return STOF_OK;
+  return st;
 }
 
 /* ---------------------------------------------------------------- resuming */
@@ -1006,6 +1159,9 @@ static void free_tuner(tuner *t) {
       if (t->dfeed[i]) stof_tensor_free(t->dfeed[i]);
     stof_ctx_dealloc(ctx, t->dfeed, sizeof *t->dfeed * (size_t)t->o->nfeed);
   }
+  for (int i = 0; i < t->njob; i++) stof_compile_job_free(t->jobs[i]);
+  if (t->jobs) stof_ctx_dealloc(ctx, t->jobs, sizeof *t->jobs * (size_t)t->capjob);
+  if (t->seen) stof_ctx_dealloc(ctx, t->seen, sizeof *t->seen * (size_t)t->capseen);
   stof_ctx_dealloc(ctx, t->t, sizeof *t->t * (size_t)(t->nt ? t->nt : 1));
   stof_ctx_dealloc(ctx, t->ops, sizeof *t->ops * no);
   stof_ctx_dealloc(ctx, t->code, sizeof *t->code * no);

@@ -98,6 +98,17 @@ stof_status stof_plan_new(stof_graph *g, int nout, const stof_op *const *outputs
                           const stof_plan_opts *opts, stof_plan **out);
 void stof_plan_free(stof_plan *p);
 
+/**
+ * What stof_plan_new(g, nout, outputs, opts) would compile for its generated segments (one
+ * job per distinct segment; the hooks are called as by stof_plan_new), made without
+ * compiling anything, planning memory or building GEMM and intrinsic implementations: run
+ * the jobs (stof_compile_jobs, on several threads) and the plan built next finds its code
+ * in the caches. Owned: each job with stof_compile_job_free, the array with
+ * stof_ctx_dealloc(ctx, jobs, njob * sizeof *jobs) (NULL when there is none).
+ */
+stof_status stof_plan_jobs(stof_graph *g, int nout, const stof_op *const *outputs, const stof_plan_opts *opts,
+                           int *njob, stof_compile_job ***jobs);
+
 /** The plan's target: "c" or "cuda". Borrowed, static. */
 const char *stof_plan_target(const stof_plan *p);
 

@@ -554,6 +554,25 @@ stof_status stof_build(const stof_sched *s, int nargs, const stof_op *const *arg
  */
 stof_status stof_build_source(const stof_sched *s, int nargs, const stof_op *const *args,
                               const char *target, char **source);
+/* Compiling ahead (schedule/compile_ahead.c): a job is what stof_build(s, nargs, args,
+ * target) will compile (its source, target and GPU architecture), made without compiling;
+ * stof_compile_jobs compiles jobs on several threads into the on-disk caches (the C
+ * backend's libraries; the cubins for the current GPU, nothing without one), and the
+ * stof_build calls that follow find them there. */
+typedef struct stof_compile_job stof_compile_job;
+/** A job for stof_build(s, nargs, args, target): the same checks and code generation, no
+ *  compiler. Owned: stof_compile_job_free (before s's context goes). */
+stof_status stof_build_job(const stof_sched *s, int nargs, const stof_op *const *args,
+                           const char *target, stof_compile_job **out);
+void stof_compile_job_free(stof_compile_job *j);
+/** Compiles one job into the cache (nothing when it is there), with ctx for the errors
+ *  (any context: a thread's own). STOF_ERR_COMPILE carries the compiler's output. */
+stof_status stof_compile_job_run(stof_ctx *ctx, const stof_compile_job *j);
+/** Compiles jobs[0..n) on up to nthread threads, this one included, each with a context of
+ *  its own; *nfail (may be NULL) gets how many failed (a failed job's build fails again and
+ *  says why). STOF_ERR_NOMEM when no thread could make its context. */
+stof_status stof_compile_jobs(stof_ctx *ctx, int n, stof_compile_job *const *jobs, int nthread, int *nfail);
+
 /**
  * Compiles the CUDA source of s with NVRTC for arch ("sm_80", "sm_90", ...), without the
  * cache and without a GPU: STOF_OK (*cubin_size, may be NULL, gets the cubin's size),

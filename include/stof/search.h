@@ -137,6 +137,8 @@ typedef struct stof_tune_opts {
   int force;            /* 1: search even when the database holds a best record */
   int reps, warmup;     /* per measurement (0: 10 and 2) */
   int stage1_samples;   /* knob settings measured per fusion scheme, best kept (0: 3) */
+  int threads;          /* compiling threads (0: one per processor, at most 16): a round's
+                           candidates compile ahead, in parallel, then run one at a time */
   uint64_t seed;        /* the sampling's seed (0: 1) */
   int ntemplate;        /* the user's templates, explored beside the built-in ones */
   const stof_template *templates;
@@ -163,6 +165,8 @@ typedef struct stof_tune_result {
   int rejected;        /* candidates faster than the best that failed the correctness check */
   int from_db;         /* 1: the plan was rebuilt from the database's best record */
   double seconds;      /* wall time of the search */
+  double compile_s;    /* of which compiling ahead (rounds' candidates, in parallel) */
+  int compiled;        /* compile jobs run ahead (generated kernels; cached ones cost nothing) */
   char workload[128];  /* the records' workload key */
 } stof_tune_result;
 

@@ -9,6 +9,9 @@
  */
 #include "graphs.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <stdio.h>
 
 #include <stof/exec.h>
@@ -943,6 +946,72 @@ static void hooks_choose_implementations(void **state) {
   fx_free(&f);
 }
 
+/* The number of files in dir (0 when it does not exist). */
+static int count_files(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "ls -1 %s 2>/dev/null | wc -l", dir);
+  FILE *f = popen(cmd, "r");
+  int n = 0;
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1) n = 0;
+    pclose(f);
+  }
+  return n;
+}
+
+static void compile_jobs_fill_the_cache_ahead(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  const stof_op *out = fc_ln(f.g);
+  char dir[64] = "/tmp/stof-jobs-XXXXXX", so[96], saved[256] = "";
+  assert_non_null(mkdtemp(dir));
+  const char *old = getenv("STOF_CACHE_DIR");
+  if (old) snprintf(saved, sizeof saved, "%s", old);
+  setenv("STOF_CACHE_DIR", dir, 1);
+  snprintf(so, sizeof so, "%s/so", dir);
+  /* one generated segment per op: six sources, the GEMM's too */
+  stof_plan_opts o = {.target = "c", .scheme = "0 1 2 3 4 5", .no_vendor_gemm = 1};
+  int n = 0, nfail = -1;
+  stof_compile_job **jobs = NULL;
+  TU_OK(f.ctx, stof_plan_jobs(f.g, 1, &out, &o, &n, &jobs));
+  assert_int_equal(n, 6);
+  assert_int_equal(count_files(so), 0); /* nothing compiled yet */
+  TU_OK(f.ctx, stof_compile_jobs(f.ctx, n, jobs, 3, &nfail));
+  assert_int_equal(nfail, 0);
+  assert_int_equal(count_files(so), 6);
+  /* the plan finds every library there: nothing new compiled, and it computes right */
+  stof_plan *p = plan_run_check_opts(f.g, 1, &out, 9, o);
+  assert_int_equal(count_files(so), 6);
+  stof_plan_free(p);
+  /* compiling again costs nothing; a compiler that fails is counted, not fatal */
+  TU_OK(f.ctx, stof_compile_jobs(f.ctx, n, jobs, 2, &nfail));
+  assert_int_equal(nfail, 0);
+  for (int i = 0; i < n; i++) stof_compile_job_free(jobs[i]);
+  stof_ctx_dealloc(f.ctx, jobs, sizeof *jobs * (size_t)n);
+  o.scheme = "0 0 0 1 1 1";
+  TU_OK(f.ctx, stof_plan_jobs(f.g, 1, &out, &o, &n, &jobs));
+  assert_int_equal(n, 2);
+  setenv("CC", "false", 1);
+  TU_OK(f.ctx, stof_compile_jobs(f.ctx, n, jobs, 2, &nfail));
+  unsetenv("CC");
+  assert_int_equal(nfail, 2);
+  for (int i = 0; i < n; i++) stof_compile_job_free(jobs[i]);
+  stof_ctx_dealloc(f.ctx, jobs, sizeof *jobs * (size_t)n);
+  /* with the vendor GEMM and the default scheme: the layer norm only */
+  o = (stof_plan_opts){.target = "c"};
+  TU_OK(f.ctx, stof_plan_jobs(f.g, 1, &out, &o, &n, &jobs));
+  assert_int_equal(n, 1);
+  stof_compile_job_free(jobs[0]);
+  stof_ctx_dealloc(f.ctx, jobs, sizeof *jobs * (size_t)n);
+  if (saved[0]) setenv("STOF_CACHE_DIR", saved, 1);
+  else unsetenv("STOF_CACHE_DIR");
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+  fx_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_bias_relu_then_layer_norm),
@@ -961,6 +1030,7 @@ int main(void) {
       cmocka_unit_test(given_schemes_run_and_match),
       cmocka_unit_test(illegal_schemes_are_refused),
       cmocka_unit_test(hooks_choose_implementations),
+      cmocka_unit_test(compile_jobs_fill_the_cache_ahead),
   };
   return cmocka_run_group_tests_name("exec", tests, NULL, NULL);
 }
