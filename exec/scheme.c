@@ -584,13 +584,31 @@ stof_status exec_scheme_given(stof_plan *p, const char *code) {
         if (g >= 0 && live[g] == 1 && indeg[g] == 0) pick = g;
       }
       if (pick < 0) {
-        int a = -1, b = -1;
-        for (int g = 0; g < ngrp && a < 0; g++)
-          if (live[g] == 1)
-            for (int h = 0; h < ngrp; h++)
-              if (live[h] == 1 && edge[(size_t)g * ng + (size_t)h] && edge[(size_t)h * ng + (size_t)g] ) a = g, b = h;
-        st = a >= 0 ? stof_ctx_error(ctx, STOF_ERR_ARG, "plan: scheme: segments %d and %d read each other's values (a cycle)", a, b)
-                    : stof_ctx_error(ctx, STOF_ERR_ARG, "plan: scheme: the segments' dependencies form a cycle");
+        /* every group left reads a value of another group left: walk back along those
+         * reads until a group comes again, and name that cycle */
+        int g = -1;
+        for (int k = 0; k < ngrp && g < 0; k++)
+          if (live[k] == 1) g = k;
+        for (int k = 0; k < ngrp; k++) indeg[k] = -1; /* reused: the step a group was met at */
+        int step = 0;
+        while (indeg[g] < 0) {
+          indeg[g] = step;
+          order[step++] = g; /* reused: the walk */
+          int h;
+          for (h = 0; h < ngrp && !(live[h] == 1 && edge[(size_t)h * ng + (size_t)g]); h++) {}
+          g = h;
+        }
+        stof_buf b;
+        stof_buf_init(&b, ctx);
+        for (int k = step - 1; k >= indeg[g]; k--) stof_buf_printf(&b, "%d -> ", order[k]);
+        stof_buf_printf(&b, "%d", order[step - 1]);
+        char *cyc = NULL;
+        if ((st = stof_buf_finish(&b, &cyc))) goto free_graph;
+        st = stof_ctx_error(ctx, STOF_ERR_ARG,
+                            "plan: scheme: segments read each other's values in a cycle (%s: each reads a value "
+                            "of the one before it)",
+                            cyc);
+        stof_ctx_dealloc(ctx, cyc, strlen(cyc) + 1);
         goto free_graph;
       }
       live[pick] = 2;

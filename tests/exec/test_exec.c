@@ -1012,6 +1012,49 @@ static void compile_jobs_fill_the_cache_ahead(void **state) {
   fx_free(&f);
 }
 
+/* Random schemes over x -> fc -> ln: each is refused with a message (a cycle) or builds a
+ * plan that matches the interpreter, whatever the grouping. */
+static void random_schemes_are_refused_or_correct(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  const stof_op *out = fc_ln(f.g);
+  uint64_t rng = 12345;
+  int built = 0, refused = 0;
+  for (int trial = 0; trial < 48; trial++) {
+    char code[64];
+    int n = 0;
+    /* half of them contiguous runs (always legal) under permuted numbers, half anything */
+    int perm[6] = {0, 1, 2, 3, 4, 5}, g = 0;
+    for (int k = 5; k > 0; k--) {
+      int r = (int)(tu_splitmix(&rng) % (uint64_t)(k + 1)), x = perm[k];
+      perm[k] = perm[r], perm[r] = x;
+    }
+    for (int op = 0; op < 6; op++) {
+      if (op && tu_splitmix(&rng) % 2) g++;
+      int v = trial % 2 ? (int)(tu_splitmix(&rng) % 4) : perm[g];
+      n += snprintf(code + n, sizeof code - (size_t)n, "%s%d", op ? " " : "", v);
+    }
+    stof_plan_opts o = {.target = "c", .scheme = code, .no_vendor_gemm = (int)(tu_splitmix(&rng) & 1)};
+    stof_plan *p = NULL;
+    stof_status st = stof_plan_new(f.g, 1, &out, &o, &p);
+    if (st) {
+      assert_int_equal(st, STOF_ERR_ARG);
+      TU_MSG(f.ctx, "read each other's values");
+      stof_ctx_clear_error(f.ctx);
+      refused++;
+      continue;
+    }
+    stof_plan_free(p);
+    p = plan_run_check_opts(f.g, 1, &out, (uint64_t)trial + 20, o);
+    stof_plan_free(p);
+    built++;
+  }
+  print_message("  %d random schemes built and matched, %d refused\n", built, refused);
+  assert_true(built >= 24 && refused >= 5);
+  fx_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_bias_relu_then_layer_norm),
@@ -1031,6 +1074,7 @@ int main(void) {
       cmocka_unit_test(illegal_schemes_are_refused),
       cmocka_unit_test(hooks_choose_implementations),
       cmocka_unit_test(compile_jobs_fill_the_cache_ahead),
+      cmocka_unit_test(random_schemes_are_refused_or_correct),
   };
   return cmocka_run_group_tests_name("exec", tests, NULL, NULL);
 }
