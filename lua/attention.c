@@ -70,31 +70,6 @@ static slua_engine *push_engine(lua_State *L, const char *fname) {
   return h;
 }
 
-/* Refuses a key of the table at idx that is not one of known (NULL-terminated), naming it
- * and listing the known ones: a misspelt option ({tiel = 64}) must not pass for a default. */
-static void check_keys(lua_State *L, int idx, const char *fname, const char *what, const char *const *known) {
-  idx = lua_absindex(L, idx);
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    lua_pop(L, 1);
-    int ok = 0;
-    if (lua_type(L, -1) == LUA_TSTRING)
-      for (const char *const *k = known; *k && !ok; k++) ok = strcmp(lua_tostring(L, -1), *k) == 0;
-    if (!ok) {
-      luaL_Buffer b;
-      luaL_buffinit(L, &b);
-      for (const char *const *k = known; *k; k++) {
-        if (k != known) luaL_addstring(&b, ", ");
-        luaL_addstring(&b, *k);
-      }
-      luaL_pushresult(&b);
-      const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -2))
-                                                       : lua_pushfstring(L, "[%s]", slua_typename(L, -2));
-      slua_error(L, "ValueError", "%s: unknown %s %s (known: %s)", fname, what, key, lua_tostring(L, -2));
-    }
-  }
-}
-
 static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", NULL};
 static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "gpu",
                                                "mod", "softcap", "buckets", "max_distance", "bidirectional", NULL};
@@ -180,7 +155,7 @@ static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname, const
   stof_attn_opts o = {0};
   if (lua_isnoneornil(L, idx)) return o;
   if (!lua_istable(L, idx)) return slua_typeerror(L, idx, fname, "options table"), o;
-  check_keys(L, idx, fname, "option", known);
+  slua_check_keys(L, idx, fname, "option", known);
   if (lua_getfield(L, idx, "kernel") != LUA_TNIL) {
     const char *k = lua_tostring(L, -1);
     int found = 0;
@@ -320,7 +295,7 @@ static int l_attention_plan(lua_State *L) {
   slua_check_mask(L, 1, fname);
   if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "table {B=, H=, Hkv=, S= | Sq=, Sk=, D=, dtype=}");
   static const char *const dim_keys[] = {"B", "H", "Hkv", "S", "Sq", "Sk", "D", "dtype", NULL};
-  check_keys(L, 2, fname, "dims key", dim_keys);
+  slua_check_keys(L, 2, fname, "dims key", dim_keys);
   stof_attn_opts o = check_opts(L, 3, fname, opt_keys);
   int64_t d[6] = {1, 1, 0, 0, 0, 64};
   static const char *const names[] = {"B", "H", "Hkv", "Sq", "Sk", "D"};
@@ -554,7 +529,7 @@ static int l_explain(lua_State *L) {
   stof_mask *m = slua_check_mask(L, 1, fname);
   if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "table {S=, B=, H=, D=}");
   static const char *const dim_keys[] = {"S", "Sq", "Sk", "B", "H", "D", NULL};
-  check_keys(L, 2, fname, "dims key", dim_keys);
+  slua_check_keys(L, 2, fname, "dims key", dim_keys);
   stof_attn_opts o = check_opts(L, 3, fname, explain_opt_keys);
   int64_t S = 0, Sq = 0, Sk = 0, B = 1, H = 1, D = 64;
   static const char *const names[] = {"S", "Sq", "Sk", "B", "H", "D"};
@@ -656,7 +631,7 @@ static int te_attention(lua_State *L) {
   stof_attn_mod mod = {0};
   const stof_op *bias = NULL;
   if (lua_istable(L, 5)) {
-    check_keys(L, 5, fname, "option", te_opt_keys);
+    slua_check_keys(L, 5, fname, "option", te_opt_keys);
     if (lua_getfield(L, 5, "scale") != LUA_TNIL && lua_type(L, -1) != LUA_TNUMBER)
       return slua_error(L, "TypeError", "%s: option scale must be a number, got %s", fname, slua_typename(L, -1));
     scale = lua_tonumber(L, -1);

@@ -55,18 +55,29 @@ static const char *check_string(lua_State *L, int arg, const char *fname, const 
   return s;
 }
 
-/* stof.db.open(path) -> stof.Db */
-static int l_open(lua_State *L) {
-  const char *fname = "stof.db.open";
-  const char *path = check_string(L, 1, fname, "string (the database's path)");
+stof_db *slua_db_open(lua_State *L, const char *path) {
   slua_ctx *lc = slua_state_ctx(L);
   slua_db *h = lua_newuserdatauv(L, sizeof *h, 0);
   h->db = NULL;
   h->lc = NULL;
   luaL_setmetatable(L, SLUA_DB);
   stof_status st = stof_db_open(lc->ctx, path, &h->db);
-  if (st) return slua_raise(L, lc->ctx, st, NULL);
+  if (st) return slua_raise(L, lc->ctx, st, NULL), NULL;
   h->lc = slua_ctx_ref(lc);
+  return h->db;
+}
+
+stof_db *slua_test_db(lua_State *L, int idx, const char *fname) {
+  slua_db *h = luaL_testudata(L, idx, SLUA_DB);
+  if (!h) return NULL;
+  if (!h->db) slua_error(L, "ValueError", "%s: the database is closed", fname);
+  return h->db;
+}
+
+/* stof.db.open(path) -> stof.Db */
+static int l_open(lua_State *L) {
+  const char *path = check_string(L, 1, "stof.db.open", "string (the database's path)");
+  slua_db_open(L, path);
   return 1;
 }
 

@@ -1,7 +1,8 @@
 /*
  * stof.plan: the runtime (exec/) from Lua. A Plan keeps its graph alive (user value 1) and
  * every tensor bound to it (user value 2, placeholder id -> tensor), so the storage a plan
- * borrows outlives it.
+ * borrows outlives it. Plans built elsewhere (stof.tune, lua/search.c) are wrapped by the
+ * same constructor (slua_plan_new) and keep their bound tensors the same way.
  *
  *   local p = stof.plan(outputs, {target = "cuda", graph = true, verbose = true})
  *   p:bind({[X] = x, [W] = w})         -- or p:bind(X, x)
@@ -78,7 +79,14 @@ static int l_plan(lua_State *L) {
   if (slua_test_teop(L, 1)) lua_pushvalue(L, 1);
   else lua_rawgeti(L, 1, 1);
   lua_getiuservalue(L, -1, 1);
-  int gidx = lua_gettop(L);
+  stof_plan **slot = slua_plan_new(L, -1);
+  stof_status st = stof_plan_new(g, nout, outs, &o, slot);
+  if (st) return slua_raise(L, stof_graph_ctx(g), st, fname);
+  return 1;
+}
+
+stof_plan **slua_plan_new(lua_State *L, int gidx) {
+  gidx = lua_absindex(L, gidx);
   slua_ctx *lc = slua_state_ctx(L);
   slua_plan *h = lua_newuserdatauv(L, sizeof *h, 2);
   h->p = NULL;
@@ -88,10 +96,17 @@ static int l_plan(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 2);
-  stof_status st = stof_plan_new(g, nout, outs, &o, &h->p);
-  if (st) return slua_raise(L, stof_graph_ctx(g), st, fname);
   h->lc = slua_ctx_ref(lc);
-  return 1;
+  return &h->p;
+}
+
+void slua_plan_keep(lua_State *L, int pidx, const stof_op *ph, int tidx) {
+  pidx = lua_absindex(L, pidx);
+  tidx = lua_absindex(L, tidx);
+  lua_getiuservalue(L, pidx, 2);
+  lua_pushvalue(L, tidx);
+  lua_rawseti(L, -2, ph->id);
+  lua_pop(L, 1);
 }
 
 /* Binds placeholder (at pidx) to tensor (at tidx), keeping the tensor alive with the plan. */
@@ -107,10 +122,7 @@ static void bind_one(lua_State *L, slua_plan *h, int pidx, int tidx, const char 
     slua_raise(L, h->lc->ctx, st, fname);
     return;
   }
-  lua_getiuservalue(L, 1, 2);
-  lua_pushvalue(L, tidx);
-  lua_rawseti(L, -2, k->op->id);
-  lua_pop(L, 1);
+  slua_plan_keep(L, 1, k->op, tidx);
 }
 
 /* Binds every placeholder -> tensor pair of the table at idx. */

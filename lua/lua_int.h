@@ -24,6 +24,7 @@
 
 #include <stof/core.h>
 #include <stof/kernels.h>
+#include <stof/search.h>
 
 
 /* Metatable names (also the __name shown in messages). */
@@ -106,6 +107,10 @@ int slua_check_shape(lua_State *L, int arg, const char *fname, int64_t *shape);
 stof_dtype slua_check_dtype(lua_State *L, int arg, const char *fname);
 /** An optional dtype name: none or nil gives def (which may be -1). */
 int slua_opt_dtype(lua_State *L, int arg, const char *fname, int def);
+/** Refuses a key of the table at idx that is not one of known (NULL-terminated): a
+ *  ValueError "fname: unknown <what> "key" (known: a, b, ...)", so that a misspelt option
+ *  ({tiel = 64}) never passes for a default. */
+void slua_check_keys(lua_State *L, int idx, const char *fname, const char *what, const char *const *known);
 /** An optional number: none or nil gives def. */
 double slua_opt_number(lua_State *L, int arg, const char *fname, const char *what, double def);
 /** An optional string: none or nil gives def. */
@@ -163,6 +168,15 @@ void slua_open_eval(lua_State *L, int idx);
 /** Sets stof.schedule, stof.build and stof.INFER in the table at idx (creates the Schedule,
  *  Block, Loop, Knob and Func metatables). */
 void slua_open_schedule(lua_State *L, int idx);
+/* A Schedule handle lent a schedule it does not own (a template's, during the search): it
+ * never frees it, refuses what would make a schedule or function outlive it (clone,
+ * with_decisions, stof.build), and is closed with slua_sched_release before the schedule
+ * goes away, after which it and its loops, blocks and knobs raise "closed" errors. */
+typedef struct slua_sched slua_sched;
+/** Pushes a Schedule handle lent s. Raises (memory) before anything is lent. */
+slua_sched *slua_sched_push_lent(lua_State *L, stof_sched *s);
+/** Closes the handle (it stays a valid, closed userdata). Never raises. */
+void slua_sched_release(slua_sched *h);
 
 /* ---------------------------------------------------------------- mask.c */
 
@@ -193,13 +207,33 @@ int slua_pred_raise(lua_State *L, stof_ctx *ctx, const char *where, const stof_m
 /** Sets stof.attention, stof.attention_plan, stof.explain and stof.te.attention. */
 void slua_open_attention(lua_State *L, int idx);
 
-/* exec.c: stof.plan (the runtime). */
+/* ---------------------------------------------------------------- exec.c */
+
+/** Sets stof.plan and stof.cuda_mem_info (creates the Plan metatable). */
 void slua_open_exec(lua_State *L, int idx);
+/** Pushes a new Plan handle that keeps the graph userdata at gidx alive and owns nothing
+ *  yet: returns the slot where the caller puts the plan (transferred to the handle, freed
+ *  by its __gc/__close), for plans built elsewhere than stof.plan (stof.tune). */
+stof_plan **slua_plan_new(lua_State *L, int gidx);
+/** Keeps the tensor at tidx alive with the Plan at pidx, as the one bound to placeholder
+ *  ph (a plan borrows the storage of tensors bound on its device). */
+void slua_plan_keep(lua_State *L, int pidx, const stof_op *ph, int tidx);
 
 /* ---------------------------------------------------------------- db.c */
 
 /** Sets module.db (stof.db.open) and the stof.Db metatable. */
 void slua_open_db(lua_State *L, int idx);
+/** The database of the Db handle at idx, NULL when idx holds something else; raises a
+ *  ValueError naming fname for a closed one. Borrowed (the handle owns it). */
+stof_db *slua_test_db(lua_State *L, int idx, const char *fname);
+/** Opens the database at path as a new Db handle, pushed; raises an IOError naming the path
+ *  when it cannot. Borrowed from the handle. */
+stof_db *slua_db_open(lua_State *L, const char *path);
+
+/* ---------------------------------------------------------------- search.c */
+
+/** Sets stof.tune and stof.search (template, templates) in the table at idx. */
+void slua_open_search(lua_State *L, int idx);
 
 /* ---------------------------------------------------------------- io.c */
 

@@ -21,7 +21,9 @@
  *
  * Decisions are 0-based indices into a knob's candidates, as in the C API and the traces.
  * Handles (blocks, loops, knobs) keep their schedule alive through user value 1 and are
- * valid only with it (a clone has handles of its own). Errors from the core are raised as
+ * valid only with it (a clone has handles of its own). A schedule lent to a template by the
+ * search (slua_sched_push_lent) is the search's: closed when the template returns, never
+ * cloned, copied or built from Lua. Errors from the core are raised as
  * "file:line: ScheduleError: split: factor 0 for loop i".
  */
 #include <string.h>
@@ -36,9 +38,11 @@
 #define MT_KNOB "stof.Knob"
 #define MT_FUNC "stof.Func"
 
-typedef struct lsched { /* stof.Schedule: owns s; user value 1: the graph userdata */
+typedef struct slua_sched { /* stof.Schedule: owns s unless lent; user value 1: the graph
+                                userdata (nil when lent: the graph is the lender's) */
   stof_sched *s;
   slua_ctx *lc;
+  int lent; /* s is borrowed (a template's schedule in the search): never freed here */
 } lsched;
 
 typedef struct lhandle { /* stof.Block / Loop / Knob: user value 1: the schedule userdata */
@@ -60,8 +64,19 @@ static int method_typeerror(lua_State *L, int idx, const char *fname, const char
 
 static lsched *check_sched(lua_State *L, int idx, const char *fname) {
   lsched *ls = slua_checkudata(L, idx, MT_SCHED, fname);
+  if (!ls->s && ls->lent)
+    slua_error(L, "ValueError",
+               "%s: the schedule is closed (a template's schedule is valid only while its schedule function runs)",
+               fname);
   if (!ls->s) slua_error(L, "ValueError", "%s: the schedule is closed", fname);
   return ls;
+}
+
+/* Refuses a lent schedule for what would make an object outlive the schedule it was lent. */
+static void check_owned(lua_State *L, lsched *ls, const char *fname, const char *what) {
+  if (ls->lent)
+    slua_error(L, "ValueError", "%s: a template's schedule cannot be %s (it lives only while the template's "
+               "schedule function runs; apply the primitives to it and the search builds it)", fname, what);
 }
 
 static int raise_core(lua_State *L, lsched *ls, stof_status st) {
@@ -174,7 +189,7 @@ static int push_owned(lua_State *L, stof_ctx *ctx, char *s) {
 static int sched_gc(lua_State *L) {
   lsched *ls = slua_checkudata(L, 1, MT_SCHED, "Schedule:close");
   if (ls->s) {
-    stof_sched_free(ls->s);
+    if (!ls->lent) stof_sched_free(ls->s);
     ls->s = NULL;
   }
   if (ls->lc) {
@@ -191,12 +206,24 @@ static lsched *new_sched(lua_State *L, int gidx) {
   lsched *ls = lua_newuserdatauv(L, sizeof *ls, 1);
   ls->s = NULL;
   ls->lc = NULL;
+  ls->lent = 0;
   luaL_setmetatable(L, MT_SCHED);
   lua_pushvalue(L, gidx);
   lua_setiuservalue(L, -2, 1);
   ls->lc = slua_ctx_ref(lc);
   return ls;
 }
+
+slua_sched *slua_sched_push_lent(lua_State *L, stof_sched *s) {
+  lua_pushnil(L); /* no graph userdata: the lender keeps the graph */
+  lsched *ls = new_sched(L, -1);
+  lua_remove(L, -2);
+  ls->lent = 1;
+  ls->s = s;
+  return ls;
+}
+
+void slua_sched_release(slua_sched *h) { h->s = NULL; }
 
 /* stof.schedule(outputs): outputs a TE tensor or a list of them (compute ops, one graph). */
 static int l_schedule(lua_State *L) {
@@ -607,6 +634,7 @@ static int m_print_loop_nest(lua_State *L) {
 
 static int m_clone(lua_State *L) {
   lsched *ls = check_sched(L, 1, "clone");
+  check_owned(L, ls, "clone", "cloned");
   lua_getiuservalue(L, 1, 1);
   lsched *c = new_sched(L, -1);
   stof_status st = stof_sched_clone(ls->s, &c->s);
@@ -633,6 +661,7 @@ static int m_replay(lua_State *L) {
 static int m_with_decisions(lua_State *L) {
   const char *fname = "with_decisions";
   lsched *ls = check_sched(L, 1, fname);
+  check_owned(L, ls, fname, "copied");
   if (!lua_istable(L, 2)) return method_typeerror(L, 2, fname, "table of decisions (knob name -> index)");
   lua_settop(L, 2);
   lua_getiuservalue(L, 1, 1);
@@ -658,7 +687,11 @@ static int m_with_decisions(lua_State *L) {
   return 1;
 }
 
-static int sched_tostring(lua_State *L) { return m_print_loop_nest(L); }
+static int sched_tostring(lua_State *L) {
+  lsched *ls = slua_checkudata(L, 1, MT_SCHED, "Schedule:__tostring");
+  if (!ls->s) return lua_pushliteral(L, "stof.Schedule (closed)"), 1;
+  return m_print_loop_nest(L);
+}
 
 /* ---------------------------------------------------------------- handles */
 
@@ -781,6 +814,7 @@ static lfunc *check_func(lua_State *L, int idx, const char *fname) {
  * scratch memory) and the target of the options at 3 ("c" when absent). */
 static const stof_op **build_args(lua_State *L, lsched *ls, const char *fname, int *nargs,
                                   const char **target) {
+  check_owned(L, ls, fname, "built here");
   if (!lua_istable(L, 2)) {
     slua_typeerror(L, 2, fname, "list of arguments (te tensors)");
     return NULL;

@@ -161,6 +161,29 @@ int slua_typeerror(lua_State *L, int arg, const char *fname, const char *expecte
 
 /* ---------------------------------------------------------------- checkers */
 
+void slua_check_keys(lua_State *L, int idx, const char *fname, const char *what, const char *const *known) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    int ok = 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (const char *const *k = known; *k && !ok; k++) ok = strcmp(lua_tostring(L, -1), *k) == 0;
+    if (!ok) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (const char *const *k = known; *k; k++) {
+        if (k != known) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, *k);
+      }
+      luaL_pushresult(&b);
+      const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -2))
+                                                       : lua_pushfstring(L, "[%s]", slua_typename(L, -2));
+      slua_error(L, "ValueError", "%s: unknown %s %s (known: %s)", fname, what, key, lua_tostring(L, -2));
+    }
+  }
+}
+
 void *slua_checkudata(lua_State *L, int idx, const char *tname, const char *fname) {
   void *p = luaL_testudata(L, idx, tname);
   if (!p) slua_typeerror(L, idx, fname, tname);
@@ -400,6 +423,7 @@ int stof_lua_open(lua_State *L) {
   slua_open_exec(L, m);
   slua_open_db(L, m);
   slua_open_io(L, m);
+  slua_open_search(L, m);
 
   lua_newtable(L);
   lua_pushcfunction(L, module_index);
