@@ -34,6 +34,8 @@ static void usage(FILE *f) {
         "       stof - [args...]                run standard input\n"
         "       stof COMMAND [args...]          run lua/stof/cli/COMMAND.lua\n"
         "       stof --help | --version\n"
+        "Commands: model (run a zoo model), tune (search its fastest plan), db (a tuning\n"
+        "database), mask, explain, bench; stof COMMAND --help says more.\n"
         "Scripts read their arguments from the global table arg (arg[0] is the script)\n"
         "and load the module with require(\"stof\").\n",
         f);

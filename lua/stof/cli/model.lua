@@ -5,7 +5,7 @@
 local stof = require("stof")
 local common = require("stof.cli.common")
 local models = require("stof.models")
-local run = require("stof.models.run")
+local zoo = require("stof.cli.zoo")
 
 local usage = [[
 usage: stof model NAME [options]          run a zoo model and time it
@@ -14,14 +14,9 @@ usage: stof model NAME [options]          run a zoo model and time it
 NAME is a named config (bert-base, bert-large, gpt2, ...) or a directory holding
 config.json + model.safetensors as Hugging Face saves them.
 options:
-  --batch B          batch size (1)
-  --seq S            sequence length (128)
-  --mask MASK        a suite mask: dense, causal, sliding, causal_sliding, longformer,
-                     bigbird, document (bigbird); decoders add causal themselves
-  --dtype T          float16 (default), bfloat16 or float32
-  --target T         cuda (default with a GPU) or c (the CPU backend)
+]] .. zoo.options_usage .. [[
+
   --reps N           timed runs (20); the median is printed
-  --layers N         keep only the first N layers (a quick look at a big model)
   --no-graph         launch kernel by kernel instead of replaying a CUDA graph
   --exact-gelu       keep the erf GELU out of the GEMM epilogue (tanh form otherwise)
   --describe         print the plan's segments
@@ -31,81 +26,26 @@ options:
   -q                 no progress lines]]
 
 local function parse(args)
-  local o = {batch = 1, seq = 128, mask = "bigbird", dtype = "float16", reps = 20, verbose = true}
-  local i = 1
-  local function value(flag)
-    local v = args[i + 1]
-    if v == nil then common.fail("%s needs a value", flag) end
-    i = i + 2
-    return v
-  end
-  local function int(flag)
-    local s = value(flag)
-    local n = math.tointeger(tonumber(s))
-    if not n or n < 1 then common.fail("%s: a positive integer expected, got '%s'", flag, s) end
-    return n
-  end
-  while i <= #args do
-    local a = args[i]
-    if a == "--batch" then o.batch = int(a)
-    elseif a == "--seq" then o.seq = int(a)
-    elseif a == "--reps" then o.reps = int(a)
-    elseif a == "--layers" then o.layers = int(a)
-    elseif a == "--mask" then o.mask = value(a)
-    elseif a == "--dtype" then o.dtype = value(a)
-    elseif a == "--target" then o.target = value(a)
-    elseif a == "--no-graph" then o.graph = false; i = i + 1
-    elseif a == "--exact-gelu" then o.exact_gelu = true; i = i + 1
-    elseif a == "--describe" then o.describe = true; i = i + 1
-    elseif a == "--split" then o.split = true; i = i + 1
-    elseif a == "--check" then o.check = true; i = i + 1
-    elseif a == "-q" then o.verbose = false; i = i + 1
-    elseif a:sub(1, 1) == "-" then common.fail("unknown option '%s' (see stof model --help)", a)
-    elseif o.name then common.fail("one model at a time (got '%s' and '%s')", o.name, a)
-    else o.name = a; i = i + 1 end
-  end
-  if not o.name then common.fail("which model? (stof model list)") end
-  return o
+  local o = zoo.defaults()
+  o.reps = 20
+  local function set(key, v) return function(x) x[key] = v end end
+  return zoo.parse(args, "model", o, {["--reps"] = function(x, v, flag) x.reps = zoo.int(flag, v) end},
+    {["--no-graph"] = set("graph", false), ["--exact-gelu"] = set("exact_gelu", true),
+     ["--describe"] = set("describe", true), ["--split"] = set("split", true), ["--check"] = set("check", true),
+     ["-q"] = set("verbose", false)})
 end
 
 local function mib(b) return b / 2^20 end
 
 local function model(args)
   local o = parse(args)
-  local spec, weights = o.name, nil
-  local f = io.open(o.name .. "/config.json", "r")
-  if f then
-    f:close()
-    local raw = stof.load_json(o.name .. "/config.json")
-    local mod = type(raw.model_type) == "string" and models[raw.model_type]
-    if type(mod) ~= "table" or not mod.from_pretrained then
-      common.fail("%s/config.json: model_type '%s' is not in the zoo", o.name, tostring(raw.model_type))
-    end
-    spec, weights = mod.from_pretrained(o.name, {dtype = o.dtype})
-    spec.model_type = raw.model_type
-  elseif not models.configs[o.name] then
-    local names = {}
-    for n in pairs(models.configs) do names[#names + 1] = n end
-    table.sort(names)
-    common.fail("unknown model '%s' (%s, or a Hugging Face directory)", o.name, table.concat(names, ", "))
-  end
-  local overrides
-  if o.layers then
-    if weights then common.fail("--layers applies to named configs, not to a directory's weights") end
-    overrides = {num_hidden_layers = o.layers}
-  end
-  local ok, r = pcall(run.prepare, spec, {batch = o.batch, seq = o.seq, mask = o.mask, dtype = o.dtype, overrides = overrides,
-                                           target = o.target, graph = o.graph, exact_gelu = o.exact_gelu,
-                                           verbose = o.verbose, weights = weights})
-  if not ok then common.fail("%s", (tostring(r):gsub("^[^%s]*%.lua:%d+: ", ""))) end
+  local r = zoo.prepare(o, {graph = o.graph, exact_gelu = o.exact_gelu})
   local plan = r.plan
   if o.describe then print(plan:describe()) end
   local out = r:run()
   local ms = r:time(o.reps, 3)
   local mem = r:memory()
-  print(("%s  batch %d  seq %d%s  mask %s  %s on %s: %.3f ms per forward (median of %d%s)"):format(
-    type(o.name) == "string" and o.name or "model", o.batch, r.seq,
-    r.image_size and (" (image %d px)"):format(r.image_size) or "", o.mask, o.dtype, plan.target, ms, o.reps,
+  print(("%s on %s: %.3f ms per forward (median of %d%s)"):format(zoo.title(o, r), plan.target, ms, o.reps,
     plan.target == "cuda" and (o.graph == false and ", kernel by kernel" or ", CUDA graph replay") or ""))
   print(("  %d segments; memory: weights %.1f MiB, arena %.1f MiB (%.1f MiB of values before sharing), workspace %.1f MiB"):format(
     plan.nsegment, mib(mem.weights), mib(mem.arena), mib(mem.values), mib(mem.workspace)))

@@ -35,7 +35,9 @@ end
 --- ("float16"), target ("cuda" when a GPU is present, else "c"), weights (name -> tensor;
 --- default seeded random weights), seed, hidden_states (plan every hidden state, not only the
 --- last; then the output where it is not the last hidden state: ViT), verbose (progress on
---- stderr), graph (CUDA-graph replay, default true), exact_gelu.
+--- stderr), graph (CUDA-graph replay, default true), exact_gelu, plan (false: build the model
+--- and draw its weights and inputs but make no plan: r.plan is nil, r:feed() gives what
+--- stof.tune takes).
 --- ViT: seq picks the smallest image side whose token count is at least seq (128 -> 192 px,
 --- 145 tokens) unless weights are given (then the config's image_size rules); r.seq is the
 --- token count, r.seq_requested and r.image_size say what was asked and what was built.
@@ -73,8 +75,11 @@ function R.prepare(name, opts)
     outs = {table.unpack(m.hidden_states)}
     if outs[#outs] ~= m.output then outs[#outs + 1] = m.output end
   end
-  local plan = stof.plan(outs, {target = opts.target, graph = opts.graph, verbose = opts.verbose,
-                               exact_gelu = opts.exact_gelu})
+  local plan
+  if opts.plan ~= false then
+    plan = stof.plan(outs, {target = opts.target, graph = opts.graph, verbose = opts.verbose,
+                            exact_gelu = opts.exact_gelu})
+  end
   local weights = opts.weights
   if not weights then
     if opts.verbose then io.stderr:write("stof: drawing random weights\n") end
@@ -82,8 +87,8 @@ function R.prepare(name, opts)
   end
   local wbytes = 0
   for _, t in pairs(weights) do wbytes = wbytes + bytes_of(t) end
-  local mem = plan:memory()
-  if plan.target == "cuda" then
+  local mem = plan and plan:memory()
+  if plan and plan.target == "cuda" then
     local free = stof.cuda_mem_info and select(1, stof.cuda_mem_info()) or nil
     local need = wbytes + mem.arena + mem.workspace
     if free and need > free then
@@ -100,13 +105,16 @@ function R.prepare(name, opts)
       or stof.zeros(ph.shape, "int64")
   end
   if opts.inputs then for k, v in pairs(opts.inputs) do inputs[k] = v end end
-  plan:bind(m:feed(weights, inputs))
-  local self = setmetatable({model = m, plan = plan, config = cfg, weights = weights, inputs = inputs,
+  if plan then plan:bind(m:feed(weights, inputs)) end
+  local self = setmetatable({model = m, plan = plan, target = opts.target, config = cfg, weights = weights, inputs = inputs,
                              weight_bytes = wbytes, build_s = os.clock() - t0, mask = mask,
                              batch = batch, seq = seq, seq_requested = seq_requested,
                              image_size = cfg.image_size, dtype = dtype}, R)
   return self
 end
+
+--- The feed of the model: every weight and input placeholder -> its tensor.
+function R:feed() return self.model:feed(self.weights, self.inputs) end
 
 --- Binds new inputs (name -> tensor), runs, returns the planned outputs (CPU tensors).
 function R:run(inputs)
@@ -142,7 +150,7 @@ end
 function R:workload()
   local name = self.config.model_type or "model"
   return ("%s-h%d-l%d/%dx%d/%s/%s/%s"):format(name, self.config.hidden_size or 0, self.config.num_hidden_layers or 0,
-    self.batch, self.seq, tostring(self.mask), self.dtype, self.plan.target)
+    self.batch, self.seq, tostring(self.mask), self.dtype, self.plan and self.plan.target or self.target or "default")
 end
 
 --- Times the plan and appends the measurement to db (a stof.db handle) as a tuning record:
