@@ -692,8 +692,9 @@ static void sample_class(tuner *t, int i) {
   int good[MAXC], ngood = 0;
   for (int k = 0; k < s->nchoice; k++)
     if (!s->bad[k] && !s->verified[k]) good[ngood++] = k;
-  for (int k = 0; k < s->nchoice && !ngood; k++)
-    if (!s->bad[k]) good[ngood++] = k;
+  if (!ngood)
+    for (int k = 0; k < s->nchoice; k++)
+      if (!s->bad[k]) good[ngood++] = k;
   if (!ngood) return;
   int ch = good[rnd(t) % (uint64_t)ngood];
   c->tmpl = s->tmpl[ch];

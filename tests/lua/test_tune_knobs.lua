@@ -1,12 +1,7 @@
 -- stof.tune samples a user template's knobs once the template has run: a graph of one
 -- segment (a layer norm) whose choices are "auto" and a template with a knob "jtile";
 -- after round 1 of stage 2 the records must hold decisions "s0.jtile".
---
--- EXPECTED TO FAIL (registered with WILL_FAIL in tests/lua/CMakeLists.txt) until
--- search/tune.c's sample_class samples among every choice that is not bad once all were
--- tried: its second loop stops at the first one (`k < s->nchoice && !ngood`), so only
--- choice 0 ("auto", or "vendor" on a GEMM) is ever sampled again and no other template's
--- knobs are tuned. Remove WILL_FAIL when that is fixed.
+
 local stof = require("stof")
 local te, nn = stof.te, stof.nn
 
