@@ -74,7 +74,8 @@ local function tune(args)
   print(("%s on %s: default %.3f ms, tuned %.3f ms (%.2fx)"):format(zoo.title(o, r), plan.target, default_ms,
     res.best_ms, res.best_ms > 0 and default_ms / res.best_ms or 0))
   if res.from_db then
-    print(("  from the best record of %s (workload %s); --force searches again"):format(o.db, res.workload))
+    print(("  from the best record of %s (workload %s), rebuilt in %.2f s; --force searches again"):format(o.db,
+      res.workload, res.seconds))
   else
     print(("  %d candidates measured (%d failed, %d rejected by the check) in %.1f s%s; workload %s"):format(
       res.trials, res.failed, res.rejected, res.seconds, o.db and (", recorded in " .. o.db) or "", res.workload))
