@@ -55,6 +55,7 @@ typedef struct seg {
   int nchoice;
   int tmpl[MAXC];    /* per choice: VENDOR or a template index */
   dom d[MAXC];
+  unsigned char tried[MAXC];    /* a candidate with this choice was measured */
   unsigned char verified[MAXC]; /* a candidate with this choice passed the check */
   unsigned char bad[MAXC];      /* ... failed it: never sampled again (this scheme) */
 } seg;
@@ -195,6 +196,13 @@ static stof_status hook_schedule(void *ud, stof_plan_seg_req *r, stof_sched *s) 
   seg *sg = &t->segs[r->index];
   const cfg *c = &t->cur[r->index];
   int k = c->tmpl >= 0 ? c->tmpl : 0;
+  if (k == 0 && t->cuda) /* pruned before anything compiles: see see() */
+    for (int i = 0; i < r->nop; i++)
+      if (stof_plan_op_is_gemm(r->op[i]))
+        return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                              "tune: pruned: segment %d (%s) puts GEMM %s in generated code, which template auto "
+                              "would run without tensor cores; only a user template may take it",
+                              r->index, r->name, r->op[i]->name);
   int ch = choice_of(sg, k);
   if (ch < 0)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "tune: template %s does not match segment %d (%s)", t->t[k].name,
@@ -549,6 +557,10 @@ static int trial(tuner *t, double *ms_out) {
   t->res.trials++;
   stof_status st = build(t, code, &p);
   if (!st) st = learn(t, p);
+  for (int i = 0; !st && i < t->nseg; i++) {
+    int ch = t->segs[i].owner == i ? cur_choice(t, i) : -1;
+    if (ch >= 0) t->segs[i].tried[ch] = 1;
+  }
   if (!st) st = stof_plan_time(p, reps, warmup, &ms);
   if (st) {
     char msg[1024];
@@ -650,9 +662,14 @@ static uint64_t cand_hash(const tuner *t) {
   uint64_t h = stof_hash_bytes(STOF_HASH_INIT, t->code, sizeof *t->code * (size_t)t->nop);
   for (int i = 0; i < t->nslot; i++) {
     const cfg *c = &t->cur[i];
-    if (c->tmpl == DEFAULT && !c->n) continue;
+    /* the default named (auto, or the vendor GEMM where it runs the segment) is the
+     * default: the same plan */
+    int k = c->tmpl;
+    if (i < t->nseg && t->segs[i].seen && k == (t->segs[i].gemm && t->segs[i].kind == STOF_SEG_GEMM ? VENDOR : 0))
+      k = DEFAULT;
+    if (k == DEFAULT && !c->n) continue;
     h = stof_hash_bytes(h, &i, sizeof i);
-    h = stof_hash_bytes(h, &c->tmpl, sizeof c->tmpl);
+    h = stof_hash_bytes(h, &k, sizeof k);
     for (int k = 0; k < c->n; k++) {
       h = stof_hash_bytes(h, c->name[k], strlen(c->name[k]) + 1);
       h = stof_hash_bytes(h, &c->dec[k], sizeof c->dec[k]);
@@ -691,7 +708,7 @@ static void sample_class(tuner *t, int i) {
   /* a template not tried on this segment yet comes first, then any that is not bad */
   int good[MAXC], ngood = 0;
   for (int k = 0; k < s->nchoice; k++)
-    if (!s->bad[k] && !s->verified[k]) good[ngood++] = k;
+    if (!s->bad[k] && !s->tried[k]) good[ngood++] = k;
   if (!ngood)
     for (int k = 0; k < s->nchoice; k++)
       if (!s->bad[k]) good[ngood++] = k;
@@ -960,7 +977,11 @@ static stof_status stage2(tuner *t) {
       int dup = 0;
       for (int i = 0; i < t->nseen && !dup; i++) dup = t->seen[i] == h;
       for (int j = 0; j < nc && !dup; j++) dup = chash[j] == h;
-      if (dup) continue;
+      if (dup) { /* measured (or about to be): its template counts as tried */
+        int ch = c < ncls ? cur_choice(t, cls[c]) : -1;
+        if (ch >= 0) t->segs[cls[c]].tried[ch] = 1;
+        continue;
+      }
       copy_cfg(cand + ns * (size_t)nc, t->cur, t->nslot);
       memcpy(cval[nc], t->inval, sizeof t->inval);
       chash[nc] = h;
