@@ -79,10 +79,33 @@ local function tune(args)
   else
     print(("  %d candidates measured (%d failed, %d rejected by the check) in %.1f s%s; workload %s"):format(
       res.trials, res.failed, res.rejected, res.seconds, o.db and (", recorded in " .. o.db) or "", res.workload))
+    print(("  ablation: default %.3f ms, after stage 1 (fusion) %.3f ms, after stage 2 (templates, knobs) %.3f ms"):format(
+      res.default_ms, res.stage1_ms, res.best_ms))
   end
   if o.explain then
     print(plan:describe())
     print("fusion scheme (segment of each op, in op order): " .. plan.scheme)
+    -- each segment's time, kernel by kernel, and what implements it
+    local segs = plan:time_segments(o.reps or 10)
+    local total = 0
+    print("segment times (kernel by kernel, median):")
+    for i, g in ipairs(segs) do
+      total = total + g.ms
+      local knobs = {}
+      for k, v in pairs(g.knobs or {}) do knobs[#knobs + 1] = ("%s=%d"):format(k, v) end
+      table.sort(knobs)
+      local how = g.detail:match("template [%w_%-]+") or (g.kind == "gemm" and "vendor GEMM") or g.kind
+      print(("  %4d  %8.4f ms  %-9s %-28s %-22s %s%s"):format(i - 1, g.ms, g.kind, g.template, how,
+        table.concat(knobs, " "), g.shared_with > 0 and (" (as segment %d)"):format(g.shared_with - 1) or ""))
+    end
+    print(("  total %.4f ms"):format(total))
+    -- the schedule of each distinct generated segment, as a Lua script that rebuilds it
+    for i, g in ipairs(segs) do
+      if g.trace and g.shared_with == 0 then
+        print(("-- segment %d (%s): its schedule"):format(i - 1, g.template))
+        print(g.trace)
+      end
+    end
   end
 end
 
