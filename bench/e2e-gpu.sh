@@ -4,6 +4,8 @@
 #   bash bench/e2e-gpu.sh MODELS [SHAPES [MASK [PEER_MODES [PEER_ATTN]]]]
 #   bash bench/e2e-gpu.sh bert-base,gpt2 1x128,8x512,16x2048 bigbird eager,default,reduce-overhead sdpa,flex
 # Needs build-gpu/ (make gpu-build) and .peers/peers.py (a copy of shared/bench/peers.py).
+# TUNE_S=30 also searches each case for 30 s (stof.tune; records in $OUT/e2e-tune.jsonl) and
+# times the tuned plan beside the default one (bench/e2e.lua).
 # Writes $OUT/e2e-stof.jsonl and $OUT/e2e-peers.jsonl (OUT defaults to /tmp/e2e), then the
 # table of docs/PERFORMANCE.md (bench/e2e_report.py) on what it measured.
 set -u
@@ -18,7 +20,7 @@ export STOF_CACHE_DIR=${STOF_CACHE_DIR:-/tmp/stof-cache}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
 IFS=, read -ra list <<< "$models"
 for m in "${list[@]}"; do
-  build-gpu/stof run bench/e2e.lua "$m" "$shapes" "$mask" 30 | tee -a "$out/e2e-stof.jsonl"
+  build-gpu/stof run bench/e2e.lua "$m" "$shapes" "$mask" 30 "${TUNE_S:-0}" "$out/e2e-tune.jsonl" | tee -a "$out/e2e-stof.jsonl"
   python3 .peers/peers.py e2e --models "$m" --shapes "$shapes" --masks "$mask" --attn "$attn" \
     --modes "$modes" --out "$out/e2e-peers.jsonl" > /dev/null 2>&1 || echo "peers.py e2e failed for $m"
 done

@@ -3,8 +3,14 @@
 -- weights; the output is checked for NaN, then timed (median of runs, warm-up first), then
 -- timed kernel by kernel for the split (GEMM / attention / the rest). One JSON line per case.
 --
---   build-gpu/stof run bench/e2e.lua [MODELS [SHAPES [MASK [REPS]]]]
+--   build-gpu/stof run bench/e2e.lua [MODELS [SHAPES [MASK [REPS [TUNE_SECONDS [DB]]]]]]
 --   build-gpu/stof run bench/e2e.lua bert-base,gpt2 1x128,8x512,16x2048 bigbird 30
+-- With TUNE_SECONDS > 0 each case is also searched (stof.tune, that budget, records in DB,
+-- default /tmp/stof-e2e-tune.jsonl): the line then holds the tuned plan's time (ms), the
+-- default plan's (default_ms), the ablation (tune_default_ms, tune_stage1_ms, tune_best_ms as
+-- the search measured them), the search's seconds and candidates, and how long a second
+-- search of the same workload took to load the best record (resume_s); the split and memory
+-- are the tuned plan's.
 local stof = require("stof")
 local run = require("stof.models.run")
 
@@ -12,6 +18,8 @@ local models = arg[1] or "bert-base,bert-large,gpt2"
 local shapes = arg[2] or "1x128,8x512,16x2048"
 local mask = arg[3] or "bigbird"
 local reps = tonumber(arg[4]) or 30
+local tune_s = tonumber(arg[5]) or 0
+local tune_db = arg[6] or "/tmp/stof-e2e-tune.jsonl"
 
 local function json(t)
   local keys = {}
@@ -68,6 +76,24 @@ for name in models:gmatch("[^,]+") do
       local out = r:run()
       row.nan = has_nan(out)
       row.ms = r:time(reps, 5)
+      if tune_s > 0 then
+        local opts = {feed = r:feed(), budget = tune_s, db = tune_db, workload = "e2e/" .. r:workload():gsub("/[^/]*$", ""),
+                      force = true}
+        local plan, res = stof.tune({r.model.output}, opts)
+        row.default_ms = row.ms
+        row.tune_default_ms, row.tune_stage1_ms, row.tune_best_ms = res.default_ms, res.stage1_ms, res.best_ms
+        row.tune_s, row.tune_trials, row.tune_failed, row.tune_rejected = res.seconds, res.trials, res.failed, res.rejected
+        opts.force = nil
+        local _, again = stof.tune({r.model.output}, opts)
+        row.resume_s = again.seconds
+        row.resumed = again.from_db
+        r.plan = plan
+        plan:poison()
+        local tout = plan:run()
+        row.nan = row.nan or has_nan(tout)
+        row.tuned_vs_default = stof.rel_l2(tout:astype("float32"), out:astype("float32"))
+        row.ms = r:time(reps, 5)
+      end
       local split = r:split(10)
       row.gemm_ms, row.attention_ms, row.other_ms, row.kernels_ms = split.gemm, split.attention, split.other, split.total
       local mem = r:memory()
