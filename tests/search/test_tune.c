@@ -203,41 +203,48 @@ static int matches_layer_norm(void *ud, const stof_plan_seg_req *r) {
   return strstr(r->name, "layer_norm") != NULL;
 }
 
-static void tune_rejects_a_wrong_candidate(void **state) {
-  (void)state;
-  mlp m;
-  mlp_new(&m, 32, 32, 64);
+/* Tunes m with the one user template tpl (stage 2 only, at most 10 candidates): the
+ * template is tried once on its segment, fails there with status (its record's message
+ * holding why), is dropped, and the plan returned is correct. *res gets the figures. */
+static void expect_dropped(mlp *m, const stof_template *tpl, const char *inject, stof_status status, const char *why,
+                           stof_tune_result *res) {
   stof_db *db = NULL;
-  TU_OK(m.ctx, stof_db_open(m.ctx, m.db, &db));
-  stof_template wrong = {"wrong", matches_layer_norm, auto_sched, NULL};
-  stof_tune_opts o = opts_of(&m, db);
+  TU_OK(m->ctx, stof_db_open(m->ctx, m->db, &db));
+  stof_tune_opts o = opts_of(m, db);
   o.budget_s = 20;
   o.max_trials = 10;
   o.skip_stage1 = 1;
   o.ntemplate = 1;
-  o.templates = &wrong;
-  o.inject_wrong = "wrong";
+  o.templates = tpl;
+  o.inject_wrong = inject;
   stof_plan *p = NULL;
-  stof_tune_result r;
-  TU_OK(m.ctx, stof_tune(m.g, 1, &m.out, &o, &p, &r));
-  /* tried once on the layer norm's segment, rejected, never again, never chosen */
-  assert_int_equal(r.rejected, 1);
+  TU_OK(m->ctx, stof_tune(m->g, 1, &m->out, &o, &p, res));
   int nst[STOF_STATUS_COUNT], ok_uses = 0, bad_uses = 0;
-  count_records(db, r.workload, nst, "wrong", &ok_uses, &bad_uses);
-  assert_int_equal(nst[STOF_ERR_CHECK], 1);
+  count_records(db, res->workload, nst, tpl->name, &ok_uses, &bad_uses);
+  assert_int_equal(nst[status], 1);
   assert_int_equal(bad_uses, 1);
   assert_int_equal(ok_uses, 0);
   for (int i = 0; i < stof_db_count(db); i++) {
     stof_db_record rec;
     assert_int_equal(stof_db_get(db, i, &rec), STOF_OK);
-    if (rec.status == STOF_ERR_CHECK) {
+    if (rec.status == status) {
       assert_non_null(rec.message);
-      assert_non_null(strstr(rec.message, "relative L2 error"));
+      if (!strstr(rec.message, why)) fail_msg("record %d: message \"%s\" lacks \"%s\"", i, rec.message, why);
     }
   }
-  expect_correct(&m, p);
+  expect_correct(m, p);
   stof_plan_free(p);
   stof_db_free(db);
+}
+
+static void tune_rejects_a_wrong_candidate(void **state) {
+  (void)state;
+  mlp m;
+  mlp_new(&m, 32, 32, 64);
+  stof_template wrong = {"wrong", matches_layer_norm, auto_sched, NULL};
+  stof_tune_result r;
+  expect_dropped(&m, &wrong, "wrong", STOF_ERR_CHECK, "relative L2 error", &r);
+  assert_int_equal(r.rejected, 1);
   mlp_free(&m);
 }
 
@@ -268,32 +275,10 @@ static void tune_survives_a_candidate_that_fails_to_compile(void **state) {
   fclose(f);
   assert_int_equal(chmod(cc, 0755), 0);
   setenv("CC", cc, 1);
-  stof_db *db = NULL;
-  TU_OK(m.ctx, stof_db_open(m.ctx, m.db, &db));
   stof_template nocc = {"nocc", matches_layer_norm, nocc_sched, NULL};
-  stof_tune_opts o = opts_of(&m, db);
-  o.budget_s = 20;
-  o.max_trials = 10;
-  o.skip_stage1 = 1;
-  o.ntemplate = 1;
-  o.templates = &nocc;
-  stof_plan *p = NULL;
   stof_tune_result r;
-  TU_OK(m.ctx, stof_tune(m.g, 1, &m.out, &o, &p, &r));
+  expect_dropped(&m, &nocc, NULL, STOF_ERR_COMPILE, "cc.sh: refused", &r);
   assert_int_equal(r.failed, 1);
-  int nst[STOF_STATUS_COUNT], ok_uses = 0, bad_uses = 0;
-  count_records(db, r.workload, nst, "nocc", &ok_uses, &bad_uses);
-  assert_int_equal(nst[STOF_ERR_COMPILE], 1);
-  assert_int_equal(bad_uses, 1);
-  assert_int_equal(ok_uses, 0);
-  for (int i = 0; i < stof_db_count(db); i++) {
-    stof_db_record rec;
-    assert_int_equal(stof_db_get(db, i, &rec), STOF_OK);
-    if (rec.status == STOF_ERR_COMPILE) assert_non_null(strstr(rec.message, "cc.sh: refused"));
-  }
-  expect_correct(&m, p);
-  stof_plan_free(p);
-  stof_db_free(db);
   if (saved[0]) setenv("CC", saved, 1);
   else unsetenv("CC");
   mlp_free(&m);
