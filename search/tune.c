@@ -508,7 +508,7 @@ static int cur_choice(const tuner *t, int i) {
   const seg *s = &t->segs[i];
   if (!s->seen) return -1;
   int k = t->cur[i].tmpl;
-  if (k == DEFAULT) k = s->gemm && s->kind == STOF_SEG_GEMM ? VENDOR : 0;
+  if (k == DEFAULT) k = s->gemm ? VENDOR : 0;
   return choice_of(s, k);
 }
 
@@ -665,7 +665,7 @@ static uint64_t cand_hash(const tuner *t) {
     /* the default named (auto, or the vendor GEMM where it runs the segment) is the
      * default: the same plan */
     int k = c->tmpl;
-    if (i < t->nseg && t->segs[i].seen && k == (t->segs[i].gemm && t->segs[i].kind == STOF_SEG_GEMM ? VENDOR : 0))
+    if (i < t->nseg && t->segs[i].seen && k == (t->segs[i].gemm ? VENDOR : 0))
       k = DEFAULT;
     if (k == DEFAULT && !c->n) continue;
     h = stof_hash_bytes(h, &i, sizeof i);

