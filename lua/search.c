@@ -386,6 +386,21 @@ static void push_result(lua_State *L, const stof_tune_result *r) {
 static int l_tune(lua_State *L) {
   const char *fname = "stof.tune";
   lua_settop(L, 2);
+  /* a zoo model (its name, or a config table: model_type): built and searched by
+   * stof.models.run.tune, which comes back here with its outputs and feed */
+  if (lua_type(L, 1) == LUA_TSTRING ||
+      (lua_type(L, 1) == LUA_TTABLE && lua_getfield(L, 1, "model_type") != LUA_TNIL && (lua_pop(L, 1), 1))) {
+    lua_settop(L, 2);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "stof.models.run");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "tune");
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_call(L, 2, 3);
+    return 3;
+  }
+  lua_settop(L, 2);
   if (lua_getfield(L, LUA_REGISTRYINDEX, REG_TUNING) == LUA_TBOOLEAN && lua_toboolean(L, -1))
     return slua_error(L, "ValueError", "%s: called from a template while a search runs (one search at a time)", fname);
   lua_pop(L, 1);

@@ -116,6 +116,34 @@ end
 --- The feed of the model: every weight and input placeholder -> its tensor.
 function R:feed() return self.model:feed(self.weights, self.inputs) end
 
+--- stof.tune(NAME or config, opts) lands here: the zoo model built as R.prepare builds it
+--- (opts batch, seq, mask, dtype, target, weights, seed, overrides, inputs), then searched
+--- (opts budget, trials, db, workload (default: the model, shape, mask and dtype), force,
+--- reps, warmup, seed, threads, stage1, stage2, templates, verbose). Returns the tuned plan
+--- bound to the weights, the search's figures and the prepared model (r.plan is the plan).
+function R.tune(name, opts)
+  opts = opts or {}
+  local prep_keys = {batch = true, seq = true, mask = true, dtype = true, target = true, weights = true,
+                     overrides = true, inputs = true, seed = true}
+  local tune_keys = {budget = true, trials = true, db = true, workload = true, force = true, reps = true, warmup = true,
+                     seed = true, threads = true, stage1 = true, stage2 = true, templates = true, verbose = true,
+                     target = true}
+  local prep, topts = {plan = false}, {}
+  for k, v in pairs(opts) do
+    if not prep_keys[k] and not tune_keys[k] then
+      error(("ValueError: stof.tune: unknown option %q for a zoo model"):format(tostring(k)), 3)
+    end
+    if prep_keys[k] then prep[k] = v end
+    if tune_keys[k] then topts[k] = v end
+  end
+  local r = R.prepare(name, prep)
+  topts.feed = r:feed()
+  topts.workload = topts.workload or r:workload():gsub("/[^/]*$", "")
+  local plan, res = stof.tune({r.model.output}, topts)
+  r.plan = plan
+  return plan, res, r
+end
+
 --- Binds new inputs (name -> tensor), runs, returns the planned outputs (CPU tensors).
 function R:run(inputs)
   if inputs then
