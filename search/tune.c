@@ -103,6 +103,7 @@ typedef struct tuner {
   char workload[128], device[256];
   int last_bar;
   char label[NAMEL + 16];
+  stof_status last_fail;   /* the status of the last candidate that failed */
   int njob, capjob;        /* compile jobs collected ahead of a round */
   stof_compile_job **jobs;
   int nseen, capseen;      /* hashes of the candidates measured */
@@ -455,21 +456,24 @@ static int uses_template(const tuner *t, const char *name) {
   return 0;
 }
 
-/* Runs p with its memory poisoned and compares every output with the reference. */
-static int check(tuner *t, stof_plan *p, char *why, size_t n) {
+/* Runs p with its memory poisoned and compares every output with the reference: 1 when it
+ * matches, 0 when it does not (why says how), -1 when it could not run (*fail: the status). */
+static int check(tuner *t, stof_plan *p, char *why, size_t n, stof_status *fail) {
   stof_status st = stof_plan_poison(p);
   if (!st) st = stof_plan_run(p);
   if (st) {
-    snprintf(why, n, "run: %s", stof_ctx_message(t->ctx));
+    snprintf(why, n, "run: %s", st == STOF_ERR_NOMEM ? "out of memory" : stof_ctx_message(t->ctx));
     stof_ctx_clear_error(t->ctx);
-    return 0;
+    *fail = st;
+    return -1;
   }
   for (int i = 0; i < t->nout; i++) {
     stof_tensor *got = NULL;
     if ((st = stof_plan_output(p, i, &got))) {
-      snprintf(why, n, "output %d: %s", i, stof_ctx_message(t->ctx));
+      snprintf(why, n, "output %d: %s", i, st == STOF_ERR_NOMEM ? "out of memory" : stof_ctx_message(t->ctx));
       stof_ctx_clear_error(t->ctx);
-      return 0;
+      *fail = st;
+      return -1;
     }
     const stof_tensor *want = t->ref[i];
     int64_t ne = stof_tensor_numel(got);
@@ -568,6 +572,7 @@ static int trial(tuner *t, double *ms_out) {
     if (st == STOF_ERR_NOMEM) snprintf(msg, sizeof msg, "out of memory");
     stof_ctx_clear_error(t->ctx);
     mark_checked(t, 0); /* a template that fails is not sampled again (this scheme) */
+    t->last_fail = st;
     t->res.failed++;
     snprintf(t->what, sizeof t->what, "failed: %.200s", msg);
     record(t, code, 0, st, msg);
@@ -586,7 +591,19 @@ static int trial(tuner *t, double *ms_out) {
     return 0;
   }
   char why[512];
-  int ok = check(t, p, why, sizeof why);
+  stof_status cst = STOF_OK;
+  int ok = check(t, p, why, sizeof why, &cst);
+  if (ok < 0) { /* it could not run: a failed candidate, not a wrong one */
+    *ms_out = 0;
+    mark_checked(t, 0);
+    t->last_fail = cst;
+    t->res.failed++;
+    snprintf(t->what, sizeof t->what, "failed: %.200s", why);
+    record(t, code, 0, cst, why);
+    stof_plan_free(p);
+    progress(t);
+    return -1;
+  }
   mark_checked(t, ok);
   if (!ok) {
     t->res.rejected++;
@@ -1303,9 +1320,11 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   t->stage = 1;
   double ms0;
   int r0 = trial(t, &ms0);
-  if (r0 != 1) {
-    st = stof_ctx_error(ctx, r0 < 0 ? STOF_ERR_INTERNAL : STOF_ERR_CHECK, "tune: the default plan %s: %s",
-                        r0 < 0 ? "failed" : "does not match the reference", t->what);
+  if (r0 != 1) { /* the default plan built once already: out of memory, most likely */
+    st = r0 < 0 && t->last_fail == STOF_ERR_NOMEM
+             ? STOF_ERR_NOMEM
+             : stof_ctx_error(ctx, r0 < 0 ? t->last_fail : STOF_ERR_CHECK, "tune: the default plan %s: %s",
+                              r0 < 0 ? "failed" : "does not match the reference", t->what);
     goto fail;
   }
   t->res.default_ms = ms0;

@@ -1055,6 +1055,53 @@ static void random_schemes_are_refused_or_correct(void **state) {
   fx_free(&f);
 }
 
+/* Every allocation of a given scheme's plan with hooks, and of its compile jobs, failing in
+ * turn: STOF_ERR_NOMEM (or a plan, when the failure was absorbed), nothing leaked. */
+static void given_scheme_allocation_failures_are_clean(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  const stof_op *out = fc_ln(f.g);
+  hook_log h = {0};
+  h.generate = 1;
+  stof_plan_hooks hooks = {log_generate_gemm, log_schedule, &h};
+  stof_plan_opts o = {.target = "c", .scheme = "0 0 0 1 1 1", .hooks = &hooks};
+  stof_plan *p = plan_opts(f.g, 1, &out, o); /* warms the compile cache */
+  stof_plan_free(p);
+  size_t base = stof_ctx_bytes_in_use(f.ctx);
+  for (int jobs = 0; jobs < 2; jobs++) {
+    int n, nomem = 0;
+    for (n = 1; n <= 2000; n++) {
+      f.heap.nalloc = 0;
+      f.heap.failed = 0;
+      f.heap.fail_at = n;
+      p = NULL;
+      int nj = 0;
+      stof_compile_job **j = NULL;
+      stof_status st = jobs ? stof_plan_jobs(f.g, 1, &out, &o, &nj, &j) : stof_plan_new(f.g, 1, &out, &o, &p);
+      f.heap.fail_at = 0;
+      if (st == STOF_OK) {
+        stof_plan_free(p);
+        for (int i = 0; i < nj; i++) stof_compile_job_free(j[i]);
+        if (j) stof_ctx_dealloc(f.ctx, j, sizeof *j * (size_t)nj);
+        if (!f.heap.failed) break;
+        continue;
+      }
+      assert_true(f.heap.failed);
+      assert_int_equal(st, STOF_ERR_NOMEM);
+      assert_null(p);
+      assert_null(j);
+      stof_ctx_clear_error(f.ctx);
+      nomem++;
+      assert_int_equal(stof_ctx_bytes_in_use(f.ctx), base);
+    }
+    assert_true(n <= 2000 && nomem > 10);
+    assert_int_equal(stof_ctx_bytes_in_use(f.ctx), base);
+  }
+  assert_false(f.heap.bad_size);
+  fx_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_bias_relu_then_layer_norm),
@@ -1075,6 +1122,7 @@ int main(void) {
       cmocka_unit_test(hooks_choose_implementations),
       cmocka_unit_test(compile_jobs_fill_the_cache_ahead),
       cmocka_unit_test(random_schemes_are_refused_or_correct),
+      cmocka_unit_test(given_scheme_allocation_failures_are_clean),
   };
   return cmocka_run_group_tests_name("exec", tests, NULL, NULL);
 }

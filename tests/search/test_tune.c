@@ -355,6 +355,59 @@ static void bad_options_are_refused(void **state) {
   mlp_free(&m);
 }
 
+/* Allocations of a whole search failing one at a time (every k-th of a run's, k chosen for
+ * about 150 runs): STOF_ERR_NOMEM, or a correct plan when only a candidate failed; nothing
+ * leaked either way. */
+static void tune_allocation_failures_are_clean(void **state) {
+  (void)state;
+  mlp m;
+  mlp_new(&m, 8, 8, 16);
+  stof_tune_opts o = opts_of(&m, NULL);
+  o.max_trials = 4;
+  o.reps = 1;
+  o.warmup = 1;
+  o.threads = 1;
+  stof_plan *p = NULL;
+  stof_tune_result r;
+  TU_OK(m.ctx, stof_tune(m.g, 1, &m.out, &o, &p, &r)); /* warms the caches, counts */
+  stof_plan_free(p);
+  size_t base = stof_ctx_bytes_in_use(m.ctx);
+  m.heap.nalloc = 0;
+  TU_OK(m.ctx, stof_tune(m.g, 1, &m.out, &o, &p, &r));
+  long total = m.heap.nalloc;
+  stof_plan_free(p);
+  assert_int_equal(stof_ctx_bytes_in_use(m.ctx), base);
+  long step = total / 150 > 1 ? total / 150 : 1;
+  int nomem = 0, absorbed = 0;
+  for (long n = 1; n <= total; n += step) {
+    m.heap.nalloc = 0;
+    m.heap.failed = 0;
+    m.heap.fail_at = n;
+    p = NULL;
+    stof_status st = stof_tune(m.g, 1, &m.out, &o, &p, &r);
+    m.heap.fail_at = 0;
+    if (st == STOF_OK) {
+      assert_non_null(p);
+      expect_correct(&m, p);
+      stof_plan_free(p);
+      absorbed += m.heap.failed;
+    } else {
+      assert_true(m.heap.failed);
+      assert_int_equal(st, STOF_ERR_NOMEM);
+      assert_null(p);
+      stof_ctx_clear_error(m.ctx);
+      nomem++;
+    }
+    if (stof_ctx_bytes_in_use(m.ctx) != base)
+      fail_msg("allocation %ld failing: %zu bytes left in use (%zu before)", n, stof_ctx_bytes_in_use(m.ctx), base);
+  }
+  print_message("  %ld allocations per search; every %ld-th failed in turn: %d searches said out of memory, %d absorbed it\n",
+                total, step, nomem, absorbed);
+  assert_true(nomem > 0);
+  assert_false(m.heap.bad_size);
+  mlp_free(&m);
+}
+
 int run_tune_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(tune_finds_a_correct_plan_records_everything_and_resumes),
@@ -362,6 +415,7 @@ int run_tune_tests(void) {
       cmocka_unit_test(tune_survives_a_candidate_that_fails_to_compile),
       cmocka_unit_test(two_processes_tuning_into_one_database_lose_nothing),
       cmocka_unit_test(bad_options_are_refused),
+      cmocka_unit_test(tune_allocation_failures_are_clean),
   };
   return cmocka_run_group_tests_name("tune", tests, NULL, NULL);
 }
