@@ -101,7 +101,7 @@ static stof_status hook_schedule(void *ud, stof_plan_seg_req *r, stof_sched *s) 
   seg *sg = &t->segs[r->index];
   const cfg *c = &t->cur[r->index];
   int k = c->tmpl >= 0 ? c->tmpl : 0;
-  if (k == 0 && t->cuda) /* pruned before anything compiles: see see() */
+  if (k == 0 && t->cuda && !t->o->plan.no_vendor_gemm) /* pruned before anything compiles: see see() */
     for (int i = 0; i < r->nop; i++)
       if (stof_plan_op_is_gemm(r->op[i]))
         return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
