@@ -391,13 +391,20 @@ static int l_tune(lua_State *L) {
   if (lua_type(L, 1) == LUA_TSTRING ||
       (lua_type(L, 1) == LUA_TTABLE && lua_getfield(L, 1, "model_type") != LUA_TNIL && (lua_pop(L, 1), 1))) {
     lua_settop(L, 2);
+    if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "options table");
     lua_getglobal(L, "require");
     lua_pushliteral(L, "stof.models.run");
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "tune");
     lua_pushvalue(L, 1);
     lua_pushvalue(L, 2);
-    lua_call(L, 2, 3);
+    if (lua_pcall(L, 2, 3, 0) != LUA_OK) {
+      /* the model's own errors (an unknown name, a bad config) get a kind, as every
+       * binding's do */
+      const char *msg = lua_tostring(L, -1);
+      if (msg && strstr(msg, "Error: ")) return lua_error(L);
+      return slua_error(L, "ValueError", "%s: %s", fname, msg ? msg : "error object is not a string");
+    }
     return 3;
   }
   lua_settop(L, 2);
