@@ -220,13 +220,20 @@ stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *int
                           "%s, %s, %s have %lld, %lld, %lld",
                           what, name, sched_loop_name(s, lp[1]), sched_loop_name(s, lp[2]), (long long)e0,
                           (long long)e1, (long long)e2);
+  int b_nk = is_axis(b, eb->u.load.idx[0], ja) && is_axis(b, eb->u.load.idx[1], ka);
   if (!is_axis(b, ea->u.load.idx[0], ia) || !is_axis(b, ea->u.load.idx[1], ka) ||
-      !is_axis(b, eb->u.load.idx[0], ka) || !is_axis(b, eb->u.load.idx[1], ja))
+      !(b_nk || (is_axis(b, eb->u.load.idx[0], ka) && is_axis(b, eb->u.load.idx[1], ja))))
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                          "%s: block %s must read A[i, k] and B[k, j] at its own axes (row-major "
-                          "operands)",
+                          "%s: block %s must read A[i, k] and B[k, j] or B[j, k] at its own axes "
+                          "(row-major operands)",
                           what, sched_block_name(s, l->block));
+  if (wg && b_nk)
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: wgmma_m64nNk16 reads B as B[k, j] only; block %s reads %s[j, k] (use "
+                          "mma_m16n8k16)",
+                          what, sched_block_name(s, l->block), eb->u.load.tensor->name);
   if (m) {
+    m->b_nk = b_nk;
     m->la = ea;
     m->lb = eb;
     m->a = ea->u.load.tensor;

@@ -141,19 +141,34 @@ static const char prelude[] =
     "}\n"
     "\n"
     "/* tensorize mma_m16n8k16: the warp adds A[16 TM x 16 TK] B[16 TK x 8 TN] (row-major in\n"
-    " * shared memory, rows 16-byte aligned) into its accumulator fragments\n"
+    " * shared memory, rows 16-byte aligned; with BT, B is stored transposed, [8 TN x 16 TK]:\n"
+    " * mma's column-major B operand, read by ldmatrix without .trans) into its accumulator fragments\n"
     " * acc[(m * nt + n) * 4 + e] (tile m, n of 16 x 8; element e: row lane / 4 + 8 (e / 2),\n"
     " * column 2 (lane % 4) + e % 2). threadIdx.x is the lane. The fragments of k-step kk + 1\n"
     " * are loaded (ldmatrix) before the mma of step kk are issued, so that the loads' latency\n"
     " * hides under them. */\n"
     "#define STOF_MMA(NAME, T, PTX)                                                                       \\\n"
     "  STOF_D void NAME##_frag(unsigned (*af)[4], unsigned (*bf)[2], int tm, int tn, const T *a, int64_t lda, \\\n"
-    "                          const T *b, int64_t ldb) {                                                 \\\n"
+    "                          const T *b, int64_t ldb, int bt) {                                         \\\n"
     "    const unsigned lane = threadIdx.x & 31u;                                                         \\\n"
     "    _Pragma(\"unroll\") for (int m = 0; m < tm; ++m) {                                                 \\\n"
     "      unsigned p = stof_smem_u32(a + (m * 16 + (lane & 15)) * lda + (lane >> 4) * 8);                \\\n"
     "      asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"                 \\\n"
     "                   : \"=r\"(af[m][0]), \"=r\"(af[m][1]), \"=r\"(af[m][2]), \"=r\"(af[m][3]) : \"r\"(p));       \\\n"
+    "    }                                                                                                \\\n"
+    "    if (bt) {                                                                                        \\\n"
+    "      _Pragma(\"unroll\") for (int n = 0; n < tn; n += 2) {                                            \\\n"
+    "        unsigned p = stof_smem_u32(b + ((n + (n + 1 < tn ? (lane >> 4) : 0)) * 8 + (lane & 7)) * ldb +   \\\n"
+    "                                   ((lane >> 3) & 1) * 8);                                         \\\n"
+    "        if (n + 1 < tn)                                                                              \\\n"
+    "          asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"             \\\n"
+    "                       : \"=r\"(bf[n][0]), \"=r\"(bf[n][1]), \"=r\"(bf[n + 1][0]), \"=r\"(bf[n + 1][1])      \\\n"
+    "                       : \"r\"(p));                                                                    \\\n"
+    "        else                                                                                         \\\n"
+    "          asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\\n\"                   \\\n"
+    "                       : \"=r\"(bf[n][0]), \"=r\"(bf[n][1]) : \"r\"(p));                                   \\\n"
+    "      }                                                                                              \\\n"
+    "      return;                                                                                        \\\n"
     "    }                                                                                                \\\n"
     "    _Pragma(\"unroll\") for (int n = 0; n < tn; n += 2) {                                              \\\n"
     "      if (n + 1 < tn) {                                                                              \\\n"
@@ -168,14 +183,14 @@ static const char prelude[] =
     "      }                                                                                              \\\n"
     "    }                                                                                                \\\n"
     "  }                                                                                                  \\\n"
-    "  template <int TM, int TN, int TK>                                                                  \\\n"
+    "  template <int TM, int TN, int TK, int BT>                                                          \\\n"
     "  STOF_D void NAME(float *acc, int nt, const T *a, int64_t lda, const T *b, int64_t ldb) {           \\\n"
     "    unsigned af[2][TM][4], bf[2][TN + 1][2];                                                         \\\n"
-    "    NAME##_frag(af[0], bf[0], TM, TN, a, lda, b, ldb);                                               \\\n"
+    "    NAME##_frag(af[0], bf[0], TM, TN, a, lda, b, ldb, BT);                                           \\\n"
     "    _Pragma(\"unroll\") for (int kk = 0; kk < TK; ++kk) {                                              \\\n"
     "      if (kk + 1 < TK)                                                                               \\\n"
     "        NAME##_frag(af[(kk + 1) & 1], bf[(kk + 1) & 1], TM, TN, a + (kk + 1) * 16, lda,              \\\n"
-    "                    b + (kk + 1) * 16 * ldb, ldb);                                                   \\\n"
+    "                    b + (kk + 1) * 16 * (BT ? 1 : ldb), ldb, BT);                                    \\\n"
     "      _Pragma(\"unroll\") for (int m = 0; m < TM; ++m)                                                 \\\n"
     "      _Pragma(\"unroll\") for (int n = 0; n < TN; ++n) {                                               \\\n"
     "        float *c = acc + (m * nt + n) * 4;                                                           \\\n"
@@ -897,8 +912,8 @@ static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
   open_tensorized(g, st, &m, "mma_m16n8k16", depth);
   int64_t nt = cb->ext[1] / 8;
   sched_indent(o, depth + 1);
-  stof_buf_printf(o, "%s<%lld, %lld, %lld>(", m.a->dtype == STOF_DTYPE_BF16 ? "stof_mma_bf16" : "stof_mma_f16",
-                  (long long)(m.m / 16), (long long)(m.n / 8), (long long)(m.k / 16));
+  stof_buf_printf(o, "%s<%lld, %lld, %lld, %d>(", m.a->dtype == STOF_DTYPE_BF16 ? "stof_mma_bf16" : "stof_mma_f16",
+                  (long long)(m.m / 16), (long long)(m.n / 8), (long long)(m.k / 16), m.b_nk);
   sched_cg_buf_name(o, b->out);
   stof_buf_puts(o, " + (");
   emit_rel_index(g, st->block, 0);

@@ -271,6 +271,7 @@ stof_status sched_commit(stof_sched *s, stof_sched *c, const char *what);
 typedef struct sched_mma {
   const stof_op *a, *b;
   const stof_expr *la, *lb;   /* their loads */
+  int b_nk;                   /* B is read as B[j, k] (a weight stored [N, K]), not B[k, j] */
   int64_t m, n, k;
   int loops[3];
 } sched_mma;

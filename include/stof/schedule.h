@@ -360,7 +360,8 @@ stof_status stof_sched_bind(stof_sched *s, int loop, const char *tag);
  * and B from shared memory; no loop of the block is bound to threadIdx.x, which is the lane.
  *  - "mma_m16n8k16": mma.sync m16n8k16 (sm_80+), loop extents 16a, 8b, 16c (a, b <= 8,
  *    c <= 4); threadIdx.x is a warp's lane (32); each warp holds the whole 16a x 8b tile; the
- *    fragments of the next k-step are loaded (ldmatrix) before the current step's mma.
+ *    fragments of the next k-step are loaded (ldmatrix) before the current step's mma. B may
+ *    also be read as B[j, k] (a weight stored [N, K]).
  *  - "wgmma_m64nNk16": Hopper warpgroup MMA (sm_90a), extents 64, N = 64 or 128, and 64;
  *    threadIdx.x is a warpgroup's lane (128); A's shared tile is 64 columns wide and B's has
  *    as many rows as k: both are stored in the 128-byte swizzled layout wgmma reads (no pad).

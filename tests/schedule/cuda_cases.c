@@ -216,7 +216,7 @@ static int stage_in_shared(stof_sched *s, int cb, int input, int at, int warps_m
 
 stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t) {
   enum { BM = 128, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4 };
-  if (t->epilogue) sh_matmul_f16_bias(G, t->M, t->N, t->K, t->dtype);
+  if (t->epilogue) sh_matmul_f16_bias_layout(G, t->M, t->N, t->K, t->dtype, t->b_nk);
   else sh_matmul_f16(G, t->M, t->N, t->K, t->dtype);
   stof_sched *s = sh_sched(G);
   stof_ctx *ctx = G->ctx;
@@ -255,6 +255,14 @@ stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t) {
 /* f16 GEMM + bias on tensor cores, operands staged through a 3-stage cp.async pipeline. */
 static stof_sched *gemm_tensorcore_f16(sh_graph *G) {
   sh_tensorcore t = {256, 256, 64, STOF_DTYPE_F16, 1, 3, 8};
+  return sh_tensorcore_schedule(G, &t);
+}
+
+/* The f16 GEMM + bias of gemm_tensorcore_f16 with B stored [N, K] (torch's Linear weight):
+ * the B tiles are staged as [128 x 32] rows of k and read by ldmatrix without .trans. */
+static stof_sched *gemm_tensorcore_f16_nk(sh_graph *G) {
+  sh_tensorcore t = {256, 256, 64, STOF_DTYPE_F16, 1, 3, 8};
+  t.b_nk = 1;
   return sh_tensorcore_schedule(G, &t);
 }
 
@@ -631,6 +639,7 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(layernorm_allreduce),
     CASE(gemm_tensorcore_f16),
     CASE(gemm_tensorcore_bf16),
+    CASE(gemm_tensorcore_f16_nk),
     CASE(shared_staging_no_tensorize),
     CASE(softmax_allreduce_vec4),
     CASE(layernorm_allreduce_vec4),

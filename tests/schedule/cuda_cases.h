@@ -46,6 +46,7 @@ typedef struct sh_tensorcore {
   unsigned unstaged;      /* bit i: input i is read from global memory (no shared tile) */
   const char *acc_scope;  /* the cache_write scope of C (NULL: "warp") */
   const char *warp_n_tag; /* the tag of the warps' column loop (NULL: "threadIdx.y") */
+  int b_nk;               /* B stored [N, K] and read B[j, k] (with the epilogue only) */
 } sh_tensorcore;
 /* Builds t's graph into G (a new context) and returns its schedule (owned). */
 stof_sched *sh_tensorcore_schedule(sh_graph *G, const sh_tensorcore *t);

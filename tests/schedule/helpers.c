@@ -275,16 +275,22 @@ static const stof_expr *cast(sh_graph *G, stof_dtype d, const stof_expr *a) {
 }
 
 /* C = sum_k f32(A[i, k]) * f32(B[k, j]) with A, B of dtype in; returns C. */
-static const stof_op *matmul_half(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) {
-  int64_t sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+/* C = A @ B in float32 of half operands; nk: B stored [N, K] and read B[j, k] (a weight as
+ * torch's Linear keeps it), else [K, N]. */
+static const stof_op *matmul_half_layout(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in, int nk) {
+  int64_t sa[2] = {M, K}, sb[2] = {K, N}, sbt[2] = {N, K}, sc[2] = {M, N};
   const stof_op *A = placeholder(G, 2, sa, in, "A");
-  const stof_op *B = placeholder(G, 2, sb, in, "B");
+  const stof_op *B = placeholder(G, 2, nk ? sbt : sb, in, "B");
   const stof_expr *ax[2];
   axes(G, 2, sc, ax);
   const stof_expr *k = raxis(G, K, "k");
   const stof_expr *prod = bin(G, STOF_EXPR_MUL, cast(G, STOF_DTYPE_F32, load(G, A, 2, ax[0], k, NULL)),
-                              cast(G, STOF_DTYPE_F32, load(G, B, 2, k, ax[1], NULL)));
+                              cast(G, STOF_DTYPE_F32, nk ? load(G, B, 2, ax[1], k, NULL) : load(G, B, 2, k, ax[1], NULL)));
   return compute(G, "C", 2, ax, reduce(G, STOF_REDUCE_SUM, prod, 1, k, NULL));
+}
+
+static const stof_op *matmul_half(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) {
+  return matmul_half_layout(G, M, N, K, in, 0);
 }
 
 void sh_matmul_f16(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) {
@@ -293,8 +299,12 @@ void sh_matmul_f16(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) 
 }
 
 void sh_matmul_f16_bias(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in) {
+  sh_matmul_f16_bias_layout(G, M, N, K, in, 0);
+}
+
+void sh_matmul_f16_bias_layout(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in, int nk) {
   init(G);
-  const stof_op *C = matmul_half(G, M, N, K, in);
+  const stof_op *C = matmul_half_layout(G, M, N, K, in, nk);
   const stof_op *bias = placeholder(G, 1, &N, in, "bias");
   int64_t sc[2] = {M, N};
   const stof_expr *ax[2];

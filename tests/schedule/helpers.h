@@ -70,6 +70,8 @@ void sh_matmul_f16(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in);
 /* sh_matmul_f16, then D[i, j] = in(C[i, j] + float32(bias[j])) with bias [N] of dtype in;
  * inputs A, B, bias. */
 void sh_matmul_f16_bias(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in);
+/* The same with B stored [N, K] and read B[j, k] when nk (torch's Linear weight layout). */
+void sh_matmul_f16_bias_layout(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in, int nk);
 /* Frees the graph, then checks for leaks and frees the context. */
 void sh_done(sh_graph *G);
 /* The op named name among the graph's ops. */

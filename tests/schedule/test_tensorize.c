@@ -96,7 +96,7 @@ static void tensorized_loop_nest(void **state) {
 /* The C backend runs the tensorized loops as written: no intrinsic, the same numbers. */
 static void tensorized_numbers_and_round_trip(void **state) {
   (void)state;
-  static const char *const cases[] = {"gemm_tensorcore_f16", "gemm_tensorcore_bf16",
+  static const char *const cases[] = {"gemm_tensorcore_f16", "gemm_tensorcore_bf16", "gemm_tensorcore_f16_nk",
                                       "shared_staging_no_tensorize"};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     sh_graph G;
@@ -188,7 +188,7 @@ static void f16_pipelined_source(void **state) {
       "__half *const stof_view_2 = b8_A_shared + (stof_i) % 3 * 5120;\n",
       /* one mma call per k.1 covers the warp's 64 x 32 tile: 4 x 4 tiles of 16 x 8 */
       "{ /* tensorized: mma_m16n8k16 over i.2 x j.2 x k.2 */\n",
-      "stof_mma_f16<4, 4, 1>(b5_C_warp + (",
+      "stof_mma_f16<4, 4, 1, 0>(b5_C_warp + (",
       ", 40, &b10_B_shared[",
       "INT64_C(1)], 136);\n",
       "            stof_cp_async_wait_all();\n            __syncthreads();\n          }\n",
@@ -223,7 +223,7 @@ static void bf16_staged_source(void **state) {
       "              __syncthreads(); /* every thread's part is written */\n"
       "            }\n"
       "            { /* block B.shared, pragma pad=8 */\n",
-      "stof_mma_bf16<4, 4, 1>(b3_C_warp + (",
+      "stof_mma_bf16<4, 4, 1, 0>(b3_C_warp + (",
       "{ /* block C.warp: each lane its own elements of the warp's fragments */\n",
       "b2_C[(v3_v0) * INT64_C(256) + (v4_v1) * INT64_C(1)] = (float)(b3_C_warp[stof_frag]);\n",
   };
@@ -511,6 +511,43 @@ static void pipelined_loop_bound_to_a_block_index(void **state) {
 /* The wgmma schedule: its loop nest, its numbers on the C backend, its trace round trip,
  * and the warpgroup code in its CUDA source (swizzled operand tiles, async-proxy fence, one
  * wgmma call per k step of 64, the warpgroup's fragment rows in the write-back). */
+/* B stored [N, K] (torch's Linear weight): the same mma call with BT = 1 (ldmatrix without
+ * .trans on the B tile, staged as 128 rows of 32 k plus the pad), and the same numbers on the
+ * C backend (tensorized_numbers_and_round_trip); wgmma refuses it by name. */
+static void weight_nk_source(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("gemm_tensorcore_f16_nk")->make(&G);
+  char *src = sh_cuda_source(&G, s);
+  static const char *const golden[] = {
+      "stof_mma_f16<4, 4, 1, 1>(b5_C_warp + (",
+      ", 40, &b10_B_shared[",
+      "INT64_C(1)], 40);\n",
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16", /* the prelude's BT path */
+  };
+  sh_expect_snippets(src, golden, sizeof golden / sizeof *golden);
+  free(src);
+  stof_sched_free(s);
+  sh_done(&G);
+  /* wgmma reads B[k, j] only */
+  sh_matmul_f16_bias_layout(&G, 128, 128, 64, STOF_DTYPE_F16, 1);
+  s = sh_sched(&G);
+  int cb = sh_block(s, "C"), l[3], i[3], j[2], k[2];
+  sh_loops(s, cb, l);
+  stof_factor fi[3] = {stof_factor_const(STOF_INFER), stof_factor_const(2), stof_factor_const(64)};
+  stof_factor fj[2] = {stof_factor_const(STOF_INFER), stof_factor_const(128)};
+  stof_factor fk[2] = {stof_factor_const(STOF_INFER), stof_factor_const(64)};
+  SH_OK(G.ctx, stof_sched_split(s, l[0], 3, fi, i));
+  SH_OK(G.ctx, stof_sched_split(s, l[1], 2, fj, j));
+  SH_OK(G.ctx, stof_sched_split(s, l[2], 2, fk, k));
+  int order[7] = {i[0], j[0], i[1], k[0], i[2], j[1], k[1]};
+  SH_OK(G.ctx, stof_sched_reorder(s, 7, order));
+  sh_expect_error(G.ctx, stof_sched_tensorize(s, i[2], "wgmma_m64nNk16"), STOF_ERR_SCHEDULE,
+                  "wgmma_m64nNk16 reads B as B[k, j] only; block C reads B[j, k]");
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 static void wgmma_schedule_and_source(void **state) {
   (void)state;
   sh_graph G;
@@ -586,6 +623,7 @@ static void wgmma_extents(void **state) {
 int run_tensorize_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(wgmma_schedule_and_source),
+      cmocka_unit_test(weight_nk_source),
       cmocka_unit_test(wgmma_refuses_a_padded_tile),
       cmocka_unit_test(wgmma_extents),
       cmocka_unit_test(tensorized_loop_nest),
