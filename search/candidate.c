@@ -451,6 +451,19 @@ static void take_best(tuner *t, stof_plan *p, double ms) {
 
 static int seen_before(tuner *t);
 
+/* The current candidate failed with status st (why: the message): counted, recorded, its
+ * untried templates not sampled again (this scheme); p (may be NULL) freed. Returns -1. */
+static int failed(tuner *t, stof_plan *p, const int *code, stof_status st, const char *why) {
+  mark_checked(t, 0);
+  t->last_fail = st;
+  t->res.failed++;
+  snprintf(t->what, sizeof t->what, "failed: %.200s", why);
+  record(t, code, 0, st, why);
+  stof_plan_free(p);
+  search_progress(t);
+  return -1;
+}
+
 /* Builds, measures and records the candidate (t->code / t->cur / t->inval); when faster
  * than the best (or the first), checks it and takes it. Returns 1 when it became the best,
  * 0 when not, -1 when it failed, -2 when it was measured before (then nothing is done);
@@ -472,17 +485,9 @@ int search_trial(tuner *t, double *ms_out) {
   if (!st) st = stof_plan_time(p, reps, warmup, &ms);
   if (st) {
     char msg[1024];
-    snprintf(msg, sizeof msg, "%s", stof_ctx_message(t->ctx));
-    if (st == STOF_ERR_NOMEM) snprintf(msg, sizeof msg, "out of memory");
+    snprintf(msg, sizeof msg, "%s", st == STOF_ERR_NOMEM ? "out of memory" : stof_ctx_message(t->ctx));
     stof_ctx_clear_error(t->ctx);
-    mark_checked(t, 0); /* a template that fails is not sampled again (this scheme) */
-    t->last_fail = st;
-    t->res.failed++;
-    snprintf(t->what, sizeof t->what, "failed: %.200s", msg);
-    record(t, code, 0, st, msg);
-    stof_plan_free(p);
-    search_progress(t);
-    return -1;
+    return failed(t, p, code, st, msg);
   }
   *ms_out = ms;
   int better = !t->best_plan || ms < t->best_ms;
@@ -499,14 +504,7 @@ int search_trial(tuner *t, double *ms_out) {
   int ok = check(t, p, why, sizeof why, &cst);
   if (ok < 0) { /* it could not run: a failed candidate, not a wrong one */
     *ms_out = 0;
-    mark_checked(t, 0);
-    t->last_fail = cst;
-    t->res.failed++;
-    snprintf(t->what, sizeof t->what, "failed: %.200s", why);
-    record(t, code, 0, cst, why);
-    stof_plan_free(p);
-    search_progress(t);
-    return -1;
+    return failed(t, p, code, cst, why);
   }
   mark_checked(t, ok);
   if (!ok) {
