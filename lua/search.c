@@ -368,6 +368,8 @@ static void push_result(lua_State *L, const stof_tune_result *r) {
   lua_setfield(L, -2, "trials");
   lua_pushinteger(L, r->failed);
   lua_setfield(L, -2, "failed");
+  lua_pushinteger(L, r->pruned);
+  lua_setfield(L, -2, "pruned");
   lua_pushinteger(L, r->rejected);
   lua_setfield(L, -2, "rejected");
   lua_pushboolean(L, r->from_db);

@@ -103,11 +103,13 @@ static stof_status hook_schedule(void *ud, stof_plan_seg_req *r, stof_sched *s) 
   int k = c->tmpl >= 0 ? c->tmpl : 0;
   if (k == 0 && t->cuda && !t->o->plan.no_vendor_gemm) /* pruned before anything compiles: see see() */
     for (int i = 0; i < r->nop; i++)
-      if (stof_plan_op_is_gemm(r->op[i]))
+      if (stof_plan_op_is_gemm(r->op[i])) {
+        t->pruning = 1;
         return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                               "tune: pruned: segment %d (%s) puts GEMM %s in generated code, which template auto "
                               "would run without tensor cores; only a user template may take it",
                               r->index, r->name, r->op[i]->name);
+      }
   int ch = choice_of(sg, k);
   if (ch < 0)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "tune: template %s does not match segment %d (%s)", t->t[k].name,
@@ -457,6 +459,7 @@ static int failed(tuner *t, stof_plan *p, const int *code, stof_status st, const
   mark_checked(t, 0);
   t->last_fail = st;
   t->res.failed++;
+  t->res.pruned += t->pruning;
   snprintf(t->what, sizeof t->what, "failed: %.200s", why);
   record(t, code, 0, st, why);
   stof_plan_free(p);
@@ -476,6 +479,7 @@ int search_trial(tuner *t, double *ms_out) {
   *ms_out = 0;
   if (seen_before(t)) return -2; /* measured already: not again */
   t->res.trials++;
+  t->pruning = 0;
   stof_status st = search_build(t, code, &p);
   if (!st) st = search_learn(t, p);
   for (int i = 0; !st && i < t->nseg; i++) {

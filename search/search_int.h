@@ -81,6 +81,7 @@ typedef struct tuner {
   int last_bar;
   char label[NAMEL + 16];
   stof_status last_fail;   /* the status of the last candidate that failed */
+  int pruning;             /* a hook refused the candidate by a pruning rule */
   int njob, capjob;        /* compile jobs collected ahead of a round */
   stof_compile_job **jobs;
   int nseen, capseen;      /* hashes of the candidates measured */

@@ -161,7 +161,9 @@ typedef struct stof_tune_result {
   double stage1_ms;    /* after stage 1 */
   double best_ms;      /* the plan returned (its measured median) */
   int trials;          /* candidates measured (failed ones included) */
-  int failed;          /* candidates that failed to build or run */
+  int failed;          /* candidates that failed to build or run (pruned ones included) */
+  int pruned;          /* of which refused by a pruning rule before compiling (a GEMM in
+                          generated code on the GPU without a template that takes it) */
   int rejected;        /* candidates faster than the best that failed the correctness check */
   int from_db;         /* 1: the plan was rebuilt from the database's best record */
   double seconds;      /* wall time of the search */
