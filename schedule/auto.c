@@ -4,7 +4,9 @@
  * reductions and what uses them), built only from the public primitives, so that its trace
  * replays and its knobs ("threads", "vec") can be searched.
  *
- *  1. Every injective block that is not an output is inlined (compute_inline): each output
+ *  1. Every injective block that is not an output is inlined (compute_inline), except one a
+ *     reduction reads without one of its own data-parallel axes (the GEMM of gelu(fc1) would
+ *     recompute each gelu per output column): each output
  *     and each remaining reduction is one root nest.
  *  2. A reduction R (not an output) whose consumers are one output O, or reductions that go
  *     under O, and that read R only at their own leading axes (R[i], R[b, h, s]) is planned
@@ -466,12 +468,52 @@ static int unique_name(const stof_sched *c, int b) {
   return 1;
 }
 
-/* Step 1: inline every injective block that is not an output. */
+/* Does some load of t in e leave out a data-parallel axis of block r (so that inlining t
+ * into r would compute each of t's elements again for every value of that axis)? */
+static int loads_skip_an_axis(const stof_expr *e, const stof_op *t, const sched_block *r) {
+  if (!e) return 0;
+  switch (e->kind) {
+  case STOF_EXPR_INT:
+  case STOF_EXPR_FLOAT:
+  case STOF_EXPR_VAR: return 0;
+  case STOF_EXPR_LOAD:
+    if (e->u.load.tensor == t)
+      for (int d = 0; d < r->op->ndim; d++) {
+        int seen = 0;
+        for (int k = 0; k < e->u.load.nidx && !seen; k++) seen = mentions(e->u.load.idx[k], r->op->axis[d]);
+        if (!seen) return 1;
+      }
+    for (int k = 0; k < e->u.load.nidx; k++)
+      if (loads_skip_an_axis(e->u.load.idx[k], t, r)) return 1;
+    return 0;
+  case STOF_EXPR_REDUCE: return loads_skip_an_axis(e->u.reduce.src, t, r);
+  default:
+    return loads_skip_an_axis(e->u.op.a, t, r) || loads_skip_an_axis(e->u.op.b, t, r) ||
+           loads_skip_an_axis(e->u.op.c, t, r);
+  }
+}
+
+/* Whether a reduction reads block x's value without one of its own data-parallel axes (a
+ * GEMM reading gelu(fc1)[i, k] for every j): x inlined there would be recomputed per j. */
+static int recomputed_by_a_reduction(const stof_sched *c, int b) {
+  const sched_block *x = sched_block_at(c, b);
+  int rd[MAX_READERS], nr = sched_readers(c, x->out, b, rd, MAX_READERS);
+  for (int i = 0; i < nr && i < MAX_READERS; i++) {
+    const sched_block *r = sched_block_at(c, rd[i]);
+    if (sched_block_reduce(r) && loads_skip_an_axis(r->op->body, x->out, r)) return 1;
+  }
+  return 0;
+}
+
+/* Step 1: inline every injective block that is not an output, unless a reduction would
+ * compute it again for each value of one of its axes. */
 static stof_status inline_all(auto_ctx *a) {
   stof_sched *c = a->c;
   for (int b = 0; b < a->nb; b++) {
     const sched_block *x = sched_block_at(c, b);
-    if (x->state != SCHED_B_LIVE || sched_is_output(c, b) || sched_block_reduce(x) || !unique_name(c, b)) continue;
+    if (x->state != SCHED_B_LIVE || sched_is_output(c, b) || sched_block_reduce(x) || !unique_name(c, b) ||
+        recomputed_by_a_reduction(c, b))
+      continue;
     int h;
     stof_status st = stof_sched_get_block(c, sched_block_name(c, b), &h);
     if (!st) st = stof_sched_compute_inline(c, h);

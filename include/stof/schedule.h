@@ -469,7 +469,9 @@ typedef struct stof_sched_auto_opts {
 /**
  * auto: applies a default schedule to s, a fresh schedule (empty trace) of a segment (every
  * op that is not a placeholder belongs to it), for target "c" or "cuda" (opts may be NULL):
- *  - every injective block that is not an output is inlined (compute_inline);
+ *  - every injective block that is not an output is inlined (compute_inline), unless a
+ *    reduction reads it without one of its own data-parallel axes (a GEMM over gelu(fc1):
+ *    each value would be computed again for every output column), which keeps it a block;
  *  - a reduction read only by one output (or by reductions that go under it) at its leading
  *    axes (mean[i], mx[b, h, s]) is computed at that output's row loop (compute_at): per row,
  *    inside the output's kernel, never as a global intermediate;

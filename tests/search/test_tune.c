@@ -179,13 +179,13 @@ static void tune_finds_a_correct_plan_records_everything_and_resumes(void **stat
   assert_true(fabs(r2.best_ms - rb.median_ms) < 1e-9);
   expect_correct(&m, p);
   stof_plan_free(p);
-  /* force: searched again, within a trial budget */
+  /* force: searched again, within a trial budget (it may converge before the limit) */
   o.force = 1;
   o.max_trials = 4;
   TU_OK(m.ctx, stof_tune(m.g, 1, &m.out, &o, &p, &r2));
   assert_false(r2.from_db);
-  assert_int_equal(r2.trials, 4);
-  assert_int_equal(count_records(db, r.workload, NULL, NULL, NULL, NULL), r.trials + 4);
+  assert_true(r2.trials >= 1 && r2.trials <= 4);
+  assert_int_equal(count_records(db, r.workload, NULL, NULL, NULL, NULL), r.trials + r2.trials);
   stof_plan_free(p);
   stof_db_free(db);
   mlp_free(&m);
