@@ -272,8 +272,9 @@ stof_status search_learn(tuner *t, stof_plan *p) {
 
 /* The knobs of the configuration, for the record: every segment's template when not the
  * default ("s3@auto"), the owners' decisions ("s3.threads"), the intrinsics' values. */
-static stof_status cfg_record(tuner *t, const cfg *c, int nseg, int (*val)[STOF_INTRIN_MAX_KNOBS], int *n,
-                              char ***names, int64_t **values) {
+static stof_status cfg_record(tuner *t, int *n, int *ncap, char ***names, int64_t **values) {
+  const cfg *c = t->cur;
+  int nseg = t->nseg, (*val)[STOF_INTRIN_MAX_KNOBS] = t->inval;
   int cap = 0;
   for (int i = 0; i < nseg; i++) cap += 1 + c[i].n;
   for (int i = 0; i < t->nin; i++) cap += t->in[i]->nknob;
@@ -307,6 +308,7 @@ static stof_status cfg_record(tuner *t, const cfg *c, int nseg, int (*val)[STOF_
         v[k++] = val[i][j];
       }
   *n = k;
+  *ncap = cap;
   *names = nm;
   *values = v;
   return STOF_OK;
@@ -323,11 +325,8 @@ static void record(tuner *t, const int *code, double ms, stof_status status, con
   if (!t->o->db) return;
   char *text = NULL, **names = NULL;
   int64_t *values = NULL;
-  int n = 0;
-  int cap = 0;
-  for (int i = 0; i < t->nseg; i++) cap += 1 + t->cur[i].n;
-  for (int i = 0; i < t->nin; i++) cap += t->in[i]->nknob;
-  if (code_text(t, code, &text) || cfg_record(t, t->cur, t->nseg, t->inval, &n, &names, &values)) {
+  int n = 0, cap = 0;
+  if (code_text(t, code, &text) || cfg_record(t, &n, &cap, &names, &values)) {
     search_free_text(t, text);
     stof_ctx_clear_error(t->ctx);
     return;
