@@ -6,8 +6,14 @@ memory (weights + arena + workspace). When several runs measured a peer variant,
 taken (the bar stof must clear); the run that measured each number is listed under the table.
 
   python3 bench/e2e_report.py bench/results/e2e-stof-h100.jsonl bench/results/e2e-peers-h100.jsonl
+
+When stof's lines come from a tuned run (bench/e2e.lua with TUNE_SECONDS), a second table
+follows: the ablation (default scheme, stage 1, stage 1 + 2 as the search measured them; the
+default and tuned plans timed by graph replay), each torch.compile mode (the faster of SDPA
+and FlexAttention), best mode / tuned, the search's seconds and the resume's, then the
+geometric mean and the lowest ratio (DESIGN.md section 9's acceptance for the search).
 """
-import json, sys
+import json, math, sys
 from collections import defaultdict
 
 
@@ -48,6 +54,44 @@ def main():
     for key in sorted(peers, key=lambda k: (order.get(k[0], 9), k[1] * k[2])):
         items = sorted(peers[key].items(), key=lambda kv: kv[1]["ms"])
         print(f'- {key[0]} {key[1]}x{key[2]}: ' + ", ".join(f'{v} {r["ms"]:.3f}' for v, r in items))
+    tuned_table(stof, peers)
+
+
+MODES = ["default", "reduce-overhead", "max-autotune"]
+
+
+def tuned_table(stof, peers):
+    """The search's ablation against every torch.compile mode (stof rows with tune_s)."""
+    rows = [k for k in stof if "tune_s" in stof[k]]
+    if not rows:
+        return
+    order = {"bert-base": 0, "bert-large": 1, "gpt2": 2, "llama": 3, "t5": 4, "vit": 5}
+    print()
+    print("| model | B x S | default ms | stage 1 ms (search) | stage 1+2 ms (search) | tuned ms | eager | "
+          + " | ".join(f"compile {m}" for m in MODES) + " | best compile / tuned | tuning s | resume s |")
+    print("|---|---|---|---|---|---|---|" + "---|" * len(MODES) + "---|---|---|")
+    ratios = []
+    for key in sorted(rows, key=lambda k: (order.get(k[0], 9), k[1] * k[2])):
+        s, p = stof[key], peers.get(key, {})
+        def best(impl):
+            c = [r for v, r in p.items() if v.split(" ", 1)[1] == impl]
+            return min(c, key=lambda r: r["ms"]) if c else None
+        cells = [best("eager")] + [best("compile " + m) for m in MODES]
+        comp = [c for c in cells[1:] if c]
+        b = min(comp, key=lambda r: r["ms"]) if comp else None
+        ratio = b["ms"] / s["ms"] if b else None
+        if ratio:
+            ratios.append((ratio, key))
+        fmt = lambda c: f'{c["ms"]:.3f}' + (" (flex)" if c["attn"] == "flex" else "") if c else "-"
+        print(f'| {key[0]} | {key[1]} x {key[2]} | {s["default_ms"]:.3f} | {s["tune_stage1_ms"]:.3f} | {s["tune_best_ms"]:.3f} | '
+              f'{s["ms"]:.3f} | ' + " | ".join(fmt(c) for c in cells)
+              + f' | {f"{ratio:.2f}x" if ratio else "-"} | {s["tune_s"]:.1f} | {s["resume_s"]:.2f} |')
+    if ratios:
+        g = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+        lo = min(ratios)
+        print()
+        print(f"Geometric mean of best torch.compile mode / stof tuned over {len(ratios)} cases: {g:.2f}x; "
+              f"lowest {lo[0]:.2f}x ({lo[1][0]} {lo[1][1]} x {lo[1][2]}).")
 
 
 if __name__ == "__main__":
