@@ -75,6 +75,8 @@ typedef struct tuner {
   stof_plan *best_plan;
   stof_tune_result res;
   double t0, budget;
+  double trial_s;          /* wall seconds of the last candidate measured: none starts that
+                              would end after the budget */
   int stage;
   char what[256];
   char workload[128], device[256];
