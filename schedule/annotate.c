@@ -193,13 +193,28 @@ stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *int
   const stof_expr *ea = src && src->kind == STOF_EXPR_MUL ? half_operand(src->u.op.a) : NULL;
   const stof_expr *eb = src && src->kind == STOF_EXPR_MUL ? half_operand(src->u.op.b) : NULL;
   if (!red || red->u.reduce.combiner != STOF_REDUCE_SUM || b->op->dtype != STOF_DTYPE_F32 || !ea || !eb ||
-      ea->u.load.tensor->dtype != eb->u.load.tensor->dtype || ea->u.load.nidx != 2 || eb->u.load.nidx != 2)
+      ea->u.load.tensor->dtype != eb->u.load.tensor->dtype ||
+      (ea->u.load.nidx != 2 && ea->u.load.nidx != b->op->ndim) || eb->u.load.nidx != 2)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                          "%s: block %s is not C[.., i, j] = sum(float32(A[i, k]) * float32(B[k, j])) "
+                          "%s: block %s is not C[.., i, j] = sum(float32(A[.., i, k]) * float32(B[k, j])) "
                           "with A and B both float16 or both bfloat16 and C float32",
                           what, sched_block_name(s, l->block));
   int ia = unit_axis(s, lp[0]), ja = unit_axis(s, lp[1]), ka = unit_axis(s, lp[2]);
   int nd = b->op->ndim;
+  /* A[b.., i, k]: its leading indices are C's own leading axes (a row block of a batched
+   * activation x[b, s, k] times weights W[k, j] or W[j, k]); the tile the warps read then
+   * holds one b (the code checks its staged copy has extent 1 there) */
+  int lead = ea->u.load.nidx - 2;
+  for (int d = 0; d < lead; d++)
+    if (!is_axis(b, ea->u.load.idx[d], d))
+      return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                            "%s: block %s reads %s with leading index %d not its own axis %d (A[.., i, k] "
+                            "must index its leading dimensions by the block's leading axes)",
+                            what, sched_block_name(s, l->block), ea->u.load.tensor->name, d, d);
+  if (wg && (nd != 2 || lead))
+    return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                          "%s: wgmma_m64nNk16 takes 2-D blocks only; block %s has %d axes (use mma_m16n8k16)",
+                          what, sched_block_name(s, l->block), nd);
   if (nd < 2 || ia != nd - 2 || ja != nd - 1 || ka < nd)
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                           "%s: loops %s, %s, %s of block %s must be the innermost (stride 1) parts of "
@@ -221,10 +236,10 @@ stof_status sched_tensorize_match(const stof_sched *s, int loop, const char *int
                           what, name, sched_loop_name(s, lp[1]), sched_loop_name(s, lp[2]), (long long)e0,
                           (long long)e1, (long long)e2);
   int b_nk = is_axis(b, eb->u.load.idx[0], ja) && is_axis(b, eb->u.load.idx[1], ka);
-  if (!is_axis(b, ea->u.load.idx[0], ia) || !is_axis(b, ea->u.load.idx[1], ka) ||
+  if (!is_axis(b, ea->u.load.idx[lead], ia) || !is_axis(b, ea->u.load.idx[lead + 1], ka) ||
       !(b_nk || (is_axis(b, eb->u.load.idx[0], ka) && is_axis(b, eb->u.load.idx[1], ja))))
     return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                          "%s: block %s must read A[i, k] and B[k, j] or B[j, k] at its own axes "
+                          "%s: block %s must read A[.., i, k] and B[k, j] or B[j, k] at its own axes "
                           "(row-major operands)",
                           what, sched_block_name(s, l->block));
   if (wg && b_nk)

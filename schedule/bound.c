@@ -98,6 +98,43 @@ static int overshoots(const stof_sched *s, const sched_loop *lp) {
   return cover > lp->extent;
 }
 
+static void loop_aff(const stof_sched *s, const unsigned char *fixed, int loop, sched_aff *out);
+
+/* A fused source, fused / q % extent (no modulo for the outermost), as an affine form of the
+ * fused loop's terms when it is one: the terms of the fused loop whose factor q does not
+ * divide must stay in [0, q) together (they vanish in the division), and the quotient's
+ * terms whose factor extent does not divide in [0, extent) (the others vanish in the
+ * modulo). So b = bs / S and s = bs % S of a fused (b, s) split into tiles of a multiple of
+ * S are exact: each tile reads one b and a run of s, not every b and s. 0 when not affine. */
+static int fused_source_aff(const stof_sched *s, const unsigned char *fixed, const sched_loop *lp, sched_aff *out) {
+  sched_aff f, hi, lo, keep;
+  loop_aff(s, fixed, lp->repl_first, &f);
+  int64_t q = lp->repl_stride, e = lp->extent, mn, mx;
+  if (f.bad || f.c < 0 || q < 1 || e < 1) return 0;
+  aff_zero(&hi);
+  aff_zero(&lo);
+  hi.c = f.c / q;
+  lo.c = f.c % q;
+  for (int i = 0; i < f.n; i++) {
+    if (f.k[i] % q == 0) aff_term(&hi, f.loop[i], f.k[i] / q);
+    else if (f.k[i] > 0 && f.k[i] < q) aff_term(&lo, f.loop[i], f.k[i]);
+    else return 0;
+  }
+  sched_aff_minmax(s, &lo, &mn, &mx);
+  if (mn < 0 || mx >= q || hi.bad || lo.bad) return 0;
+  if (!lp->repl_outer) { /* % extent */
+    aff_zero(&keep);
+    keep.c = hi.c % e;
+    for (int i = 0; i < hi.n; i++)
+      if (hi.k[i] % e) aff_term(&keep, hi.loop[i], hi.k[i]);
+    hi = keep;
+  }
+  sched_aff_minmax(s, &hi, &mn, &mx);
+  if (mn < 0 || mx >= e || hi.bad) return 0;
+  *out = hi;
+  return 1;
+}
+
 /* As sched_loop_aff; a split loop whose parts overshoot and none of whose leaves are fixed
  * is one atomic term (its guard keeps it in [0, extent)), tighter than its parts. */
 static void loop_aff(const stof_sched *s, const unsigned char *fixed, int loop, sched_aff *out) {
@@ -119,7 +156,7 @@ static void loop_aff(const stof_sched *s, const unsigned char *fixed, int loop, 
     }
     return;
   }
-  aff_term(out, loop, 1); /* a fused source: fused / stride % extent, atomic */
+  if (!fused_source_aff(s, fixed, lp, out)) aff_term(out, loop, 1); /* atomic */
 }
 
 void sched_loop_aff(const stof_sched *s, int loop, sched_aff *out) { loop_aff(s, NULL, loop, out); }
@@ -489,6 +526,21 @@ static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
   int map[STOF_MAX_DIMS], whole[STOF_MAX_DIMS];
   sched_store_aff(bd, p, store);
   for (int d = 0; d < t->ndim; d++) {
+    for (int i = 0; i < store[d].n; i++) {
+      /* a fused loop only some of whose leaves are fixed here: the range of its source
+       * (fused / q % extent, taken whole) holds values the producer did not write here, and
+       * this block would read them (a tile that is not a multiple of the inner extent) */
+      int l = store[d].loop[i];
+      if (sched_loop_at(s, l)->repl == SCHED_REPL_FUSE && loop_fixed_any(s, bd->fixed, l, 1) &&
+          !loop_fixed(s, bd->fixed, l))
+        return stof_ctx_error(bd->ctx, STOF_ERR_SCHEDULE,
+                              "lower: block %s, computed after loop %s, would read %s where block %s has not "
+                              "written it: loop %s is fused and split across that loop in a way that does "
+                              "not keep it whole (the tiles of the fused loop must be multiples of the "
+                              "extents fused inside it)",
+                              sched_block_name(s, b), sched_loop_name(s, x->attach), t->name,
+                              sched_block_name(s, p), sched_loop_name(s, l));
+    }
     sched_aff_range(bd, &store[d], t->shape[d], &written[d]);
     whole[d] = written[d].full;
   }

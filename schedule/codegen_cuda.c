@@ -427,9 +427,23 @@ static int wgmma_layouts(const stof_sched *s, const sched_lir *l, unsigned char 
   return any;
 }
 
+/* A buffer as the matrix of its last two dimensions: 1 when it has two or more and every
+ * leading one has extent 1 (the tile of a batched block, x[b, s, k], holds one b); *rows and
+ * *cols get the last two extents. */
+static int buf_matrix(const lir_buf *lb, int64_t *rows, int64_t *cols) {
+  int n = lb->op->ndim;
+  *rows = n >= 2 ? lb->ext[n - 2] : 1;
+  *cols = n >= 1 ? lb->ext[n - 1] : 1;
+  for (int d = 0; d < n - 2; d++)
+    if (lb->ext[d] != 1) return 0;
+  return n >= 2;
+}
+
 /* Elements of a warp buffer each thread holds. */
 static int64_t warp_elems(unsigned char layout, const lir_buf *lb) {
-  return lb->ext[0] * lb->ext[1] / (layout == SCHED_LAYOUT_WGACC ? 128 : 32);
+  int64_t rows, cols;
+  buf_matrix(lb, &rows, &cols);
+  return rows * cols / (layout == SCHED_LAYOUT_WGACC ? 128 : 32);
 }
 
 /* The wgmma helpers the source uses: per (element type, N), m64nNk16 with both operands in
@@ -559,25 +573,28 @@ static stof_status plan_kernel(const stof_sched *s, const sched_lir *l, int stmt
     }
     if (lb->scope == SCHED_SCOPE_WARP) {
       unsigned lane_tag = 1u << STOF_THREAD_THREAD_X;
+      int64_t rows, cols;
+      int matrix = buf_matrix(lb, &rows, &cols);
       if (lb->at < 0)
         return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                               "cuda: warp buffer %s is not computed at a loop of kernel %s (compute its "
                               "block at the warps' loop; a loop of extent 1 is elided and cannot hold it)",
                               lb->op->name, kname);
-      if ((need & ~lane_tag & ~inside[lb->at]) || (inside[lb->at] & lane_tag) || lb->op->ndim != 2 ||
-          lb->ext[0] % 16 || lb->ext[1] % 8 || lb->op->dtype != STOF_DTYPE_F32)
+      if ((need & ~lane_tag & ~inside[lb->at]) || (inside[lb->at] & lane_tag) || !matrix || rows % 16 ||
+          cols % 8 || lb->op->dtype != STOF_DTYPE_F32)
         return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                              "cuda: warp buffer %s must be a float32 matrix of 16m x 8n elements (it is "
-                              "%lld x %lld) computed at a loop inside every loop bound to a thread "
-                              "index other than threadIdx.x, which is the warp's lane, and outside any "
-                              "loop bound to threadIdx.x, in kernel %s",
-                              lb->op->name, (long long)lb->ext[0], (long long)(lb->op->ndim > 1 ? lb->ext[1] : 1),
-                              kname);
-      if (layout[i] == SCHED_LAYOUT_WGACC && lb->ext[0] != 64)
+                              "cuda: warp buffer %s must be a float32 matrix of 16m x 8n elements (its last "
+                              "two dimensions, any before them of extent 1; it is %lld x %lld%s) computed "
+                              "at a loop inside every loop bound to a thread index other than threadIdx.x, "
+                              "which is the warp's lane, and outside any loop bound to threadIdx.x, in "
+                              "kernel %s",
+                              lb->op->name, (long long)rows, (long long)cols,
+                              matrix || lb->op->ndim < 2 ? "" : ", with a leading extent above 1", kname);
+      if (layout[i] == SCHED_LAYOUT_WGACC && rows != 64)
         return stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                               "cuda: warp buffer %s holds a warpgroup's wgmma accumulators: it must be 64 "
                               "rows (one warpgroup's tile), it is %lld",
-                              lb->op->name, (long long)lb->ext[0]);
+                              lb->op->name, (long long)rows);
       place[i] = PLACE_WARP;
       warp = 1;
       if (layout[i] == SCHED_LAYOUT_WGACC) lanes = 128;
@@ -754,10 +771,12 @@ static stof_status codegen_cuda(const stof_sched *s, int nargs, const stof_op *c
         continue;
       }
       if (place[j] == PLACE_WARP) {
+        int64_t rows, cols;
+        buf_matrix(lb, &rows, &cols);
         stof_buf_puts(&b, "  float ");
         sched_cg_buf_name(&b, lb->op);
         stof_buf_printf(&b, "[%lld]; /* warp, %lld x %lld: each lane's accumulator fragments%s */\n",
-                        (long long)warp_elems(layout[j], lb), (long long)lb->ext[0], (long long)lb->ext[1],
+                        (long long)warp_elems(layout[j], lb), (long long)rows, (long long)cols,
                         layout[j] == SCHED_LAYOUT_WGACC ? " (wgmma, a warpgroup's)" : "");
         continue;
       }
@@ -900,30 +919,40 @@ static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
                               place_of_op(g, m.a) != PLACE_SHARED ? m.a->name : m.b->name));
     return;
   }
-  if (ab->ext[1] % 8 || bb->ext[1] % 8) {
+  int64_t arows, acols, brows, bcols, crows, ccols;
+  if (!buf_matrix(ab, &arows, &acols) || !buf_matrix(bb, &brows, &bcols)) {
+    cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
+                              "cuda: tensorize reads the staged tile of %s as a matrix: every dimension "
+                              "before its last two must have extent 1 in shared memory (bind the "
+                              "leading axes of block %s outside the tile, e.g. to blockIdx.z)",
+                              buf_matrix(ab, &arows, &acols) ? m.b->name : m.a->name, sched_block_name(s, st->block)));
+    return;
+  }
+  if (acols % 8 || bcols % 8) {
     cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                               "cuda: tensorize reads rows of %s with ldmatrix: its rows must hold a "
                               "multiple of 8 elements (it has %lld; pad it)",
-                              ab->ext[1] % 8 ? m.a->name : m.b->name,
-                              (long long)(ab->ext[1] % 8 ? ab->ext[1] : bb->ext[1])));
+                              acols % 8 ? m.a->name : m.b->name, (long long)(acols % 8 ? acols : bcols)));
     return;
   }
+  buf_matrix(cb, &crows, &ccols);
+  int cd = b->op->ndim - 2; /* the warp buffer's row dimension */
   stof_buf *o = g->b;
   open_tensorized(g, st, &m, "mma_m16n8k16", depth);
-  int64_t nt = cb->ext[1] / 8;
+  int64_t nt = ccols / 8;
   sched_indent(o, depth + 1);
   stof_buf_printf(o, "%s<%lld, %lld, %lld, %d>(", m.a->dtype == STOF_DTYPE_BF16 ? "stof_mma_bf16" : "stof_mma_f16",
                   (long long)(m.m / 16), (long long)(m.n / 8), (long long)(m.k / 16), m.b_nk);
   sched_cg_buf_name(o, b->out);
   stof_buf_puts(o, " + (");
-  emit_rel_index(g, st->block, 0);
+  emit_rel_index(g, st->block, cd);
   stof_buf_printf(o, " / 16 * %lld + ", (long long)nt);
-  emit_rel_index(g, st->block, 1);
+  emit_rel_index(g, st->block, cd + 1);
   stof_buf_printf(o, " / 8) * 4, %lld, &", (long long)nt);
   sched_cg_load_elem(g, m.la);
-  stof_buf_printf(o, ", %lld, &", (long long)ab->ext[1]);
+  stof_buf_printf(o, ", %lld, &", (long long)acols);
   sched_cg_load_elem(g, m.lb);
-  stof_buf_printf(o, ", %lld);\n", (long long)bb->ext[1]);
+  stof_buf_printf(o, ", %lld);\n", (long long)bcols);
   sched_indent(o, depth);
   stof_buf_puts(o, "}\n");
 }
@@ -1011,24 +1040,27 @@ static void emit_warp_reader(cgen *g, const lir_stmt *st, const stof_op *w, int 
   const stof_sched *s = g->s;
   const sched_block *b = sched_block_at(s, st->block);
   const lir_buf *wb = lir_find_buf(g->l, w);
-  int n = b->op->ndim;
-  int ok = n == 2 && b->nloop == 2 && b->op->body->kind != STOF_EXPR_REDUCE && warp_loads_at_axes(b, w, b->op->body);
-  for (int a = 0; ok && a < 2; a++) {
+  int64_t rows, cols;
+  /* its last two loops cover the tile; any before them are its leading axes at extent 1 */
+  int n = b->op->ndim, k0 = b->nloop - 2;
+  int ok = buf_matrix(wb, &rows, &cols) && n >= 2 && k0 == n - 2 && b->op->body->kind != STOF_EXPR_REDUCE &&
+           warp_loads_at_axes(b, w, b->op->body);
+  for (int a = 0; ok && a < b->nloop; a++) {
     const sched_loop *lp = sched_loop_at(s, b->loop[a]);
-    ok = lp->derive == STOF_DERIVE_ROOT && lp->axis == a && lp->extent == wb->ext[a] && lp->ann == STOF_ANN_NONE;
+    ok = lp->derive == STOF_DERIVE_ROOT && lp->axis == a && lp->ann == STOF_ANN_NONE &&
+         lp->extent == (a < k0 ? 1 : a == k0 ? rows : cols);
   }
   if (!ok) {
     cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
-                              "cuda: block %s reads warp buffer %s: it must be a 2-D block reading it "
-                              "at its own axes only, whose two loops, unsplit and unannotated, cover "
-                              "the warp's tile (%lld x %lld): reverse_compute_at it to the loop the "
-                              "buffer is computed at",
-                              sched_block_name(s, st->block), w->name, (long long)wb->ext[0],
-                              (long long)wb->ext[1]));
+                              "cuda: block %s reads warp buffer %s: it must read it at its own axes only, "
+                              "its last two loops, unsplit and unannotated, covering the warp's tile (%lld "
+                              "x %lld) and any before them of extent 1: reverse_compute_at it to the loop "
+                              "the buffer is computed at",
+                              sched_block_name(s, st->block), w->name, (long long)rows, (long long)cols));
     return;
   }
   stof_buf *o = g->b;
-  int64_t nt = wb->ext[1] / 8, tiles = wb->ext[0] / 16 * nt;
+  int64_t nt = cols / 8, tiles = rows / 16 * nt;
   if (g->layout[wb - (const lir_buf *)g->l->bufs.data] == SCHED_LAYOUT_WGACC) tiles = nt; /* its warp's 16 rows */
   sched_indent(o, depth);
   stof_buf_puts(o, "{ /* block ");
@@ -1045,15 +1077,22 @@ static void emit_warp_reader(cgen *g, const lir_stmt *st, const stof_op *w, int 
   sched_indent(o, depth + 2);
   stof_buf_puts(o, "const int stof_frag = stof_t * 4 + stof_e;\n");
   sched_indent(o, depth + 2);
+  for (int a = 0; a < k0; a++) /* the leading unit loops */
+    if (!sched_loop_at(s, b->loop[a])->elide) {
+      stof_buf_puts(o, "const int64_t ");
+      sched_cg_loop_name(g, b->loop[a]);
+      stof_buf_puts(o, " = 0;\n");
+      sched_indent(o, depth + 2);
+    }
   stof_buf_puts(o, "const int64_t ");
-  sched_cg_loop_name(g, b->loop[0]);
+  sched_cg_loop_name(g, b->loop[k0]);
   if (g->layout[wb - (const lir_buf *)g->l->bufs.data] == SCHED_LAYOUT_WGACC) /* warp w: rows 16w.. */
     stof_buf_puts(o, " = ((threadIdx.x >> 5) & 3) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;\n");
   else
     stof_buf_printf(o, " = (stof_t / %lld) * 16 + (threadIdx.x & 31) / 4 + (stof_e / 2) * 8;\n", (long long)nt);
   sched_indent(o, depth + 2);
   stof_buf_puts(o, "const int64_t ");
-  sched_cg_loop_name(g, b->loop[1]);
+  sched_cg_loop_name(g, b->loop[k0 + 1]);
   stof_buf_printf(o, " = (stof_t %% %lld) * 8 + (threadIdx.x & 3) * 2 + (stof_e & 1);\n", (long long)nt);
   emit_flat(g, st->first, depth + 2, 0, "the write-back");
   sched_indent(o, depth + 1);

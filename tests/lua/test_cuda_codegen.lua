@@ -75,7 +75,7 @@ do
   for input = 0, 1 do s:compute_at(s:cache_read(cb, input, "shared"), ko) end
   s:reverse_compute_at(s:get_block("D"), io)
   expect_error(function() stof.build_source(s, {A, B, D}, {target = "cuda"}) end,
-    "ScheduleError: cuda: block D reads warp buffer C.warp: it must be a 2-D block reading it at its own axes only")
+    "ScheduleError: cuda: block D reads warp buffer C.warp: it must read it at its own axes only, its last two loops")
 end
 
 -- 3. A load in a branch of a select is not hoisted into a vector load before the loop (it

@@ -193,14 +193,17 @@ static void split_n(stof_sched *s, int loop, int n, const int64_t *inner, int *p
  * vectorized copy, rows padded by pad elements (none when pad is 0); returns its block. */
 static int stage_in_shared(stof_sched *s, int cb, int input, int at, int warps_m, int warps_n, int pad) {
   stof_ctx *ctx = stof_sched_ctx(s);
-  int sh, l[2], c[2], f, p[4];
+  int sh, l[3], c[2], f, p[4];
   SH_OK(ctx, stof_sched_cache_read(s, cb, input, "shared", &sh));
   SH_OK(ctx, stof_sched_compute_at(s, sh, at));
-  assert_int_equal(sh_loops(s, sh, l), 2);
+  /* rows and columns; a batched operand's tile has a leading loop of extent 1 too */
+  int n = sh_loops(s, sh, l);
+  assert_in_range(n, 2, 3);
   int64_t eight = 8, lanes[3] = {warps_m, warps_n, 32};
-  split_n(s, l[1], 2, &eight, c);
-  int fl[2] = {l[0], c[0]};
-  SH_OK(ctx, stof_sched_fuse(s, 2, fl, &f));
+  split_n(s, l[n - 1], 2, &eight, c);
+  int fl[3] = {l[0], l[1], c[0]};
+  if (n == 2) fl[1] = c[0];
+  SH_OK(ctx, stof_sched_fuse(s, n, fl, &f));
   split_n(s, f, 4, lanes, p);
   SH_OK(ctx, stof_sched_bind(s, p[1], "threadIdx.z"));
   SH_OK(ctx, stof_sched_bind(s, p[2], "threadIdx.y"));
@@ -264,6 +267,37 @@ static stof_sched *gemm_tensorcore_f16_nk(sh_graph *G) {
   sh_tensorcore t = {256, 256, 64, STOF_DTYPE_F16, 1, 3, 8};
   t.b_nk = 1;
   return sh_tensorcore_schedule(G, &t);
+}
+
+/* A batched Linear on tensor cores: x[b, s, k] @ W[n, k] + bias for 2 x 256 rows, b bound to
+ * blockIdx.z (a tile holds one b), the rows of s tiled as the 2-D case's; A's staged tile is
+ * [1, 128, 32 + 8] and the warps' accumulators [1, 64, 32]. */
+static stof_sched *gemm_tensorcore_f16_batched(sh_graph *G) {
+  enum { BM = 128, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4 };
+  sh_batched_matmul_f16_bias_nk(G, 2, 256, 256, 64, STOF_DTYPE_F16);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int cb = sh_block(s, "C"), copy, l[4], i[3], j[3], k[3];
+  SH_OK(ctx, stof_sched_cache_write(s, cb, "warp", &copy));
+  SH_OK(ctx, stof_sched_compute_inline(s, copy));
+  assert_int_equal(sh_loops(s, cb, l), 4);
+  int64_t fi[2] = {WARPS_M, BM / WARPS_M}, fj[2] = {WARPS_N, BN / WARPS_N}, fk[2] = {BK / 16, 16};
+  split_n(s, l[1], 3, fi, i);
+  split_n(s, l[2], 3, fj, j);
+  split_n(s, l[3], 3, fk, k);
+  int order[10] = {l[0], i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2], k[2]};
+  SH_OK(ctx, stof_sched_reorder(s, 10, order));
+  SH_OK(ctx, stof_sched_bind(s, l[0], "blockIdx.z"));
+  SH_OK(ctx, stof_sched_bind(s, i[0], "blockIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, j[0], "blockIdx.x"));
+  SH_OK(ctx, stof_sched_bind(s, i[1], "threadIdx.z"));
+  SH_OK(ctx, stof_sched_bind(s, j[1], "threadIdx.y"));
+  SH_OK(ctx, stof_sched_unroll(s, k[1]));
+  SH_OK(ctx, stof_sched_tensorize(s, i[2], "mma_m16n8k16"));
+  for (int input = 0; input < 2; input++) stage_in_shared(s, cb, input, k[0], WARPS_M, WARPS_N, 8);
+  SH_OK(ctx, stof_sched_annotate_loop(s, k[0], "pipeline_stages", "3"));
+  SH_OK(ctx, stof_sched_reverse_compute_at(s, sh_block(s, "D"), j[1]));
+  return s;
 }
 
 /* bf16 GEMM on tensor cores, no pipelining: barriers around each stage's copies. */
@@ -640,6 +674,7 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(gemm_tensorcore_f16),
     CASE(gemm_tensorcore_bf16),
     CASE(gemm_tensorcore_f16_nk),
+    CASE(gemm_tensorcore_f16_batched),
     CASE(shared_staging_no_tensorize),
     CASE(softmax_allreduce_vec4),
     CASE(layernorm_allreduce_vec4),

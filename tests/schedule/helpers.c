@@ -314,6 +314,25 @@ void sh_matmul_f16_bias_layout(sh_graph *G, int64_t M, int64_t N, int64_t K, sto
   G->out[G->nout++] = compute(G, "D", 2, ax, cast(G, in, sum));
 }
 
+void sh_batched_matmul_f16_bias_nk(sh_graph *G, int64_t B, int64_t S, int64_t N, int64_t K, stof_dtype in) {
+  init(G);
+  int64_t sa[3] = {B, S, K}, sw[2] = {N, K}, sc[3] = {B, S, N};
+  const stof_op *A = placeholder(G, 3, sa, in, "A");
+  const stof_op *W = placeholder(G, 2, sw, in, "B");
+  const stof_expr *ax[3];
+  axes(G, 3, sc, ax);
+  const stof_expr *k = raxis(G, K, "k");
+  const stof_expr *prod = bin(G, STOF_EXPR_MUL, cast(G, STOF_DTYPE_F32, load(G, A, 3, ax[0], ax[1], k)),
+                              cast(G, STOF_DTYPE_F32, load(G, W, 2, ax[2], k, NULL)));
+  const stof_op *C = compute(G, "C", 3, ax, reduce(G, STOF_REDUCE_SUM, prod, 1, k, NULL));
+  const stof_op *bias = placeholder(G, 1, &N, in, "bias");
+  const stof_expr *bx[3];
+  axes(G, 3, sc, bx);
+  const stof_expr *sum = bin(G, STOF_EXPR_ADD, load(G, C, 3, bx[0], bx[1], bx[2]),
+                             cast(G, STOF_DTYPE_F32, load(G, bias, 1, bx[2], NULL, NULL)));
+  G->out[G->nout++] = compute(G, "D", 3, bx, cast(G, in, sum));
+}
+
 void sh_done(sh_graph *G) {
   stof_graph_free(G->g);
   sh_ctx_done(G->ctx);

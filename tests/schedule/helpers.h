@@ -72,6 +72,9 @@ void sh_matmul_f16(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in);
 void sh_matmul_f16_bias(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in);
 /* The same with B stored [N, K] and read B[j, k] when nk (torch's Linear weight layout). */
 void sh_matmul_f16_bias_layout(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype in, int nk);
+/* A batched Linear: D[b, s, n] = in(sum_k f32(A[b, s, k]) * f32(B[n, k]) + f32(bias[n])), A
+ * [B, S, K], B [N, K] (torch's weight layout), bias [N]; C the sum. */
+void sh_batched_matmul_f16_bias_nk(sh_graph *G, int64_t B, int64_t S, int64_t N, int64_t K, stof_dtype in);
 /* Frees the graph, then checks for leaks and frees the context. */
 void sh_done(sh_graph *G);
 /* The op named name among the graph's ops. */

@@ -349,7 +349,7 @@ static void tensorize_not_a_half_matmul(void **state) {
   stof_sched *s = small(&G, STOF_DTYPE_F32, 16, l);
   sh_snapshot sn = sh_take(s);
   sh_expect_error(G.ctx, stof_sched_tensorize(s, l[3], "mma_m16n8k16"), STOF_ERR_SCHEDULE,
-                  "tensorize: block C is not C[.., i, j] = sum(float32(A[i, k]) * float32(B[k, j])) with A and "
+                  "tensorize: block C is not C[.., i, j] = sum(float32(A[.., i, k]) * float32(B[k, j])) with A and "
                   "B both float16 or both bfloat16 and C float32");
   sh_expect_same(s, &sn);
   stof_sched_free(s);
@@ -423,9 +423,10 @@ static void warp_buffer_inside_threadidx_x(void **state) {
   (void)state;
   sh_graph G;
   stof_sched *s = variant(&G, 3, 8, 0, NULL, "threadIdx.x");
-  expect_illegal(&G, s, "cuda: warp buffer C.warp must be a float32 matrix of 16m x 8n elements (it is 64 x 32) "
-                        "computed at a loop inside every loop bound to a thread index other than threadIdx.x, "
-                        "which is the warp's lane, and outside any loop bound to threadIdx.x");
+  expect_illegal(&G, s, "cuda: warp buffer C.warp must be a float32 matrix of 16m x 8n elements (its last two "
+                        "dimensions, any before them of extent 1; it is 64 x 32) computed at a loop inside every "
+                        "loop bound to a thread index other than threadIdx.x, which is the warp's lane, and "
+                        "outside any loop bound to threadIdx.x");
   stof_sched_free(s);
   sh_done(&G);
 }
