@@ -17,13 +17,13 @@
 
 #include "schedule_int.h"
 
-/* "v0", "v1", ... axes over shape, and the copy op name[v] = t[v]. */
-static stof_status copy_op(stof_sched *c, const char *name, const stof_op *t, const stof_op **out) {
+/* "v0", "v1", ... axes over shape, and the copy op name[v] = t[v] (cast to dtype when >= 0). */
+static stof_status copy_op(stof_sched *c, const char *name, const stof_op *t, int dtype, const stof_op **out) {
   static const char *const names[STOF_MAX_DIMS] = {"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7"};
   const stof_expr *axes[STOF_MAX_DIMS], *load;
   stof_status st = stof_te_compute_axes(c->g, t->ndim, t->shape, names, axes);
   if (!st) st = stof_te_load(c->g, t, t->ndim, axes, &load);
-  if (!st) st = stof_te_compute(c->g, name, t->ndim, axes, load, -1, out);
+  if (!st) st = stof_te_compute(c->g, name, t->ndim, axes, load, dtype, out);
   return st;
 }
 
@@ -79,7 +79,7 @@ stof_status stof_sched_cache_read(stof_sched *s, int block, int input_index, con
   if ((st = sched_try(s, &c))) return st;
   const stof_op *copy, *op;
   int id = -1;
-  st = copy_op(c, name, t, &copy);
+  st = copy_op(c, name, t, -1, &copy);
   if (!st) {
     const sched_block *cb = sched_block_at(c, block);
     sched_load_rule rule = {SCHED_LOADS_REDIRECT, t, copy, NULL};
@@ -128,8 +128,19 @@ stof_status stof_sched_cache_write(stof_sched *s, int block, const char *scope, 
   if ((st = sched_try(s, &c))) return st;
   const stof_op *old = sched_block_at(c, block)->out, *buf, *copy;
   int id = -1;
-  st = stof_te_placeholder(c->g, old->ndim, old->shape, old->dtype, name, &buf);
-  if (!st) st = copy_op(c, name, buf, &copy);
+  /* a warp accumulator of a float16 / bfloat16 sum is float32 (the tensor cores' and
+   * CUDA's accumulators are): the block then sums float32 products of its factors and the
+   * copy rounds once */
+  const stof_op *op = sched_block_at(c, block)->op;
+  int widen = sc == SCHED_SCOPE_WARP && (old->dtype == STOF_DTYPE_F16 || old->dtype == STOF_DTYPE_BF16) &&
+              op->body->kind == STOF_EXPR_REDUCE && op->body->u.reduce.combiner == STOF_REDUCE_SUM;
+  st = stof_te_placeholder(c->g, old->ndim, old->shape, widen ? STOF_DTYPE_F32 : old->dtype, name, &buf);
+  if (!st) st = copy_op(c, name, buf, widen ? (int)old->dtype : -1, &copy);
+  if (!st && widen) {
+    const stof_op *wide;
+    if (!(st = sched_rebuild_widened(c, sched_block_name(c, block), op, STOF_DTYPE_F32, &wide)))
+      sched_block_at(c, block)->op = wide;
+  }
   if (!st) {
     sched_block proto;
     memset(&proto, 0, sizeof proto);

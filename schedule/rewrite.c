@@ -130,24 +130,24 @@ static stof_status rewrite_node(subst *m, const stof_expr *e, const stof_expr **
   return stof_te_unary(m->g, e->kind, a, out);
 }
 
-stof_status sched_rebuild(stof_sched *s, const char *name, const stof_op *from,
-                          const stof_var *const *vars, const stof_expr *body, stof_dtype dtype,
-                          const sched_load_rule *rule, const stof_op **out) {
+/* The substitution of a rebuild: fresh axes (axes[]) for vars, and for body's reduce axes
+ * when it is a reduction. */
+static stof_status rebuild_begin(stof_sched *s, const stof_op *from, const stof_var *const *vars,
+                                 const stof_expr *body, const sched_load_rule *rule, subst *m,
+                                 const stof_expr **axes) {
   stof_graph *g = s->g;
   int ndim = from->ndim;
   const char *names[STOF_MAX_DIMS] = {0};
-  const stof_expr *axes[STOF_MAX_DIMS];
   for (int d = 0; d < ndim; d++) names[d] = from->axis[d]->name;
   stof_status st = stof_te_compute_axes(g, ndim, from->shape, names, axes);
   if (st) return st;
-  subst m;
-  m.g = g;
-  m.nvar = 0;
-  m.rule = rule;
-  m.level = 0;
+  m->g = g;
+  m->nvar = 0;
+  m->rule = rule;
+  m->level = 0;
   for (int d = 0; d < ndim; d++) {
-    m.from[m.nvar] = vars[d];
-    m.to[m.nvar++] = axes[d];
+    m->from[m->nvar] = vars[d];
+    m->to[m->nvar++] = axes[d];
   }
   if (body->kind == STOF_EXPR_REDUCE) {
     if (body->u.reduce.naxis > STOF_SCHED_MAX_LOOPS) return STOF_ERR_INTERNAL;
@@ -155,13 +155,44 @@ stof_status sched_rebuild(stof_sched *s, const char *name, const stof_op *from,
       const stof_var *v = body->u.reduce.axis[i];
       const stof_expr *x;
       if ((st = stof_te_reduce_axis(g, v->extent, v->name, &x))) return st;
-      m.from[m.nvar] = v;
-      m.to[m.nvar++] = x;
+      m->from[m->nvar] = v;
+      m->to[m->nvar++] = x;
     }
   }
-  const stof_expr *nb;
-  if ((st = rewrite(&m, body, &nb))) return st;
-  return stof_te_compute(g, name, ndim, axes, nb, (int)dtype, out);
+  return STOF_OK;
+}
+
+stof_status sched_rebuild(stof_sched *s, const char *name, const stof_op *from,
+                          const stof_var *const *vars, const stof_expr *body, stof_dtype dtype,
+                          const sched_load_rule *rule, const stof_op **out) {
+  subst m;
+  const stof_expr *axes[STOF_MAX_DIMS], *nb;
+  stof_status st = rebuild_begin(s, from, vars, body, rule, &m, axes);
+  if (!st) st = rewrite(&m, body, &nb);
+  if (st) return st;
+  return stof_te_compute(s->g, name, from->ndim, axes, nb, (int)dtype, out);
+}
+
+stof_status sched_rebuild_widened(stof_sched *s, const char *name, const stof_op *from, stof_dtype acc,
+                                  const stof_op **out) {
+  const stof_expr *body = from->body, *axes[STOF_MAX_DIMS], *src, *x, *y, *red;
+  if (body->kind != STOF_EXPR_REDUCE || body->u.reduce.combiner != STOF_REDUCE_SUM) return STOF_ERR_INTERNAL;
+  subst m;
+  stof_status st = rebuild_begin(s, from, from->axis, body, NULL, &m, axes);
+  if (!st) st = rewrite(&m, body->u.reduce.src, &src);
+  if (st) return st;
+  const stof_expr *raxes[STOF_SCHED_MAX_LOOPS];
+  int n = body->u.reduce.naxis;
+  for (int i = 0; i < n; i++) raxes[i] = m.to[from->ndim + i];
+  if (src->kind == STOF_EXPR_MUL) { /* each factor widened before the product */
+    if ((st = stof_te_cast(s->g, acc, src->u.op.a, &x)) || (st = stof_te_cast(s->g, acc, src->u.op.b, &y)) ||
+        (st = stof_te_binary(s->g, STOF_EXPR_MUL, x, y, &src)))
+      return st;
+  } else if ((st = stof_te_cast(s->g, acc, src, &src))) {
+    return st;
+  }
+  if ((st = stof_te_reduce(s->g, STOF_REDUCE_SUM, src, n, raxes, &red))) return st;
+  return stof_te_compute(s->g, name, from->ndim, axes, red, (int)acc, out);
 }
 
 static int loads(const stof_expr *e, const stof_op **out, int cap, int n) {

@@ -297,6 +297,10 @@ typedef struct sched_load_rule {
 stof_status sched_rebuild(stof_sched *s, const char *name, const stof_op *from,
                           const stof_var *const *vars, const stof_expr *body, stof_dtype dtype,
                           const sched_load_rule *rule, const stof_op **out);
+/* from (a SUM reduction) rebuilt to accumulate in acc: the factors of its product (or its
+ * source) cast to acc, the reduction and the result in acc (fresh axes as sched_rebuild). */
+stof_status sched_rebuild_widened(stof_sched *s, const char *name, const stof_op *from, stof_dtype acc,
+                                  const stof_op **out);
 /* The distinct buffers that e loads, in first-use order, into out[0..cap); returns their
  * number (may exceed cap). */
 int sched_expr_loads(const stof_expr *e, const stof_op **out, int cap);

@@ -14,13 +14,15 @@ local function expect_error(f, substr)
   assert(tostring(err):find(substr, 1, true), ("error %q lacks %q"):format(tostring(err), substr))
 end
 
--- D[b, s, n] = 2 * sum_k A[b, s, k] * W[n, k], float32 (the C backend's reference case)
-local function batched(B, S, N, K, dtype)
+-- D[b, s, n] = 2 * sum_k A[b, s, k] * W[n, k]: the sum in float32 of float32 factors, or
+-- (plain) in A's dtype as stof.nn.linear writes it
+local function batched(B, S, N, K, dtype, plain)
   te.reset()
   local A = te.placeholder({B, S, K}, dtype, "A")
   local W = te.placeholder({N, K}, dtype, "W")
   local k = te.reduce_axis(K, "k")
   local C = te.compute({B, S, N}, function(b, s, j)
+    if plain then return te.sum(A[{b, s, k}] * W[{j, k}], {k}) end
     return te.sum(A[{b, s, k}]:astype("float32") * W[{j, k}]:astype("float32"), {k})
   end, "C")
   local D = te.compute({B, S, N}, function(b, s, j) return (C[{b, s, j}] * 2):astype(dtype) end, "D")
@@ -76,11 +78,13 @@ end
 
 -- 3. The tensor-core schedule of a batched Linear: b bound to blockIdx.z, the rows of s
 -- tiled, A's staged tile [1, rows, k] read as a matrix by ldmatrix, the accumulators
--- [1, 64, 32] per warp, the epilogue at the warps' loop.
-do
+-- [1, 64, 32] per warp, the epilogue at the warps' loop. Twice: with the sum written in
+-- float32, and as stof.nn.linear writes it (a float16 sum of float16 products), whose warp
+-- accumulator cache_write makes float32 (the products' factors widened, one rounding).
+for _, plain in ipairs({false, true}) do
   local B, S, N, K = 2, 256, 256, 64
   local BM, BN, BK, WM, WN = 128, 128, 32, 2, 4
-  local A, W, D = batched(B, S, N, K, "float16")
+  local A, W, D = batched(B, S, N, K, "float16", plain)
   local s = stof.schedule({D})
   local cb = s:get_block("C")
   s:compute_inline(s:cache_write(cb, "warp"))
