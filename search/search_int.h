@@ -14,6 +14,7 @@
 #define MAXC 8       /* templates tried per segment */
 #define NAMEL 64
 #define MAXIN 4      /* distinct intrinsics tuned */
+#define NBUILTIN 2   /* templates[0] "auto", [1] "tensorcore", then the user's */
 #define DEFAULT (-2) /* the template: the vendor GEMM where it can run, else "auto" */
 #define VENDOR (-1)
 
@@ -51,7 +52,7 @@ typedef struct tuner {
   const stof_op *const *outputs;
   const stof_tune_opts *o;
   int cuda;
-  int nt;                  /* templates: [0] "auto", then the user's */
+  int nt;                  /* templates: [0] "auto", [1] "tensorcore", then the user's */
   stof_template *t;
   int nop;                 /* the plan's ops but placeholders, id order */
   const stof_op **ops;
@@ -98,6 +99,12 @@ int search_out_of_budget(const tuner *t);
 void search_progress(tuner *t);
 /* the built-in template "auto": stof_sched_auto */
 stof_status search_auto_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s);
+
+/* tensorcore.c: the built-in template "tensorcore" (a GEMM and its injective epilogue on
+ * the tensor cores, CUDA only) */
+const char *search_tc_name(void);
+int search_tc_matches(void *ud, const stof_plan_seg_req *r);
+stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s);
 void search_free_text(tuner *t, char *s);
 stof_status search_bind_feed(tuner *t, stof_plan *p);
 /* the plan of code with t->cur and t->inval, bound to the feed */

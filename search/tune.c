@@ -481,7 +481,8 @@ static stof_status check_templates(tuner *t) {
       return stof_ctx_error(t->ctx, STOF_ERR_ARG,
                             "tune: template %d: a name (no '@' or '.', under %d characters) and a schedule function are required",
                             i + 1, NAMEL);
-    if (!strcmp(u->name, "auto") || !strcmp(u->name, "vendor") || !strcmp(u->name, "default"))
+    if (!strcmp(u->name, "auto") || !strcmp(u->name, search_tc_name()) || !strcmp(u->name, "vendor") ||
+        !strcmp(u->name, "default"))
       return stof_ctx_error(t->ctx, STOF_ERR_ARG, "tune: template name %s is taken by a built-in one", u->name);
     for (int j = 0; j < i; j++)
       if (!strcmp(u->name, t->o->templates[j].name))
@@ -578,7 +579,7 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   }
   t->nslot = t->nop + 1;
   size_t ns = (size_t)t->nslot, no = (size_t)(t->nop ? t->nop : 1);
-  t->nt = 1 + opts->ntemplate;
+  t->nt = NBUILTIN + opts->ntemplate;
   t->t = stof_ctx_alloc(ctx, sizeof *t->t * (size_t)t->nt);
   t->ops = stof_ctx_alloc(ctx, sizeof *t->ops * no);
   t->code = stof_ctx_alloc(ctx, sizeof *t->code * no);
@@ -593,7 +594,8 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   }
   memset(t->segs, 0, sizeof *t->segs * ns);
   t->t[0] = (stof_template){"auto", NULL, search_auto_schedule, NULL};
-  for (int i = 0; i < opts->ntemplate; i++) t->t[1 + i] = opts->templates[i];
+  t->t[1] = (stof_template){search_tc_name(), search_tc_matches, search_tc_schedule, NULL};
+  for (int i = 0; i < opts->ntemplate; i++) t->t[NBUILTIN + i] = opts->templates[i];
   for (int i = 0, k = 0; i < nall; i++)
     if (all[i]->kind != STOF_OP_PLACEHOLDER) t->ops[k++] = all[i];
   for (int i = 0; i < nall; i++) /* the distinct intrinsics, for their knobs */

@@ -571,6 +571,7 @@ static void db_handle_shared_across_fork(void **state) {
 }
 
 int run_tune_tests(void);
+int run_tensorcore_tests(void);
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -587,5 +588,5 @@ int main(void) {
       cmocka_unit_test(db_handle_shared_across_fork),
   };
   int failed = cmocka_run_group_tests_name("db", tests, NULL, NULL);
-  return failed + run_tune_tests(); /* tests/search/test_tune.c */
+  return failed + run_tune_tests() + run_tensorcore_tests(); /* test_tune.c, test_tensorcore.c */
 }

@@ -1,0 +1,151 @@
+/*
+ * The built-in template "tensorcore" (search/tensorcore.c) on a segment as the runtime hands
+ * it over: a batched Linear (x [B, S, K] @ W [N, K], float16, as stof.nn writes it) with
+ * bias, GELU and a residual add after it. Which segments it takes (CUDA only; one GEMM,
+ * injective ops after it; rows, columns and depth multiples of 64, 64 and 32), the knobs it
+ * makes (only tiles that divide), its schedule run on the C backend against the reference
+ * interpreter (output poisoned first), and its CUDA source compiled by NVRTC (run on the GPU
+ * by tests/gpu/tune.lua through the search).
+ */
+#include "../exec/graphs.h"
+#include "search_int.h"
+
+typedef struct seg_graph {
+  tu_heap heap;
+  stof_ctx *ctx;
+  stof_graph *g;
+  const stof_op *x, *w, *b, *r, *out, *gemm;
+  const stof_op *ops[8];
+  int nop;
+} seg_graph;
+
+/* out = residual + gelu(x @ W^T + bias); with_norm adds a row sum after it (not injective). */
+static void seg_build(seg_graph *t, int64_t B, int64_t S, int64_t N, int64_t K, int with_norm) {
+  t->ctx = tu_ctx_new(&t->heap);
+  TU_OK(t->ctx, stof_graph_new(t->ctx, &t->g));
+  stof_graph *g = t->g;
+  t->x = tu_ph(g, "x", STOF_DTYPE_F16, 3, TU_SHAPE(B, S, K));
+  t->w = tu_ph(g, "w", STOF_DTYPE_F16, 2, TU_SHAPE(N, K));
+  t->b = tu_ph(g, "b", STOF_DTYPE_F16, 1, TU_SHAPE(N));
+  t->r = tu_ph(g, "r", STOF_DTYPE_F16, 3, TU_SHAPE(B, S, N));
+  t->gemm = gemm(g, "fc", t->x, t->w, 1);
+  const stof_op *y = bias_add(g, "fc.bias", t->gemm, t->b);
+  const stof_op *a = act(g, "gelu", ACT_GELU_ERF, y);
+  t->out = residual_add(g, "res", a, t->r);
+  t->nop = 0;
+  const stof_op *list[4] = {t->gemm, y, a, t->out};
+  for (int i = 0; i < 4; i++) t->ops[t->nop++] = list[i];
+  if (with_norm) {
+    const stof_expr *axes[2], *k = tu_raxis(g, N, "n");
+    tu_axes(g, 2, TU_SHAPE(B, S), axes);
+    const stof_expr *body = tu_reduce(g, STOF_REDUCE_SUM, f32(g, tu_load(g, t->out, 3, axes[0], axes[1], k)), 1, k);
+    t->out = compute_as(g, "rowsum", 2, axes, body, -1, "reduce");
+    t->ops[t->nop++] = t->out;
+  }
+}
+
+static void seg_free(seg_graph *t) {
+  stof_graph_free(t->g);
+  tu_ctx_free(t->ctx, &t->heap);
+}
+
+static stof_plan_seg_req seg_req(const seg_graph *t, const char *target) {
+  stof_plan_seg_req r = {0, target, "gemm+bias+gelu+residual", t->nop, t->ops, NULL};
+  return r;
+}
+
+static void tensorcore_takes_a_gemm_and_its_epilogue_on_cuda_only(void **state) {
+  (void)state;
+  seg_graph t;
+  seg_build(&t, 2, 128, 128, 64, 0);
+  stof_plan_seg_req r = seg_req(&t, "cuda");
+  assert_true(search_tc_matches(NULL, &r));
+  r.target = "c";
+  assert_false(search_tc_matches(NULL, &r)); /* the tensor cores are CUDA's */
+  seg_free(&t);
+  /* rows, columns or depth that no tile divides: not taken (no guard in an mma nest) */
+  int64_t bad[3][3] = {{96, 128, 64}, {128, 96, 64}, {128, 128, 48}};
+  for (int i = 0; i < 3; i++) {
+    seg_build(&t, 2, bad[i][0], bad[i][1], bad[i][2], 0);
+    r = seg_req(&t, "cuda");
+    assert_false(search_tc_matches(NULL, &r));
+    seg_free(&t);
+  }
+  /* a reduction after the GEMM (a layer norm's statistics, say): not an epilogue */
+  seg_build(&t, 2, 128, 128, 64, 1);
+  r = seg_req(&t, "cuda");
+  assert_false(search_tc_matches(NULL, &r));
+  seg_free(&t);
+}
+
+/* The template's schedule of the segment: its knobs, the C backend's numbers, the CUDA
+ * source. */
+static void tensorcore_schedule_runs_and_compiles(void **state) {
+  (void)state;
+  seg_graph t;
+  int64_t B = 2, S = 128, N = 64, K = 64;
+  seg_build(&t, B, S, N, K, 0);
+  stof_ctx *ctx = t.ctx;
+  stof_sched *s;
+  TU_OK(ctx, stof_sched_new(t.g, 1, &t.out, &s));
+  stof_plan_seg_req r = seg_req(&t, "cuda");
+  TU_OK(ctx, search_tc_schedule(NULL, &r, s));
+  /* the knobs: warps along rows (128 rows: 1 or 2 warps of 64), along columns (64: 2 warps
+   * of 32 only; 4 would need 128) */
+  assert_int_equal(stof_sched_nknob(s), 2);
+  const char *name;
+  int ncand;
+  TU_OK(ctx, stof_sched_knob_info(s, 0, &name, &ncand, NULL, NULL));
+  assert_string_equal(name, "tc.wm");
+  assert_int_equal(ncand, 2);
+  TU_OK(ctx, stof_sched_knob_info(s, 1, &name, &ncand, NULL, NULL));
+  assert_string_equal(name, "tc.wn");
+  assert_int_equal(ncand, 1);
+  /* the C backend runs the same loops: against the interpreter, output poisoned */
+  const stof_op *args[5] = {t.x, t.w, t.b, t.r, t.out};
+  stof_func *f;
+  TU_OK(ctx, stof_build(s, 5, args, "c", &f));
+  uint64_t seed = 7;
+  stof_tensor *in[4];
+  for (int i = 0; i < 4; i++) in[i] = tu_tensor_uniform(ctx, STOF_DTYPE_F16, args[i]->ndim, args[i]->shape, &seed, -1, 1);
+  stof_tensor *out;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 3, t.out->shape, STOF_DEVICE_CPU, &out));
+  stof_tensor_fill(out, NAN);
+  stof_tensor *call[5] = {in[0], in[1], in[2], in[3], out};
+  TU_OK(ctx, stof_func_call(f, 5, call));
+  stof_tensor *want;
+  TU_OK(ctx, stof_interp_eval(t.g, 1, &t.out, 4, args, (const stof_tensor *const *)in, &want));
+  double *w = tu_values(want);
+  tu_check_close(out, w, (size_t)(B * S * N), 1e-2);
+  free(w);
+  /* the CUDA source: one mma call per warp tile, B read as W[j, k]; NVRTC compiles it
+   * (without a GPU the build stops after compiling, saying so) */
+  char *src = NULL;
+  TU_OK(ctx, stof_build_source(s, 5, args, "cuda", &src));
+  assert_non_null(strstr(src, "stof_mma_f16<4, 4, 1, 1>("));
+  assert_non_null(strstr(src, "blockIdx.z"));
+  stof_ctx_dealloc(ctx, src, strlen(src) + 1);
+  stof_func *fc = NULL;
+  stof_status st = stof_build(s, 5, args, "cuda", &fc);
+  if (st) {
+    assert_int_equal(st, STOF_ERR_NO_DEVICE);
+    TU_MSG(ctx, "the CUDA source compiled");
+    stof_ctx_clear_error(ctx);
+  } else {
+    stof_func_free(fc);
+  }
+  stof_tensor_free(want);
+  stof_tensor_free(out);
+  for (int i = 0; i < 4; i++) stof_tensor_free(in[i]);
+  stof_func_free(f);
+  stof_sched_free(s);
+  seg_free(&t);
+}
+
+int run_tensorcore_tests(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(tensorcore_takes_a_gemm_and_its_epilogue_on_cuda_only),
+      cmocka_unit_test(tensorcore_schedule_runs_and_compiles),
+  };
+  return cmocka_run_group_tests_name("tensorcore", tests, NULL, NULL);
+}
