@@ -26,6 +26,13 @@ int search_out_of_budget(const tuner *t) {
   return search_elapsed(t) + t->trial_s >= t->budget || (t->o->max_trials > 0 && t->res.trials >= t->o->max_trials);
 }
 
+int search_fit(const tuner *t, int n, int trials) {
+  double left = t->budget - search_elapsed(t), each = t->prep_s + trials * t->trial_s;
+  if (left <= 0) return 0;
+  if (each <= 0 || left >= each * n) return n;
+  return (int)(left / each);
+}
+
 static const char *tmpl_name(const tuner *t, int k) {
   return k == VENDOR ? "vendor" : k == DEFAULT ? "default" : t->t[k].name;
 }

@@ -78,6 +78,7 @@ typedef struct tuner {
   double t0, budget;
   double trial_s;          /* wall seconds of the last candidate measured: none starts that
                               would end after the budget */
+  double prep_s;           /* seconds per candidate of the last round compiled ahead */
   int stage;
   char what[256];
   char workload[128], device[256];
@@ -95,6 +96,9 @@ typedef struct tuner {
 double search_now(void);
 double search_elapsed(const tuner *t);
 int search_out_of_budget(const tuner *t);
+/* How many of n candidates, each compiled ahead and then measured `trials` times, fit in
+ * what is left of the budget at the last ones' costs. */
+int search_fit(const tuner *t, int n, int trials);
 /* a progress display (the caller's callback, or a bar on stderr when verbose) */
 void search_progress(tuner *t);
 /* the built-in template "auto": stof_sched_auto */

@@ -222,7 +222,12 @@ static stof_status stage1(tuner *t, double stage_budget) {
         mkind[nmove] = mk;
         mat[nmove++] = a;
       }
-    /* their code compiled ahead, on every compiling thread, with the default configuration */
+    /* as many as the budget leaves room for (each: compiled ahead, then measured a few
+     * times), their code compiled ahead on every compiling thread with the default
+     * configuration */
+    int samples = t->o->stage1_samples > 0 ? t->o->stage1_samples : 3;
+    nmove = search_fit(t, nmove, samples);
+    double p0 = search_now();
     for (int m = 0; m < nmove; m++) {
       memcpy(t->code, codes + no * (size_t)m, sizeof *t->code * no);
       memset(t->segs, 0, sizeof *t->segs * ns);
@@ -230,6 +235,7 @@ static stof_status stage1(tuner *t, double stage_budget) {
       search_collect_jobs(t);
     }
     search_compile_jobs(t);
+    if (nmove) t->prep_s = (search_now() - p0) / nmove;
     for (int m = 0; m < nmove && !improved && search_elapsed(t) < stage_budget && !search_out_of_budget(t); m++) {
       memcpy(t->code, codes + no * (size_t)m, sizeof *t->code * no);
       double ms, before = t->best_ms;
@@ -330,7 +336,9 @@ static stof_status stage2(tuner *t) {
       stale++;
       continue;
     }
+    if (!(nc = search_fit(t, nc, 1))) break; /* none would end inside the budget */
     /* compiled ahead on every compiling thread, then measured one at a time */
+    double p0 = search_now();
     for (int j = 0; j < nc; j++) {
       search_copy_cfg(t->cur, cand + ns * (size_t)j, t->nslot);
       memcpy(t->inval, cval[j], sizeof t->inval);
@@ -338,6 +346,7 @@ static stof_status stage2(tuner *t) {
       search_collect_jobs(t);
     }
     search_compile_jobs(t);
+    t->prep_s = (search_now() - p0) / nc;
     int gained = 0;
     for (int j = 0; j < nc && !search_out_of_budget(t); j++) {
       search_copy_cfg(t->cur, cand + ns * (size_t)j, t->nslot);
