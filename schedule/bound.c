@@ -108,6 +108,14 @@ static void loop_aff(const stof_sched *s, const unsigned char *fixed, int loop, 
  * S are exact: each tile reads one b and a run of s, not every b and s. 0 when not affine. */
 static int fused_source_aff(const stof_sched *s, const unsigned char *fixed, const sched_loop *lp, sched_aff *out) {
   sched_aff f, hi, lo, keep;
+  /* a source with a gap (valid bound below its extent: a split that overshoots) makes the
+   * lowering decode the fused loop compactly (lower.c), not by repl_stride and extent:
+   * atomic then */
+  for (int id = 0; id < s->loops.len; id++) {
+    const sched_loop *o = sched_loop_at(s, id);
+    if (o->repl == SCHED_REPL_FUSE && o->repl_first == lp->repl_first && sched_loop_valid_bound(s, id) != o->extent)
+      return 0;
+  }
   loop_aff(s, fixed, lp->repl_first, &f);
   int64_t q = lp->repl_stride, e = lp->extent, mn, mx;
   if (f.bad || f.c < 0 || q < 1 || e < 1) return 0;

@@ -920,12 +920,13 @@ static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
     return;
   }
   int64_t arows, acols, brows, bcols, crows, ccols;
-  if (!buf_matrix(ab, &arows, &acols) || !buf_matrix(bb, &brows, &bcols)) {
+  int amat = buf_matrix(ab, &arows, &acols), bmat = buf_matrix(bb, &brows, &bcols);
+  if (!amat || !bmat) {
     cg_fail(g, stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                               "cuda: tensorize reads the staged tile of %s as a matrix: every dimension "
                               "before its last two must have extent 1 in shared memory (bind the "
                               "leading axes of block %s outside the tile, e.g. to blockIdx.z)",
-                              buf_matrix(ab, &arows, &acols) ? m.b->name : m.a->name, sched_block_name(s, st->block)));
+                              amat ? m.b->name : m.a->name, sched_block_name(s, st->block)));
     return;
   }
   if (acols % 8 || bcols % 8) {
@@ -935,7 +936,8 @@ static void emit_mma(cgen *g, const lir_stmt *st, int depth) {
                               acols % 8 ? m.a->name : m.b->name, (long long)(acols % 8 ? acols : bcols)));
     return;
   }
-  buf_matrix(cb, &crows, &ccols);
+  buf_matrix(cb, &crows, &ccols); /* crows: the warp's rows, checked in plan_kernel */
+  (void)crows;
   int cd = b->op->ndim - 2; /* the warp buffer's row dimension */
   stof_buf *o = g->b;
   open_tensorized(g, st, &m, "mma_m16n8k16", depth);

@@ -44,26 +44,56 @@ static const stof_op *the_gemm(int nop, const stof_op *const *ops, int *injectiv
   return g;
 }
 
-/* x's dtype (the GEMM's first factor), or -1. */
-static int factor_dtype(const stof_op *g) {
+static const stof_expr *uncast(const stof_expr *e) {
+  while (e && e->kind == STOF_EXPR_CAST) e = e->u.op.a;
+  return e;
+}
+
+/* The GEMM in the form tensorize takes: sum(x[.., i, k] * W[..]) with x's load the first
+ * factor (2-D, or indexed like the GEMM), W's the second (2-D); x's dtype, or -1. */
+static int tensorizable(const stof_op *g) {
   const stof_expr *src = g->body->u.reduce.src;
-  const stof_expr *a = src->kind == STOF_EXPR_MUL ? src->u.op.a : NULL;
-  while (a && a->kind == STOF_EXPR_CAST) a = a->u.op.a;
-  return a && a->kind == STOF_EXPR_LOAD ? (int)a->u.load.tensor->dtype : -1;
+  if (src->kind != STOF_EXPR_MUL) return -1;
+  const stof_expr *a = uncast(src->u.op.a), *b = uncast(src->u.op.b);
+  if (!a || !b || a->kind != STOF_EXPR_LOAD || b->kind != STOF_EXPR_LOAD || b->u.load.nidx != 2 ||
+      (a->u.load.nidx != 2 && a->u.load.nidx != g->ndim))
+    return -1;
+  const stof_expr *k = a->u.load.idx[a->u.load.nidx - 1];
+  if (k->kind != STOF_EXPR_VAR || k->u.var != g->body->u.reduce.axis[0]) return -1;
+  return (int)a->u.load.tensor->dtype;
 }
 
-int search_tc_matches(void *ud, const stof_plan_seg_req *r) {
-  (void)ud;
-  int injective;
-  const stof_op *g = the_gemm(r->nop, r->op, &injective);
-  if (!g || !injective || strcmp(r->target, "cuda") != 0 || g->ndim < 2 || g->ndim > 3) return 0;
-  int dt = factor_dtype(g);
-  if (dt != STOF_DTYPE_F16 && dt != STOF_DTYPE_BF16) return 0;
-  int64_t rows = g->shape[g->ndim - 2], cols = g->shape[g->ndim - 1], depth = g->body->u.reduce.axis[0]->extent;
-  return rows % 64 == 0 && cols % 64 == 0 && depth % TC_BK == 0;
+static int in_list(const stof_op *t, const stof_op *const *list, int n) {
+  for (int i = 0; i < n; i++)
+    if (list[i] == t) return 1;
+  return 0;
 }
 
-/* Does op read (directly or through ops of the schedule) the op of block gb? */
+/* Does e read the tensors of dep[0..ndep) at op's own axes only (each lane writes back
+ * the elements its fragments hold: an epilogue cannot read a neighbour's)? */
+static int own_axes(const stof_op *op, const stof_expr *e, const stof_op *const *dep, int ndep, int depth) {
+  if (!e || depth > STOF_TE_MAX_DEPTH + 8) return !e;
+  switch (e->kind) {
+  case STOF_EXPR_INT:
+  case STOF_EXPR_FLOAT:
+  case STOF_EXPR_VAR: return 1;
+  case STOF_EXPR_REDUCE: return own_axes(op, e->u.reduce.src, dep, ndep, depth + 1);
+  case STOF_EXPR_LOAD:
+    if (in_list(e->u.load.tensor, dep, ndep)) {
+      if (e->u.load.nidx != op->ndim) return 0;
+      for (int d = 0; d < op->ndim; d++)
+        if (e->u.load.idx[d]->kind != STOF_EXPR_VAR || e->u.load.idx[d]->u.var != op->axis[d]) return 0;
+    }
+    for (int d = 0; d < e->u.load.nidx; d++)
+      if (!own_axes(op, e->u.load.idx[d], dep, ndep, depth + 1)) return 0;
+    return 1;
+  default:
+    return own_axes(op, e->u.op.a, dep, ndep, depth + 1) && own_axes(op, e->u.op.b, dep, ndep, depth + 1) &&
+           own_axes(op, e->u.op.c, dep, ndep, depth + 1);
+  }
+}
+
+/* Does op read g, directly or through other ops? */
 static int reads(const stof_op *op, const stof_op *g, int depth) {
   if (depth > 64) return 0;
   for (int k = 0; k < op->ninput; k++)
@@ -71,9 +101,44 @@ static int reads(const stof_op *op, const stof_op *g, int depth) {
   return 0;
 }
 
+int search_tc_matches(void *ud, const stof_plan_seg_req *r) {
+  (void)ud;
+  int injective;
+  const stof_op *g = the_gemm(r->nop, r->op, &injective);
+  if (!g || !injective || strcmp(r->target, "cuda") != 0 || g->ndim < 2 || g->ndim > 3) return 0;
+  int dt = tensorizable(g);
+  if (dt != STOF_DTYPE_F16 && dt != STOF_DTYPE_BF16) return 0;
+  int64_t rows = g->shape[g->ndim - 2], cols = g->shape[g->ndim - 1], depth = g->body->u.reduce.axis[0]->extent;
+  if (rows % 64 || cols % 64 || depth % TC_BK) return 0;
+  /* the ops after the GEMM: its shape, reading it (and each other) at their own axes */
+  const stof_op *dep[64];
+  int ndep = 0;
+  dep[ndep++] = g;
+  for (int i = 0; i < r->nop; i++) {
+    const stof_op *o = r->op[i];
+    if (o == g || !reads(o, g, 0)) continue;
+    if (ndep == 64 || o->ndim != g->ndim || memcmp(o->shape, g->shape, sizeof *o->shape * (size_t)o->ndim) ||
+        !own_axes(o, o->body, dep, ndep, 0))
+      return 0;
+    dep[ndep++] = o;
+  }
+  return 1;
+}
+
 static int is_output(const stof_sched *s, const stof_op *op) {
   for (int i = 0; i < stof_sched_nout(s); i++)
     if (stof_sched_output(s, i) == op) return 1;
+  return 0;
+}
+
+/* Does op read g through ops that are not outputs (inlined into it: it reads the warp
+ * buffer then)? */
+static int through_inner(const stof_sched *s, const stof_op *op, const stof_op *g, int depth) {
+  if (depth > 64) return 0;
+  for (int k = 0; k < op->ninput; k++) {
+    const stof_op *x = op->input[k];
+    if (x == g || (x->kind == STOF_OP_COMPUTE && !is_output(s, x) && through_inner(s, x, g, depth + 1))) return 1;
+  }
   return 0;
 }
 
@@ -145,6 +210,19 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
   /* the accumulator in the warps' registers (float32); the epilogue reads it */
   TRY(stof_sched_cache_write(s, cb, "warp", &copy));
   int gemm_out = is_output(s, g);
+  for (int b = 0; b < nb; b++) { /* what the write-back cannot hold */
+    const stof_op *op = stof_sched_block_op(s, b);
+    if (id[b] == cb || !reads(op, g, 0)) continue;
+    if (gemm_out)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                            "tensorcore: GEMM %s leaves the segment and %s reads it inside too (one write-back "
+                            "per accumulator)",
+                            g->name, op->name);
+    if (is_output(s, op) && !through_inner(s, op, g, 0))
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                            "tensorcore: output %s reads GEMM %s only through another output of the segment",
+                            op->name, g->name);
+  }
   if (!gemm_out) TRY(stof_sched_compute_inline(s, copy));
   for (int b = 0; b < nb; b++) { /* every injective op after the GEMM folds into the write-back */
     const stof_op *op = stof_sched_block_op(s, b);

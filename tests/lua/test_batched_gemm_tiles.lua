@@ -76,6 +76,35 @@ for _, c in ipairs({{2, 16, 8}, {3, 12, 8}, {4, 8, 16}}) do
   end, "would read C.local where block C has not written it: loop b is fused and split across that loop")
 end
 
+-- 2b. A fused loop one of whose sources has a gap (j split 4 x 4 over 6: the lowering decodes
+-- the fused loop compactly, by the sources' valid bounds): its sources stay whole terms in
+-- bound inference, so a producer computed at a tile covers what the tile reads (found in
+-- review: the affine form claimed a region of the wrong row, numbers 1e33 off), and a
+-- consumer placed at such a tile is refused rather than reading outside its buffer.
+do
+  local function gapped(consumer_at)
+    te.reset()
+    local A = te.placeholder({4, 6}, "float32", "A")
+    local C = te.compute({4, 6}, function(i, j) return A[{i, j}] * 2 end, "C")
+    local D = te.compute({4, 6}, function(i, j) return C[{i, j}] + 1 end, "D")
+    local s = stof.schedule({D})
+    local blk = s:get_block(consumer_at and "C" or "D")
+    local i, j = table.unpack(s:get_loops(blk))
+    local j0 = s:split(j, {4, 4})
+    local f0 = s:split(s:fuse(i, j0), {stof.INFER, 4})
+    if consumer_at then s:reverse_compute_at(s:get_block("D"), f0) else s:compute_at(s:get_block("C"), f0) end
+    return s, A, D
+  end
+  local s, A, D = gapped(false)
+  local f = stof.build(s, {A, D}, {target = "c"})
+  local a = stof.rand({4, 6}, "float32", 3)
+  local d = stof.zeros({4, 6}, "float32"):fill(0 / 0)
+  f(a, d)
+  local err = stof.rel_l2(d, stof.eval(D, {[A] = a}))
+  assert(err < 1e-6, ("compute_at under a gapped fused loop: relative L2 error %g"):format(err))
+  expect_error(function() gapped(true) end, "would read C where block C has not written it")
+end
+
 -- 3. The tensor-core schedule of a batched Linear: b bound to blockIdx.z, the rows of s
 -- tiled, A's staged tile [1, rows, k] read as a matrix by ldmatrix, the accumulators
 -- [1, 64, 32] per warp, the epilogue at the warps' loop. Twice: with the sum written in

@@ -142,10 +142,80 @@ static void tensorcore_schedule_runs_and_compiles(void **state) {
   seg_free(&t);
 }
 
+/* What the template's matching must refuse, each found in review: the GEMM written with W's
+ * load as the first factor (tensorize takes x first), and an epilogue that reads the GEMM at
+ * other indices (a transpose: a lane cannot read a neighbour's fragments). A 2-D GEMM with W
+ * as [K, N] is taken and builds. */
+static void tensorcore_refuses_what_it_cannot_schedule(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_graph *g;
+  TU_OK(ctx, stof_graph_new(ctx, &g));
+  const stof_op *x = tu_ph(g, "x", STOF_DTYPE_F16, 3, TU_SHAPE(2, 128, 64));
+  const stof_op *w = tu_ph(g, "w", STOF_DTYPE_F16, 2, TU_SHAPE(64, 64));
+  const stof_expr *axes[3];
+  tu_axes(g, 3, TU_SHAPE(2, 128, 64), axes);
+  const stof_expr *k = tu_raxis(g, 64, "k");
+  const stof_expr *body =
+      tu_reduce(g, STOF_REDUCE_SUM, tu_bin(g, STOF_EXPR_MUL, tu_load(g, w, 2, axes[2], k), load_rows(g, x, axes, k)), 1, k);
+  const stof_op *swapped = compute_as(g, "fc", 3, axes, body, -1, "gemm");
+  assert_true(stof_plan_op_is_gemm(swapped)); /* the runtime's GEMM, not tensorize's form */
+  stof_plan_seg_req r = {0, "cuda", "gemm", 1, &swapped, NULL};
+  assert_false(search_tc_matches(NULL, &r));
+  /* a transposed read of the GEMM after it */
+  const stof_op *fc = gemm(g, "fc2", x, w, 1);
+  tu_axes(g, 3, TU_SHAPE(2, 128, 64), axes);
+  const stof_op *tr = compute_as(g, "tr", 3, axes, tu_load(g, fc, 3, axes[0], axes[2], axes[1]), -1, NULL);
+  const stof_op *ops[2] = {fc, tr};
+  r = (stof_plan_seg_req){0, "cuda", "gemm+transpose", 2, ops, NULL};
+  assert_false(search_tc_matches(NULL, &r));
+  /* 2-D, W [K, N]: taken, scheduled, its CUDA source made */
+  const stof_op *x2 = tu_ph(g, "x2", STOF_DTYPE_F16, 2, TU_SHAPE(128, 64));
+  const stof_op *w2 = tu_ph(g, "w2", STOF_DTYPE_F16, 2, TU_SHAPE(64, 128));
+  const stof_op *y2 = gemm(g, "fc3", x2, w2, 0);
+  r = (stof_plan_seg_req){0, "cuda", "gemm", 1, &y2, NULL};
+  assert_true(search_tc_matches(NULL, &r));
+  stof_sched *s;
+  TU_OK(ctx, stof_sched_new(g, 1, &y2, &s));
+  TU_OK(ctx, search_tc_schedule(NULL, &r, s));
+  const stof_op *args[3] = {x2, w2, y2};
+  char *src = NULL;
+  TU_OK(ctx, stof_build_source(s, 3, args, "cuda", &src));
+  assert_non_null(strstr(src, "stof_mma_f16<4, 4, 1, 0>(")); /* BT 0: W read as W[k, j] */
+  stof_ctx_dealloc(ctx, src, strlen(src) + 1);
+  stof_sched_free(s);
+  stof_graph_free(g);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* Outputs the write-back cannot hold, refused by the schedule with the cause (the runtime
+ * knows a segment's outputs only when it builds it): the GEMM itself an output and read
+ * inside the segment too; an output that reads the GEMM only through another output. */
+static void tensorcore_refuses_outputs_it_cannot_write_back(void **state) {
+  (void)state;
+  seg_graph t;
+  seg_build(&t, 2, 128, 64, 64, 0);
+  stof_plan_seg_req r = seg_req(&t, "cuda");
+  assert_true(search_tc_matches(NULL, &r));
+  stof_sched *s;
+  const stof_op *outs[2] = {t.gemm, t.out};
+  TU_OK(t.ctx, stof_sched_new(t.g, 2, outs, &s));
+  TU_ERR(t.ctx, search_tc_schedule(NULL, &r, s), STOF_ERR_UNSUPPORTED, "leaves the segment and");
+  stof_sched_free(s);
+  const stof_op *outs2[2] = {t.ops[2], t.out}; /* gelu and the residual add after it */
+  TU_OK(t.ctx, stof_sched_new(t.g, 2, outs2, &s));
+  TU_ERR(t.ctx, search_tc_schedule(NULL, &r, s), STOF_ERR_UNSUPPORTED, "only through another output");
+  stof_sched_free(s);
+  seg_free(&t);
+}
+
 int run_tensorcore_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(tensorcore_takes_a_gemm_and_its_epilogue_on_cuda_only),
       cmocka_unit_test(tensorcore_schedule_runs_and_compiles),
+      cmocka_unit_test(tensorcore_refuses_what_it_cannot_schedule),
+      cmocka_unit_test(tensorcore_refuses_outputs_it_cannot_write_back),
   };
   return cmocka_run_group_tests_name("tensorcore", tests, NULL, NULL);
 }
