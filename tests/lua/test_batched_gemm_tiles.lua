@@ -7,12 +7,9 @@
 -- tests/schedule/cuda_cases.c).
 local stof = require("stof")
 local te = stof.te
-
-local function expect_error(f, substr)
-  local ok, err = pcall(f)
-  assert(not ok, "expected an error containing: " .. substr)
-  assert(tostring(err):find(substr, 1, true), ("error %q lacks %q"):format(tostring(err), substr))
-end
+package.path = debug.getinfo(1, "S").source:match("^@(.*/)") .. "?.lua;" .. package.path
+local U = require("util")
+local expect_error = U.raises_any
 
 -- D[b, s, n] = 2 * sum_k A[b, s, k] * W[n, k]: the sum in float32 of float32 factors, or
 -- (plain) in A's dtype as stof.nn.linear writes it
