@@ -504,6 +504,33 @@ static int root_block(const stof_sched *s, int b) {
 
 /* The region of block b (reverse-attached): what its producer wrote in one iteration. b
  * must read the producer's buffer at its own axes, or along dimensions written whole. */
+/* Are the values of x over the loops not fixed in bd one interval (no holes)? The terms
+ * sorted by |k|: the smallest 1, each next at most one past what those before it reach. */
+static int dense(const sched_bounds *bd, const sched_aff *x) {
+  if (x->bad) return 1; /* taken whole (a full range) */
+  int64_t k[SCHED_AFF_MAX], e[SCHED_AFF_MAX];
+  int n = 0;
+  for (int i = 0; i < x->n; i++) {
+    int64_t ext = sched_loop_at(bd->s, x->loop[i])->extent;
+    if (loop_fixed(bd->s, bd->fixed, x->loop[i]) || ext <= 1) continue;
+    int64_t v = x->k[i] < 0 ? -x->k[i] : x->k[i];
+    int j = n++;
+    while (j > 0 && k[j - 1] > v) {
+      k[j] = k[j - 1];
+      e[j] = e[j - 1];
+      j--;
+    }
+    k[j] = v;
+    e[j] = ext;
+  }
+  int64_t reach = 0; /* values 0 .. reach covered so far */
+  for (int i = 0; i < n; i++) {
+    if (k[i] > reach + 1) return 0;
+    if (__builtin_mul_overflow(k[i], e[i] - 1, &k[i]) || __builtin_add_overflow(reach, k[i], &reach)) return 1;
+  }
+  return 1;
+}
+
 static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
   const stof_sched *s = bd->s;
   const sched_block *x = sched_block_at(s, b);
@@ -549,6 +576,14 @@ static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
                               sched_block_name(s, b), sched_loop_name(s, x->attach), t->name,
                               sched_block_name(s, p), sched_loop_name(s, l));
     }
+    if (!dense(bd, &store[d]))
+      return stof_ctx_error(bd->ctx, STOF_ERR_SCHEDULE,
+                            "lower: block %s, computed after loop %s, would read %s where block %s has not "
+                            "written it: what block %s writes there along dimension %d has holes (a loop "
+                            "inside that loop steps over others: reorder them, or move %s to a loop that "
+                            "encloses all of them)",
+                            sched_block_name(s, b), sched_loop_name(s, x->attach), t->name,
+                            sched_block_name(s, p), sched_block_name(s, p), d, sched_block_name(s, b));
     sched_aff_range(bd, &store[d], t->shape[d], &written[d]);
     whole[d] = written[d].full;
   }

@@ -20,4 +20,5 @@
   X(tensorize)              \
   X(auto)                   \
   X(safety)                 \
+  X(random_schedules)       \
   X(nomem)
