@@ -8,7 +8,8 @@
  * Floored modulo takes only inputs and constants (see add_compute). The last compute is the
  * output. The interpreter evaluates it; the schedule is either stof_sched_auto(s, "c") or a
  * few primitives drawn from the bytes (split, fuse, reorder, compute_inline, unroll,
- * vectorize; ones that fail must fail with a status and a message, leaving the schedule
+ * vectorize, compute_at, reverse_compute_at, cache_read, cache_write; ones that fail must
+ * fail with a status and a message, leaving the schedule
  * usable); stof_build for "c" and stof_func_call then must give the interpreter's values
  * (rel 1e-5 of the larger magnitude, plus 1e-5 of the output's largest finite magnitude for
  * f32 cancellation, plus 8 ULPs of float's subnormals; NaN where it gives NaN, inf of the
@@ -191,7 +192,8 @@ static void random_schedule(prog *p, stof_sched *s) {
     if (stof_sched_get_loops(s, b, STOF_SCHED_MAX_LOOPS, loops, &nl)) fz_fail("get_loops: %s", stof_ctx_message(p->ctx));
     stof_status st = STOF_OK;
     int l = nl ? loops[fz_below(in, (unsigned)nl)] : -1, out[4];
-    switch (fz_below(in, 7)) {
+    unsigned kind = fz_below(in, 11);
+    switch (kind) {
     case 0: case 1: {
       static const int64_t fs[] = {1, 2, 3, 4, 5, 8, 16, (int64_t)1 << 40};
       stof_factor f[3] = {stof_factor_const(STOF_INFER), stof_factor_const(fs[fz_below(in, 8)]),
@@ -215,7 +217,22 @@ static void random_schedule(prog *p, stof_sched *s) {
       break;
     case 4: st = stof_sched_compute_inline(s, b); break;
     case 5: if (l >= 0) st = stof_sched_unroll(s, l); break;
-    default: if (l >= 0) st = stof_sched_vectorize(s, l); break;
+    case 6: if (l >= 0) st = stof_sched_vectorize(s, l); break;
+    case 7:
+    case 8: { /* b at a loop of another block (bound inference: the region it must cover) */
+      int c = (int)fz_below(in, (unsigned)nb), cl[STOF_SCHED_MAX_LOOPS], cn = 0;
+      if (c == b || !stof_sched_block_alive(s, c)) break;
+      if (stof_sched_get_block(s, stof_sched_block_name(s, c), &c) ||
+          stof_sched_get_loops(s, c, STOF_SCHED_MAX_LOOPS, cl, &cn) || !cn) {
+        stof_ctx_clear_error(p->ctx);
+        break;
+      }
+      int at = cl[fz_below(in, (unsigned)cn)];
+      st = kind == 7 ? stof_sched_compute_at(s, b, at) : stof_sched_reverse_compute_at(s, b, at);
+      break;
+    }
+    case 9: st = stof_sched_cache_read(s, b, (int)fz_below(in, 2), fz_below(in, 2) ? "local" : "shared", out); break;
+    default: st = stof_sched_cache_write(s, b, fz_below(in, 2) ? "local" : "shared", out); break;
     }
     if (st) fz_check_error(p->ctx, st, "a schedule primitive");
     stof_ctx_clear_error(p->ctx);
