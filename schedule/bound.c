@@ -502,8 +502,6 @@ static int root_block(const stof_sched *s, int b) {
   return b;
 }
 
-/* The region of block b (reverse-attached): what its producer wrote in one iteration. b
- * must read the producer's buffer at its own axes, or along dimensions written whole. */
 /* Are the values of x over the loops not fixed in bd one interval (no holes)? The terms
  * sorted by |k|: the smallest 1, each next at most one past what those before it reach. */
 static int dense(const sched_bounds *bd, const sched_aff *x) {
@@ -531,6 +529,8 @@ static int dense(const sched_bounds *bd, const sched_aff *x) {
   return 1;
 }
 
+/* The region of block b (reverse-attached): what its producer wrote in one iteration. b
+ * must read the producer's buffer at its own axes, or along dimensions written whole. */
 static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
   const stof_sched *s = bd->s;
   const sched_block *x = sched_block_at(s, b);
