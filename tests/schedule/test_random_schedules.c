@@ -137,6 +137,35 @@ static int random_step(stof_sched *s, uint64_t *r) {
   return st == STOF_OK ? kind : -1;
 }
 
+/* CUDA code generation of s with a few loops bound to random tags: it makes the source or
+ * refuses with a message (a crash, or ASan's complaint, is the failure); nothing runs. */
+static void cuda_source_or_refusal(sh_graph *G, const stof_sched *s0, uint64_t *r, int *made) {
+  static const char *const tags[] = {"blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y", "threadIdx.z"};
+  stof_ctx *ctx = G->ctx;
+  stof_sched *s;
+  SH_OK(ctx, stof_sched_clone(s0, &s));
+  int nbind = rnd(r, 4);
+  for (int k = 0; k < nbind; k++) {
+    int b = pick_block(s, r), loops[64], n = 0;
+    if (b >= 0 && !stof_sched_get_loops(s, b, 64, loops, &n) && n)
+      stof_sched_bind(s, loops[rnd(r, n)], tags[rnd(r, 5)]);
+    stof_ctx_clear_error(ctx);
+  }
+  const stof_op *args[16];
+  int na = sh_args(G, args);
+  char *src = NULL;
+  stof_status st = stof_build_source(s, na, args, "cuda", &src);
+  if (st) {
+    const char *msg = stof_ctx_message(ctx);
+    if (!msg || !*msg) fail_msg("CUDA code generation failed without saying why");
+    stof_ctx_clear_error(ctx);
+  } else {
+    stof_ctx_dealloc(ctx, src, strlen(src) + 1);
+    (*made)++;
+  }
+  stof_sched_free(s);
+}
+
 /* The outputs against the interpreter; 1 when they match, else the worst error in *err. */
 static int matches_interpreter(sh_graph *G, stof_sched *s, double *worst) {
   stof_ctx *ctx = G->ctx;
@@ -163,7 +192,7 @@ static int matches_interpreter(sh_graph *G, stof_sched *s, double *worst) {
 
 static void random_schedules_compute_what_the_interpreter_computes(void **state) {
   (void)state;
-  int built = 0, refused = 0, applied[12] = {0}, tried = 0, n = ncase();
+  int built = 0, refused = 0, applied[12] = {0}, tried = 0, n = ncase(), cuda = 0;
   for (int c = 0; c < n; c++) {
     uint64_t r = 0x5EED0000u + (uint64_t)c;
     sh_graph G;
@@ -174,6 +203,7 @@ static void random_schedules_compute_what_the_interpreter_computes(void **state)
       int kind = random_step(s, &r);
       if (kind >= 0) applied[kind]++;
     }
+    cuda_source_or_refusal(&G, s, &r, &cuda);
     const stof_op *args[16];
     int na = sh_args(&G, args);
     stof_func *f = NULL;
@@ -202,9 +232,10 @@ static void random_schedules_compute_what_the_interpreter_computes(void **state)
   printf("random schedules: %d of %d primitives applied (split %d, fuse %d, reorder %d, compute_at %d, "
          "reverse_compute_at %d, inline %d, reverse inline %d, cache_read %d, cache_write %d, unroll %d, "
          "fused tiles %d); "
-         "%d schedules built and checked, %d refused by the build\n",
+         "%d schedules built and checked, %d refused by the build; %d CUDA sources made with random "
+         "bindings, the others refused with a message\n",
          total, tried, applied[0] + applied[1], applied[2], applied[3], applied[4], applied[5], applied[6],
-         applied[7], applied[8], applied[9], applied[10], applied[11], built, refused);
+         applied[7], applied[8], applied[9], applied[10], applied[11], built, refused, cuda);
   /* not vacuous: most cases build, and the primitives that move blocks took part */
   assert_true(built >= n / 2);
   assert_true(applied[4] > 0 && applied[5] > 0 && applied[8] > 0 && applied[9] > 0 && applied[2] > 0);
