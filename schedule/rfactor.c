@@ -4,9 +4,10 @@
  *
  * rfactor(l, f) on block B, where l is a reduce loop of B: a new block "B.rf" takes over
  * B's op and loops (l included, now data-parallel) and reduces into a new buffer B.rf whose
- * shape is B's with l's extent inserted at position f; its store index f is l's value
- * (l may be split or fused later: the index follows). B keeps its handle and gets a new op
- * and new loops: B[i..] = combiner over r in 0..extent(l) of B.rf[i.. with r at f].
+ * shape is B's with l's valid bound (its extent, or fewer when l is the outer part of a split
+ * that overshoots) inserted at position f; its store index f is l's value (l may be split
+ * or fused later: the index follows). B keeps its handle and gets a new op and new loops:
+ * B[i..] = combiner over r in 0..bound(l) of B.rf[i.. with r at f].
  * Works on a clone that a trial lowering checks (sched_commit).
  */
 #include <stdio.h>
@@ -55,7 +56,10 @@ stof_status stof_sched_rfactor(stof_sched *s, int loop, int factor_axis, int *rf
   stof_graph *g = c->g;
   const sched_block *cb = sched_block_at(c, block);
   const stof_expr *red = sched_block_reduce(cb);
-  int64_t ext = sched_loop_at(c, loop)->extent, shape[STOF_MAX_DIMS];
+  /* the values the loop takes where its block does work: its valid bound (a split that
+   * overshoots runs fewer outer iterations than its factor: a slot per factor would leave
+   * some never written, and the final reduction would read them) */
+  int64_t ext = sched_loop_valid_bound(c, loop), shape[STOF_MAX_DIMS];
   for (int d = 0, k = 0; d <= ndim; d++) shape[d] = d == factor_axis ? ext : cb->op->shape[k++];
   const stof_op *buf, *op = NULL;
   st = stof_te_placeholder(g, ndim + 1, shape, cb->op->dtype, name, &buf);

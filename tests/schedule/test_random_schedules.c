@@ -1,6 +1,7 @@
 /* Random schedules against the reference interpreter: seeded sequences of primitives
  * (split with dividing and non-dividing factors, fuse, reorder, compute_at,
- * reverse_compute_at, compute_inline, cache_read, cache_write, unroll) on small graphs of
+ * reverse_compute_at, compute_inline, cache_read, cache_write, unroll, rfactor, vectorize,
+ * parallel) on small graphs of
  * every shape the builders make (elementwise chains, a stencil, GEMM + bias + ReLU, softmax,
  * layer norm, row sums, a two-axis reduction), at random extents from 1 to 9 (guards and
  * partial tiles). A primitive may refuse (the schedule is then unchanged) and the build may
@@ -66,7 +67,7 @@ static int pick_block(stof_sched *s, uint64_t *r) {
  * changes nothing). Returns the kind applied (0..10), or -1 when it was refused. */
 static int random_step(stof_sched *s, uint64_t *r) {
   stof_ctx *ctx = stof_sched_ctx(s);
-  int b = pick_block(s, r), loops[64], n = 0, out, kind = rnd(r, 12);
+  int b = pick_block(s, r), loops[64], n = 0, out, kind = rnd(r, 14);
   if (b < 0 || stof_sched_get_loops(s, b, 64, loops, &n)) {
     stof_ctx_clear_error(ctx);
     return -1;
@@ -115,6 +116,12 @@ static int random_step(stof_sched *s, uint64_t *r) {
   case 9: st = stof_sched_cache_write(s, b, rnd(r, 2) ? "local" : "shared", &out); break;
   case 10:
     if (n) st = stof_sched_unroll(s, loops[rnd(r, n)]);
+    break;
+  case 12: /* rfactor of a reduce loop (refused on a data-parallel one) */
+    if (n) st = stof_sched_rfactor(s, loops[rnd(r, n)], rnd(r, 2), &out);
+    break;
+  case 13:
+    if (n) st = rnd(r, 2) ? stof_sched_vectorize(s, loops[n - 1]) : stof_sched_parallel(s, loops[rnd(r, n)]);
     break;
   default: /* a tile of a fused pair: loop k+1 split by explicit factors that may overshoot
             * (a gap), its outer part fused with loop k, the fused loop split again */
@@ -192,7 +199,7 @@ static int matches_interpreter(sh_graph *G, stof_sched *s, double *worst) {
 
 static void random_schedules_compute_what_the_interpreter_computes(void **state) {
   (void)state;
-  int built = 0, refused = 0, applied[12] = {0}, tried = 0, n = ncase(), cuda = 0;
+  int built = 0, refused = 0, applied[14] = {0}, tried = 0, n = ncase(), cuda = 0;
   for (int c = 0; c < n; c++) {
     uint64_t r = 0x5EED0000u + (uint64_t)c;
     sh_graph G;
@@ -228,14 +235,14 @@ static void random_schedules_compute_what_the_interpreter_computes(void **state)
     sh_done(&G);
   }
   int total = 0;
-  for (int k = 0; k < 12; k++) total += applied[k];
+  for (int k = 0; k < 14; k++) total += applied[k];
   printf("random schedules: %d of %d primitives applied (split %d, fuse %d, reorder %d, compute_at %d, "
          "reverse_compute_at %d, inline %d, reverse inline %d, cache_read %d, cache_write %d, unroll %d, "
-         "fused tiles %d); "
+         "fused tiles %d, rfactor %d, vectorize or parallel %d); "
          "%d schedules built and checked, %d refused by the build; %d CUDA sources made with random "
          "bindings, the others refused with a message\n",
          total, tried, applied[0] + applied[1], applied[2], applied[3], applied[4], applied[5], applied[6],
-         applied[7], applied[8], applied[9], applied[10], applied[11], built, refused, cuda);
+         applied[7], applied[8], applied[9], applied[10], applied[11], applied[12], applied[13], built, refused, cuda);
   /* not vacuous: most cases build, and the primitives that move blocks took part */
   assert_true(built >= n / 2);
   assert_true(applied[4] > 0 && applied[5] > 0 && applied[8] > 0 && applied[9] > 0 && applied[2] > 0);
@@ -268,10 +275,34 @@ static void a_consumer_after_a_strided_producer_is_refused(void **state) {
   sh_done(&G);
 }
 
+/* Found by the random schedules (case 591): rfactor of the outer part of a split that
+ * overshoots (r of 9 split 4 x 4: the outer part runs 3 times) made a partial buffer of 4
+ * slots per row, the last never written, and the final sum read it (1e30 off when the
+ * memory held garbage). Now the buffer has the 3 slots the loop fills. */
+static void rfactor_of_an_overshooting_split_has_no_unwritten_slot(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_sum2(&G, 4, 9, 7);
+  stof_sched *s = sh_sched(&G);
+  int b = sh_block(s, "S"), l[3], rf;
+  sh_loops(s, b, l);
+  stof_factor f[2] = {stof_factor_const(4), stof_factor_const(4)};
+  int parts[2];
+  SH_OK(G.ctx, stof_sched_split(s, l[1], 2, f, parts));
+  SH_OK(G.ctx, stof_sched_rfactor(s, parts[0], 1, &rf));
+  char *nest = sh_nest(s);
+  if (!strstr(nest, "alloc S.rf: float32[4, 3]")) fail_msg("the partial buffer is not [4, 3]:\n%s", nest);
+  free(nest);
+  sh_check_numeric(&G, s);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 int run_random_schedules_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(random_schedules_compute_what_the_interpreter_computes),
       cmocka_unit_test(a_consumer_after_a_strided_producer_is_refused),
+      cmocka_unit_test(rfactor_of_an_overshooting_split_has_no_unwritten_slot),
   };
   return cmocka_run_group_tests_name("random_schedules", tests, NULL, NULL);
 }
