@@ -529,6 +529,17 @@ static int dense(const sched_bounds *bd, const sched_aff *x) {
   return 1;
 }
 
+/* Block b, computed after its attach loop, would read t where its producer p has not
+ * written it there, for the reason why. */
+static stof_status reads_unwritten(sched_bounds *bd, int b, int p, const stof_op *t, const char *why) {
+  const stof_sched *s = bd->s;
+  return stof_ctx_error(bd->ctx, STOF_ERR_SCHEDULE,
+                        "lower: block %s, computed after loop %s, would read %s where block %s has not written "
+                        "it: %s",
+                        sched_block_name(s, b), sched_loop_name(s, sched_block_at(s, b)->attach), t->name,
+                        sched_block_name(s, p), why);
+}
+
 /* The region of block b (reverse-attached): what its producer wrote in one iteration. b
  * must read the producer's buffer at its own axes, or along dimensions written whole. */
 static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
@@ -560,6 +571,7 @@ static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
   sched_range written[STOF_MAX_DIMS];
   int map[STOF_MAX_DIMS], whole[STOF_MAX_DIMS];
   sched_store_aff(bd, p, store);
+  char why[512];
   for (int d = 0; d < t->ndim; d++) {
     for (int i = 0; i < store[d].n; i++) {
       /* a fused loop only some of whose leaves are fixed here: the range of its source
@@ -567,23 +579,21 @@ static stof_status infer_reverse(sched_bounds *bd, int b, sched_range *range) {
        * this block would read them (a tile that is not a multiple of the inner extent) */
       int l = store[d].loop[i];
       if (sched_loop_at(s, l)->repl == SCHED_REPL_FUSE && loop_fixed_any(s, bd->fixed, l, 1) &&
-          !loop_fixed(s, bd->fixed, l))
-        return stof_ctx_error(bd->ctx, STOF_ERR_SCHEDULE,
-                              "lower: block %s, computed after loop %s, would read %s where block %s has not "
-                              "written it: loop %s is fused and split across that loop in a way that does "
-                              "not keep it whole (the tiles of the fused loop must be multiples of the "
-                              "extents fused inside it)",
-                              sched_block_name(s, b), sched_loop_name(s, x->attach), t->name,
-                              sched_block_name(s, p), sched_loop_name(s, l));
+          !loop_fixed(s, bd->fixed, l)) {
+        snprintf(why, sizeof why,
+                 "loop %s is fused and split across that loop in a way that does not keep it whole (the "
+                 "tiles of the fused loop must be multiples of the extents fused inside it)",
+                 sched_loop_name(s, l));
+        return reads_unwritten(bd, b, p, t, why);
+      }
     }
-    if (!dense(bd, &store[d]))
-      return stof_ctx_error(bd->ctx, STOF_ERR_SCHEDULE,
-                            "lower: block %s, computed after loop %s, would read %s where block %s has not "
-                            "written it: what block %s writes there along dimension %d has holes (a loop "
-                            "inside that loop steps over others: reorder them, or move %s to a loop that "
-                            "encloses all of them)",
-                            sched_block_name(s, b), sched_loop_name(s, x->attach), t->name,
-                            sched_block_name(s, p), sched_block_name(s, p), d, sched_block_name(s, b));
+    if (!dense(bd, &store[d])) {
+      snprintf(why, sizeof why,
+               "what block %s writes there along dimension %d has holes (a loop inside that loop steps "
+               "over others: reorder them, or move %s to a loop that encloses all of them)",
+               sched_block_name(s, p), d, sched_block_name(s, b));
+      return reads_unwritten(bd, b, p, t, why);
+    }
     sched_aff_range(bd, &store[d], t->shape[d], &written[d]);
     whole[d] = written[d].full;
   }
