@@ -70,7 +70,7 @@ static int l_template(lua_State *L) {
                       "%s: template name \"%s\": 1 to %d characters, no '@', '.', space or NUL (records "
                       "name a template as \"s3@NAME\")",
                       fname, name, NAME_MAX_LEN);
-  if (!strcmp(name, "auto") || !strcmp(name, "tensorcore") || !strcmp(name, "vendor") || !strcmp(name, "default"))
+  if (stof_tune_name_reserved(name))
     return slua_error(L, "ValueError", "%s: template name \"%s\" is taken by a built-in template", fname, name);
   push_registry(L); /* 3 */
   int at = find_template(L, 3, name);

@@ -97,10 +97,13 @@ static void reset_cfg(tuner *t) {
 
 /* ---------------------------------------------------------------- stage 1 */
 
+/* Knob settings measured per stage-1 scheme (stof_tune_opts.stage1_samples, default 3). */
+static int stage1_samples(const tuner *t) { return t->o->stage1_samples > 0 ? t->o->stage1_samples : 3; }
+
 /* Measures the scheme in t->code: the default configuration, then samples-1 random ones;
  * the best time in *ms (0 when every one failed). The segments are reset for this scheme. */
 static void measure_scheme(tuner *t, double *ms) {
-  int samples = t->o->stage1_samples > 0 ? t->o->stage1_samples : 3;
+  int samples = stage1_samples(t);
   *ms = 0;
   memset(t->segs, 0, sizeof *t->segs * (size_t)t->nslot);
   reset_cfg(t);
@@ -225,8 +228,7 @@ static stof_status stage1(tuner *t, double stage_budget) {
     /* as many as the budget leaves room for (each: compiled ahead, then measured a few
      * times), their code compiled ahead on every compiling thread with the default
      * configuration */
-    int samples = t->o->stage1_samples > 0 ? t->o->stage1_samples : 3;
-    nmove = search_fit(t, nmove, samples);
+    nmove = search_fit(t, nmove, stage1_samples(t));
     double p0 = search_now();
     for (int m = 0; m < nmove; m++) {
       memcpy(t->code, codes + no * (size_t)m, sizeof *t->code * no);
@@ -483,6 +485,11 @@ static stof_status reference(tuner *t, stof_plan *def) {
   return st;
 }
 
+int stof_tune_name_reserved(const char *name) {
+  return name && (!strcmp(name, "auto") || !strcmp(name, search_tc_name()) || !strcmp(name, "vendor") ||
+                  !strcmp(name, "default"));
+}
+
 static stof_status check_templates(tuner *t) {
   for (int i = 0; i < t->o->ntemplate; i++) {
     const stof_template *u = &t->o->templates[i];
@@ -490,8 +497,7 @@ static stof_status check_templates(tuner *t) {
       return stof_ctx_error(t->ctx, STOF_ERR_ARG,
                             "tune: template %d: a name (no '@' or '.', under %d characters) and a schedule function are required",
                             i + 1, NAMEL);
-    if (!strcmp(u->name, "auto") || !strcmp(u->name, search_tc_name()) || !strcmp(u->name, "vendor") ||
-        !strcmp(u->name, "default"))
+    if (stof_tune_name_reserved(u->name))
       return stof_ctx_error(t->ctx, STOF_ERR_ARG, "tune: template name %s is taken by a built-in one", u->name);
     for (int j = 0; j < i; j++)
       if (!strcmp(u->name, t->o->templates[j].name))

@@ -172,6 +172,10 @@ typedef struct stof_tune_result {
   char workload[128];  /* the records' workload key */
 } stof_tune_result;
 
+/** 1 when name is taken by the search itself ("auto", "tensorcore", "vendor", "default"):
+ *  no user template may have it. */
+int stof_tune_name_reserved(const char *name);
+
 /**
  * Searches the fastest correct plan for outputs[0..nout) of g on opts->plan.target: stage 1
  * starts from the default fusion scheme and keeps a move (expand: merge two neighbouring
