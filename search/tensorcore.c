@@ -93,11 +93,17 @@ static int own_axes(const stof_op *op, const stof_expr *e, const stof_op *const 
   }
 }
 
-/* Does op read g, directly or through other ops? */
-static int reads(const stof_op *op, const stof_op *g, int depth) {
+/* Does op read g, directly or through other ops of within[0..n) (NULL: any op; the
+ * segment's own graph, whose inputs are placeholders)? Only ops of the segment are walked:
+ * the plan's graph upstream of it is not. */
+static int reads(const stof_op *op, const stof_op *g, const stof_op *const *within, int n, int depth) {
   if (depth > 64) return 0;
-  for (int k = 0; k < op->ninput; k++)
-    if (op->input[k] == g || reads(op->input[k], g, depth + 1)) return 1;
+  for (int k = 0; k < op->ninput; k++) {
+    const stof_op *x = op->input[k];
+    if (x == g) return 1;
+    if (within && !in_list(x, within, n)) continue;
+    if (reads(x, g, within, n, depth + 1)) return 1;
+  }
   return 0;
 }
 
@@ -116,7 +122,7 @@ int search_tc_matches(void *ud, const stof_plan_seg_req *r) {
   dep[ndep++] = g;
   for (int i = 0; i < r->nop; i++) {
     const stof_op *o = r->op[i];
-    if (o == g || !reads(o, g, 0)) continue;
+    if (o == g || !reads(o, g, r->op, r->nop, 0)) continue;
     if (ndep == 64 || o->ndim != g->ndim || memcmp(o->shape, g->shape, sizeof *o->shape * (size_t)o->ndim) ||
         !own_axes(o, o->body, dep, ndep, 0))
       return 0;
@@ -212,7 +218,7 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
   int gemm_out = is_output(s, g);
   for (int b = 0; b < nb; b++) { /* what the write-back cannot hold */
     const stof_op *op = stof_sched_block_op(s, b);
-    if (id[b] == cb || !reads(op, g, 0)) continue;
+    if (id[b] == cb || !reads(op, g, NULL, 0, 0)) continue;
     if (gemm_out)
       return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                             "tensorcore: GEMM %s leaves the segment and %s reads it inside too (one write-back "
@@ -226,7 +232,7 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
   if (!gemm_out) TRY(stof_sched_compute_inline(s, copy));
   for (int b = 0; b < nb; b++) { /* every injective op after the GEMM folds into the write-back */
     const stof_op *op = stof_sched_block_op(s, b);
-    if (id[b] != cb && stof_sched_block_alive(s, id[b]) && !is_output(s, op) && reads(op, g, 0))
+    if (id[b] != cb && stof_sched_block_alive(s, id[b]) && !is_output(s, op) && reads(op, g, NULL, 0, 0))
       TRY(stof_sched_compute_inline(s, id[b]));
   }
   int l[5], n;
@@ -261,7 +267,7 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
   if (gemm_out) TRY(stof_sched_reverse_compute_at(s, copy, j[1]));
   for (int b = 0; b < nb; b++) {
     const stof_op *op = stof_sched_block_op(s, b);
-    if (id[b] != cb && stof_sched_block_alive(s, id[b]) && is_output(s, op) && reads(op, g, 0))
+    if (id[b] != cb && stof_sched_block_alive(s, id[b]) && is_output(s, op) && reads(op, g, NULL, 0, 0))
       TRY(stof_sched_reverse_compute_at(s, id[b], j[1]));
   }
   return STOF_OK;
