@@ -126,7 +126,14 @@ def hf_model(name, S, layers, dev, ref32=False):
     torch.manual_seed(0)
     with torch.device(dev):  # random init on the GPU (llama's on the CPU takes a minute)
         model32 = make().eval().requires_grad_(False)
+    # rotary tables' inverse frequencies stay float32, as in a model loaded with from_pretrained(dtype=float16)
+    # (LlamaRotaryEmbedding computes them in float32 at construction); Module.to(float16) would round them,
+    # which moves position p's angles by up to p * theta * 2^-11 (rel L2 5e-3 on the cos/sin tables at S 256)
+    keep32 = {n: b.clone() for n, b in model32.named_buffers() if n.rsplit(".", 1)[-1] in ("inv_freq", "original_inv_freq")}
     model = copy.deepcopy(model32).to(torch.float16) if ref32 else model32.to(torch.float16)
+    for n, b in keep32.items():
+        owner, attr = n.rsplit(".", 1) if "." in n else ("", n)
+        setattr(model.get_submodule(owner), attr, b)
     decoder = name in ("gpt2", "llama")
     for mm in (model, model32) if ref32 else (model,):
         for mname, m in mm.named_modules():  # the attention kind, read by masked_sdpa

@@ -549,7 +549,7 @@ static int trial(tuner *t, double *ms_out) {
 int search_trial(tuner *t, double *ms_out) {
   double start = search_now();
   int r = trial(t, ms_out);
-  if (r != -2) t->trial_s = search_now() - start;
+  if (r != -2) t->trial_s = fmax(t->trial_s, search_now() - start);
   return r;
 }
 

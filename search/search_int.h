@@ -76,8 +76,9 @@ typedef struct tuner {
   stof_plan *best_plan;
   stof_tune_result res;
   double t0, budget;
-  double trial_s;          /* wall seconds of the last candidate measured: none starts that
-                              would end after the budget */
+  double trial_s;          /* wall seconds of the slowest candidate measured (a would-be best
+                              is timed twice and checked): none starts that would end after
+                              the budget */
   double prep_s;           /* seconds per candidate of the last round compiled ahead */
   int stage;
   char what[256];
