@@ -68,6 +68,11 @@ static int l_plan(lua_State *L) {
         return slua_argerror(L, 2, fname, "knobs must be a string \"NAME.KNOB=VALUE,...\"");
       o.knobs = lua_tostring(L, -1); /* stays on the stack while the plan is built */
     }
+    if (lua_getfield(L, 2, "scheme") != LUA_TNIL) {
+      if (lua_type(L, -1) != LUA_TSTRING)
+        return slua_argerror(L, 2, fname, "scheme must be a string of segment numbers, one per op (Plan.scheme)");
+      o.scheme = lua_tostring(L, -1); /* stays on the stack while the plan is built */
+    }
     lua_getfield(L, 2, "gemm_tune");
     if (!lua_isnil(L, -1)) o.no_gemm_tune = !lua_toboolean(L, -1);
     lua_pop(L, 1);
