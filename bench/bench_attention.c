@@ -5,6 +5,14 @@
  * first: sampled rows against a float64 CPU reference, and no NaN left anywhere. One JSON object per case on
  * stdout and in --out (jansson); a table on stderr.
  *
+ * The inputs are made on the GPU (stof_tensor_rand_on, the values of stof_tensor_rand), the
+ * NaN scan runs there (stof_tensor_count_nan), and the reference regenerates on the host only
+ * the slices it reads (stof_tensor_rand_range) and copies back only the checked output rows:
+ * a 128k-token shape checks in seconds. Each line also has the format built on the GPU at the
+ * plan's tile (format_ms, warm median of 3; format_mb), the device memory in use after the
+ * checked run (gpu_used_mb; io_mb of it the 3 input sets and the output, plan_mem_mb the rest)
+ * and the check's seconds (check_s).
+ *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync]
  *                   [--tiles 0,64,128] [--stages 0] [--reps 30] [--check-rows 6] [--peer-masks DIR] [--out FILE]
@@ -25,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <stof/core.h>
 #include <stof/kernels.h>
@@ -43,6 +52,12 @@ static int holes_pred(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
   (void)b, (void)h;
   if ((i >= S / 3 && i < S / 3 + 150) || i >= S - 5) return 0;
   return j <= i;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -74,48 +89,90 @@ static stof_tensor *peer_mask(stof_ctx *ctx, const char *dir, const char *name, 
   return t;
 }
 
-/* Relative L2 error of rows `rows` of (b, h) = (0, 0) and (B-1, H-1) against float64. */
-static double check_rows(stof_ctx *ctx, const stof_mask *mask, const stof_tensor *q,
-                         const stof_tensor *k, const stof_tensor *v, const stof_tensor *o,
-                         int nrows, const int64_t *rows, int *nan_seen) {
-  int64_t B = q->shape[0], H = q->shape[1], S = q->shape[2], D = q->shape[3];
+/* The seeds of input set r (q, k, v): the inputs are stof_tensor_rand's tensors, made on
+ * the GPU (stof_tensor_rand_on); the reference regenerates the slices it reads. */
+static uint64_t seed_of(int r, int which) { return (uint64_t)(100 + 3 * r + which); }
+
+/* Elements [first, first + n) of input `which` of set 0 as doubles (malloc'd). */
+static double *input_slice(stof_ctx *ctx, stof_dtype dt, int which, int64_t first, int64_t n) {
+  stof_tensor *t;
+  if (stof_tensor_rand_range(ctx, dt, seed_of(0, which), first, n, &t)) die(ctx, "reference inputs");
+  double *x = malloc(sizeof *x * (size_t)(n ? n : 1));
+  for (int64_t e = 0; e < n; e++) x[e] = stof_tensor_load(t, e);
+  stof_tensor_free(t);
+  return x;
+}
+
+/* Relative L2 error of rows `rows` of (b, h) = (0, 0) and (B-1, H-1) of the GPU output o
+ * against float64 on input set 0: only those heads' K and V, those rows of Q (regenerated on
+ * the host) and of O (copied back) cross; so a 128k sequence checks in seconds. */
+static double check_rows(stof_ctx *ctx, const stof_mask *mask, stof_dtype dt, int64_t B, int64_t H, int64_t S,
+                         int64_t D, const stof_tensor *o, int nrows, const int64_t *rows) {
   double num = 0, den = 0, scale = 1.0 / sqrt((double)D);
   double *s = malloc(sizeof *s * (size_t)S), *acc = malloc(sizeof *acc * (size_t)D);
+  size_t es = stof_dtype_size(dt);
+  void *orow = malloc(es * (size_t)D);
+  stof_tensor *ot;
+  if (stof_tensor_wrap(ctx, dt, 1, &D, NULL, orow, STOF_DEVICE_CPU, &ot)) die(ctx, "output row");
   int64_t bh[2][2] = {{0, 0}, {B - 1, H - 1}};
   for (int p = 0; p < 2; p++) {
     int64_t b = bh[p][0], h = bh[p][1], base = (b * H + h) * S * D;
+    double *k = input_slice(ctx, dt, 1, base, S * D), *v = input_slice(ctx, dt, 2, base, S * D);
     for (int r = 0; r < nrows; r++) {
       int64_t i = rows[r];
+      double *q = input_slice(ctx, dt, 0, base + i * D, D);
       double mx = -INFINITY;
       for (int64_t j = 0; j < S; j++) {
         s[j] = -INFINITY;
         if (stof_mask_eval(mask, b, h, i, j) != 1) continue;
         double d = 0;
-        for (int64_t x = 0; x < D; x++)
-          d += stof_tensor_load(q, base + i * D + x) * stof_tensor_load(k, base + j * D + x);
+        for (int64_t x = 0; x < D; x++) d += q[x] * k[j * D + x];
         s[j] = d * scale;
         if (s[j] > mx) mx = s[j];
       }
+      free(q);
       double sum = 0;
       for (int64_t x = 0; x < D; x++) acc[x] = 0;
       for (int64_t j = 0; j < S; j++) {
         if (s[j] == -INFINITY) continue;
         double e = exp(s[j] - mx);
         sum += e;
-        for (int64_t x = 0; x < D; x++) acc[x] += e * stof_tensor_load(v, base + j * D + x);
+        for (int64_t x = 0; x < D; x++) acc[x] += e * v[j * D + x];
       }
+      if (stof_cuda_dtoh(ctx, orow, (uint64_t)(uintptr_t)o->data + (uint64_t)((base + i * D) * (int64_t)es), es * (size_t)D))
+        die(ctx, "output row");
       for (int64_t x = 0; x < D; x++) {
-        double ref = sum > 0 ? acc[x] / sum : 0, got = stof_tensor_load(o, base + i * D + x);
-        if (isnan(got)) *nan_seen = 1;
-        num += (got - ref) * (got - ref);
+        double ref = sum > 0 ? acc[x] / sum : 0, got = stof_tensor_load(ot, x);
+        num += (got - ref) * (got - ref); /* a NaN makes the error NaN: the row fails */
         den += ref * ref;
       }
     }
+    free(k), free(v);
   }
-  free(s);
-  free(acc);
-  (void)ctx;
+  stof_tensor_free(ot);
+  free(orow), free(s), free(acc);
   return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Median over 3 warm builds of the mask's format on the GPU at tile T (after one that
+ * compiles and loads the builder), and its device bytes (what the plan uploads); -1 when the
+ * GPU builder cannot take the mask. */
+static double format_gpu_ms(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H, int64_t S, int T,
+                            double *mb) {
+  double ms[4];
+  *mb = 0;
+  for (int r = 0; r < 4; r++) {
+    stof_mask_format *f;
+    if (stof_mask_format_build_gpu(ctx, mask, B, H, S, S, T, &f)) {
+      stof_ctx_clear_error(ctx);
+      return -1;
+    }
+    ms[r] = f->build_ms;
+    *mb = ((double)f->nmask * (f->nrow + 1) * 4 + (double)f->nentry * 8 + (double)f->nword * 8) / 1048576.0;
+    stof_mask_format_free(f);
+  }
+  double a = ms[1], b = ms[2], c = ms[3];
+  return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
 }
 
 int main(int argc, char **argv) {
@@ -173,16 +230,18 @@ int main(int argc, char **argv) {
       return 2;
     }
     int64_t B = Bl, S = Sl, H = heads, D = dim, shape[4] = {B, H, S, D};
-    stof_tensor *hq[3], *hk[3], *hv[3], *dq[3], *dk[3], *dv[3], *dout, *hout;
-    for (int r = 0; r < 3; r++) {
-      if (stof_tensor_rand(ctx, dtype, 4, shape, 100 + 3 * r, &hq[r]) ||
-          stof_tensor_rand(ctx, dtype, 4, shape, 101 + 3 * r, &hk[r]) ||
-          stof_tensor_rand(ctx, dtype, 4, shape, 102 + 3 * r, &hv[r]) ||
-          stof_tensor_to(hq[r], STOF_DEVICE_CUDA, &dq[r]) || stof_tensor_to(hk[r], STOF_DEVICE_CUDA, &dk[r]) ||
-          stof_tensor_to(hv[r], STOF_DEVICE_CUDA, &dv[r]))
+    stof_tensor *dq[3], *dk[3], *dv[3], *dout;
+    size_t free0, total;
+    if (stof_cuda_mem_get_info(ctx, &free0, &total)) die(ctx, "memory");
+    double t_in = now_ms();
+    for (int r = 0; r < 3; r++) /* made on the GPU: seconds for gigabytes, not minutes */
+      if (stof_tensor_rand_on(ctx, dtype, 4, shape, seed_of(r, 0), STOF_DEVICE_CUDA, &dq[r]) ||
+          stof_tensor_rand_on(ctx, dtype, 4, shape, seed_of(r, 1), STOF_DEVICE_CUDA, &dk[r]) ||
+          stof_tensor_rand_on(ctx, dtype, 4, shape, seed_of(r, 2), STOF_DEVICE_CUDA, &dv[r]))
         die(ctx, "inputs");
-    }
     if (stof_tensor_new(ctx, dtype, 4, shape, STOF_DEVICE_CUDA, &dout)) die(ctx, "output");
+    fprintf(stderr, "inputs %lldx%lldx%lldx%lld (3 sets of q, k, v) made on the GPU in %.0f ms\n", (long long)B,
+            (long long)H, (long long)S, (long long)D, now_ms() - t_in);
     for (int mi = 0; mi < nmask; mi++) {
       stof_mask *mask = NULL;
       stof_tensor *pm = peer_mask(ctx, peer_dir, masks[mi], S);
@@ -217,10 +276,12 @@ int main(int argc, char **argv) {
           }
           /* correctness first: poison, run, check sampled rows */
           /* 0x7fff: NaN in float16 and in bfloat16 */
+          double t_check = now_ms();
           if (stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)dout->data, 0x7fff, (size_t)(B * H * S * D)) ||
-              stof_attn_plan_run(plan, dq[0], dk[0], dv[0], dout) || stof_cuda_synchronize(ctx) ||
-              stof_tensor_to(dout, STOF_DEVICE_CPU, &hout))
+              stof_attn_plan_run(plan, dq[0], dk[0], dv[0], dout) || stof_cuda_synchronize(ctx))
             die(ctx, "run");
+          size_t free1;
+          if (stof_cuda_mem_get_info(ctx, &free1, &total)) die(ctx, "memory");
           int nrows = nrows_asked < 6 ? 6 : nrows_asked >= S ? (int)S : nrows_asked;
           int64_t *rows = malloc(sizeof *rows * (size_t)nrows);
           if (nrows == S) {
@@ -229,13 +290,14 @@ int main(int argc, char **argv) {
             int64_t fixed[6] = {0, 1, S / 3, S / 2 + 7, S - 2, S - 1};
             for (int r = 0; r < nrows; r++) rows[r] = r < 6 ? fixed[r] : (int64_t)fmin((double)(S - 1), (double)((r - 6) * S / (nrows - 6) + 3));
           }
-          int nan_seen = 0;
-          double err = check_rows(ctx, mask, hq[0], hk[0], hv[0], hout, nrows, rows, &nan_seen);
+          double err = check_rows(ctx, mask, dtype, B, H, S, D, dout, nrows, rows);
           free(rows);
-          /* every element written: the poison (NaN) must be gone everywhere */
-          for (int64_t x = 0, n = stof_tensor_numel(hout); x < n && !nan_seen; x++)
-            if (isnan(stof_tensor_load(hout, x))) nan_seen = 1;
-          stof_tensor_free(hout);
+          /* every element written: the poison (NaN) must be gone everywhere (counted on the GPU) */
+          int64_t nnan = 0;
+          if (stof_tensor_count_nan(dout, &nnan)) die(ctx, "NaN scan");
+          int nan_seen = nnan > 0 || isnan(err);
+          t_check = now_ms() - t_check;
+          double fmt_mb = 0, fmt_ms = format_gpu_ms(ctx, mask, B, H, S, c->tile, &fmt_mb);
           double ms = 0;
           if (reps == 0) goto report;
           /* warm-up: at least 100 ms of launches, so the clocks are up after the CPU check */
@@ -269,6 +331,17 @@ int main(int argc, char **argv) {
                                 "hopper", c->hopper, "tma", c->tma, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
                                 "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
                                 props.name, "peer_mask", from_peer);
+          /* long context: the format built on the GPU (warm, median of 3; -1: not on the GPU)
+           * and its device bytes; device memory in use after the checked run (gpu_used_mb), of
+           * which the 3 input sets and the output are io_mb and the rest since the inputs were
+           * made (the plan: format arrays, modules; 2 MiB pages) plan_mem_mb; the check's s */
+          json_object_set_new(j, "format_ms", json_real(fmt_ms));
+          json_object_set_new(j, "format_mb", json_real(fmt_mb));
+          json_object_set_new(j, "gpu_used_mb", json_real((double)(total - free1) / 1048576.0));
+          double io_mb = 10.0 * (double)(B * H * S * D) * (double)stof_dtype_size(dtype) / 1048576.0;
+          json_object_set_new(j, "io_mb", json_real(io_mb));
+          json_object_set_new(j, "plan_mem_mb", json_real(((double)free0 - (double)free1) / 1048576.0 - io_mb));
+          json_object_set_new(j, "check_s", json_real(t_check / 1e3));
           char *line = json_dumps(j, JSON_COMPACT);
           printf("%s\n", line);
           if (out) fprintf(out, "%s\n", line);
@@ -278,10 +351,7 @@ int main(int argc, char **argv) {
         }
       stof_mask_free(mask);
     }
-    for (int r = 0; r < 3; r++) {
-      stof_tensor_free(hq[r]), stof_tensor_free(hk[r]), stof_tensor_free(hv[r]);
-      stof_tensor_free(dq[r]), stof_tensor_free(dk[r]), stof_tensor_free(dv[r]);
-    }
+    for (int r = 0; r < 3; r++) stof_tensor_free(dq[r]), stof_tensor_free(dk[r]), stof_tensor_free(dv[r]);
     stof_tensor_free(dout);
   }
   free(ts);

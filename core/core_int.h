@@ -30,6 +30,9 @@ struct stof_graph {
 /* Shape text "[2, 3]" for messages, into a caller buffer. */
 const char *core_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
 
+/* The generator state of stof_tensor_rand's seed (its device copy starts from it). */
+uint64_t core_rand_state(uint64_t seed);
+
 /* stof_graph_collect, optionally following extern ops' semantics too. */
 stof_status core_graph_collect(stof_graph *g, int nout, const stof_op *const *outputs,
                                int with_semantics, const stof_op ***ops, int *nops);

@@ -204,20 +204,36 @@ static uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+/* Element i of stof_tensor_rand(dtype, ..., seed), before it is stored: a counter-based
+ * draw (the device's copy in core/tensor_gpu.c computes the same). */
+static double rand_at(stof_dtype dtype, uint64_t state0, int64_t i) {
+  uint64_t r = mix64(state0 + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull);
+  double u = (double)(r >> 11) * (1.0 / 9007199254740992.0);
+  return stof_dtype_is_float(dtype) ? 2.0 * u - 1.0 : dtype == STOF_DTYPE_BOOL ? (double)(r >> 63) : floor(u * 100.0);
+}
+
+uint64_t core_rand_state(uint64_t seed) { return mix64(seed ^ 0x243f6a8885a308d3ull); }
+
 stof_status stof_tensor_rand(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape,
                              uint64_t seed, stof_tensor **out) {
   stof_status st = stof_tensor_new(ctx, dtype, ndim, shape, STOF_DEVICE_CPU, out);
   if (st) return st;
   int64_t n = stof_tensor_numel(*out);
-  uint64_t state = mix64(seed ^ 0x243f6a8885a308d3ull);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t r = mix64(state += 0x9e3779b97f4a7c15ull);
-    double u = (double)(r >> 11) * (1.0 / 9007199254740992.0);
-    double v = stof_dtype_is_float(dtype) ? 2.0 * u - 1.0
-               : dtype == STOF_DTYPE_BOOL ? (double)(r >> 63)
-                                          : floor(u * 100.0);
-    stof_tensor_store(*out, i, v);
-  }
+  uint64_t state = core_rand_state(seed);
+  for (int64_t i = 0; i < n; i++) stof_tensor_store(*out, i, rand_at(dtype, state, i));
+  return STOF_OK;
+}
+
+stof_status stof_tensor_rand_range(stof_ctx *ctx, stof_dtype dtype, uint64_t seed, int64_t first, int64_t count,
+                                   stof_tensor **out) {
+  *out = NULL;
+  if (first < 0 || count < 0 || first > INT64_MAX - count)
+    return stof_ctx_error(ctx, STOF_ERR_RANGE, "tensor rand range: elements [%lld, %lld + %lld) out of range",
+                          (long long)first, (long long)first, (long long)count);
+  stof_status st = stof_tensor_new(ctx, dtype, 1, &count, STOF_DEVICE_CPU, out);
+  if (st) return st;
+  uint64_t state = core_rand_state(seed);
+  for (int64_t i = 0; i < count; i++) stof_tensor_store(*out, i, rand_at(dtype, state, first + i));
   return STOF_OK;
 }
 

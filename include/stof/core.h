@@ -185,6 +185,18 @@ stof_status stof_tensor_wrap(stof_ctx *ctx, stof_dtype dtype, int ndim, const in
  *  from seed. Owned. */
 stof_status stof_tensor_rand(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape,
                              uint64_t seed, stof_tensor **out);
+/** stof_tensor_rand made on `device`: the same values for the same seed, dtype and shape (on
+ *  the GPU generated there, in milliseconds for gigabytes; float dtypes only there). Owned. */
+stof_status stof_tensor_rand_on(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape,
+                                uint64_t seed, stof_device device, stof_tensor **out);
+/** Elements [first, first + count) (row-major order) of stof_tensor_rand's tensor of that
+ *  dtype and seed, whatever its shape, as a 1-D CPU tensor: a slice of a large random input
+ *  without making all of it (a CPU reference for sampled rows). Owned. */
+stof_status stof_tensor_rand_range(stof_ctx *ctx, stof_dtype dtype, uint64_t seed, int64_t first,
+                                   int64_t count, stof_tensor **out);
+/** The NaN elements of a contiguous float tensor (f16, bf16, f32, f64), counted where it
+ *  lives (a GPU tensor on the device: only the count crosses). */
+stof_status stof_tensor_count_nan(const stof_tensor *t, int64_t *count);
 void stof_tensor_free(stof_tensor *t);
 
 int64_t stof_tensor_numel(const stof_tensor *t);

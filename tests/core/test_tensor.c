@@ -217,6 +217,87 @@ static void tensor_rand_is_reproducible_in_range_and_varied(void **state) {
   tu_ctx_free(ctx, &h);
 }
 
+/* stof_tensor_rand_range: any slice of the flat order is the same elements as the whole
+ * tensor's, for every dtype (so a CPU reference can make the rows it checks alone) */
+static void tensor_rand_range_is_a_slice_of_rand(void **state) {
+  tu_heap h;
+  stof_ctx *ctx = tu_ctx_new(&h);
+  const stof_dtype dts[] = {STOF_DTYPE_F16, STOF_DTYPE_BF16, STOF_DTYPE_F32, STOF_DTYPE_F64,
+                            STOF_DTYPE_I32, STOF_DTYPE_I64, STOF_DTYPE_BOOL};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+    stof_tensor *a = NULL, *r = NULL;
+    TU_OK(ctx, stof_tensor_rand(ctx, dts[d], 3, TU_SHAPE(3, 7, 11), 41, &a));
+    const int64_t cuts[][2] = {{0, 231}, {5, 17}, {100, 1}, {230, 1}, {77, 0}};
+    for (int c = 0; c < 5; c++) {
+      TU_OK(ctx, stof_tensor_rand_range(ctx, dts[d], 41, cuts[c][0], cuts[c][1], &r));
+      assert_int_equal(r->ndim, 1);
+      assert_int_equal(r->shape[0], cuts[c][1]);
+      size_t es = stof_dtype_size(dts[d]);
+      if (cuts[c][1]) assert_memory_equal(r->data, (const char *)a->data + es * (size_t)cuts[c][0], es * (size_t)cuts[c][1]);
+      stof_tensor_free(r);
+    }
+    stof_tensor_free(a);
+  }
+  stof_tensor *r = NULL;
+  TU_ERR(ctx, stof_tensor_rand_range(ctx, STOF_DTYPE_F32, 1, -1, 4, &r), STOF_ERR_RANGE, "out of range");
+  assert_null(r);
+  TU_ERR(ctx, stof_tensor_rand_range(ctx, STOF_DTYPE_F32, 1, INT64_MAX - 2, 4, &r), STOF_ERR_RANGE, "out of range");
+  tu_ctx_free(ctx, &h);
+}
+
+/* stof_tensor_count_nan on the CPU; on the GPU (where there is one) stof_tensor_rand_on gives
+ * stof_tensor_rand's bits and the count is made on the device; without one, NO_DEVICE */
+static void tensor_count_nan_and_rand_on_the_gpu(void **state) {
+  tu_heap h;
+  stof_ctx *ctx = tu_ctx_new(&h);
+  stof_tensor *a = NULL, *g = NULL, *back = NULL;
+  int64_t n = -1;
+  TU_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_F16, 2, TU_SHAPE(33, 65), 9, &a));
+  TU_OK(ctx, stof_tensor_count_nan(a, &n));
+  assert_int_equal(n, 0);
+  stof_tensor_store(a, 0, NAN), stof_tensor_store(a, 1000, NAN), stof_tensor_store(a, 33 * 65 - 1, NAN);
+  TU_OK(ctx, stof_tensor_count_nan(a, &n));
+  assert_int_equal(n, 3);
+  stof_tensor *ti = NULL;
+  TU_OK(ctx, stof_tensor_rand(ctx, STOF_DTYPE_I32, 1, TU_SHAPE(4), 1, &ti));
+  TU_ERR(ctx, stof_tensor_count_nan(ti, &n), STOF_ERR_TYPE, "not a float type");
+  stof_tensor_free(ti);
+  stof_tensor_free(a);
+  stof_status init = stof_cuda_init(ctx);
+  stof_ctx_clear_error(ctx);
+  const stof_dtype dts[] = {STOF_DTYPE_F16, STOF_DTYPE_BF16, STOF_DTYPE_F32, STOF_DTYPE_F64};
+  for (size_t d = 0; d < 4; d++) {
+    stof_status st = stof_tensor_rand_on(ctx, dts[d], 3, TU_SHAPE(5, 300, 129), 77, STOF_DEVICE_CUDA, &g);
+    if (init != STOF_OK) {
+      assert_int_equal(st, init);
+      assert_null(g);
+      stof_ctx_clear_error(ctx);
+      continue;
+    }
+    assert_int_equal(st, STOF_OK);
+    assert_int_equal(g->device, STOF_DEVICE_CUDA);
+    TU_OK(ctx, stof_tensor_rand(ctx, dts[d], 3, TU_SHAPE(5, 300, 129), 77, &a));
+    TU_OK(ctx, stof_tensor_to(g, STOF_DEVICE_CPU, &back));
+    assert_memory_equal(back->data, a->data, stof_dtype_size(dts[d]) * 5 * 300 * 129);
+    TU_OK(ctx, stof_tensor_count_nan(g, &n));
+    assert_int_equal(n, 0);
+    if (dts[d] == STOF_DTYPE_F16 || dts[d] == STOF_DTYPE_BF16) { /* poisoned: every element NaN */
+      TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)g->data, dts[d] == STOF_DTYPE_F16 ? 0x7e00 : 0x7fc0,
+                                    5 * 300 * 129));
+      TU_OK(ctx, stof_tensor_count_nan(g, &n));
+      assert_int_equal(n, 5 * 300 * 129);
+    }
+    stof_tensor_free(back);
+    stof_tensor_free(a);
+    stof_tensor_free(g);
+    back = a = g = NULL;
+  }
+  if (init == STOF_OK)
+    TU_ERR(ctx, stof_tensor_rand_on(ctx, STOF_DTYPE_I32, 1, TU_SHAPE(4), 1, STOF_DEVICE_CUDA, &g), STOF_ERR_UNSUPPORTED,
+           "float16, bfloat16, float32 or float64");
+  tu_ctx_free(ctx, &h);
+}
+
 static void tensor_rand_ints_and_bools_in_range(void **state) {
   tu_heap h;
   stof_ctx *ctx = tu_ctx_new(&h);
@@ -565,6 +646,8 @@ int run_tensor_tests(void) {
       cmocka_unit_test(tensor_get_set_out_of_range_fails_naming_the_dim),
       cmocka_unit_test(tensor_rand_is_reproducible_in_range_and_varied),
       cmocka_unit_test(tensor_rand_ints_and_bools_in_range),
+      cmocka_unit_test(tensor_rand_range_is_a_slice_of_rand),
+      cmocka_unit_test(tensor_count_nan_and_rand_on_the_gpu),
       cmocka_unit_test(tensor_wrap_transposed_view_reads_right_elements),
       cmocka_unit_test(tensor_fill_and_store_touch_only_view_elements),
       cmocka_unit_test(tensor_cast_f32_to_f16_and_back_rounds_to_half),
