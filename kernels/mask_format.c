@@ -217,6 +217,7 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
   stof_mask_format *f = stof_ctx_alloc(ctx, sizeof *f);
   if (!f) return STOF_ERR_NOMEM;
   f->ctx = ctx;
+  f->copy_ms = 0;
   f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
   f->nrow = (int32_t)nrow, f->ncol = (int32_t)ncol;
   f->mask_b = (int32_t)mask_b, f->mask_h = (int32_t)mask_h, f->nmask = (int32_t)nmask;

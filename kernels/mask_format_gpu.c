@@ -421,13 +421,16 @@ stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mas
     if ((st = stof_cuda_launch(ctx, g->k_write, grid, block, 0, args))) goto done;
   }
 
-  /* the host format, copied back */
+  /* the host format, copied back (timed apart: the kernels done first) */
+  if ((st = stof_cuda_synchronize(ctx))) goto done;
+  double t_copy = kernels_now_ms();
   f = stof_ctx_alloc(ctx, sizeof *f);
   if (!f) {
     st = STOF_ERR_NOMEM;
     goto done;
   }
   f->ctx = ctx;
+  f->copy_ms = 0;
   f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
   f->nrow = nrow, f->ncol = ncol;
   f->mask_b = mask_b, f->mask_h = mask_h, f->nmask = nmask;
@@ -446,6 +449,7 @@ stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mas
   f->bmp_off = fetch(ctx, dev[D_OFF], (size_t)nentry, 4, &st);
   f->bitmap = fetch(ctx, dev[D_BITS], (size_t)nword, 8, &st);
   if (st) goto done;
+  f->copy_ms = kernels_now_ms() - t_copy;
 
   /* the statistics, as the CPU builder computes them */
   int64_t nmask64 = d.nmask;

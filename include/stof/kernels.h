@@ -178,6 +178,8 @@ typedef struct stof_mask_format {
   int64_t ntile_full, ntile_partial, ntile_empty;
   size_t bytes;            /* bytes of row_ptr, col_idx, bmp_off and bitmap */
   double build_ms;         /* wall time of the build */
+  double copy_ms;          /* of build_ms, the copies of the arrays back to the host (GPU
+                              builds; 0 on the CPU) */
 } stof_mask_format;
 
 /**
