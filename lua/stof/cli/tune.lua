@@ -19,7 +19,7 @@ options:
 
   --db FILE          the tuning database: every candidate is recorded there, and a later
                      run of the same workload rebuilds its best record without searching
-                     (none: nothing is kept)
+                     (without --db nothing is kept)
   --budget T         wall-clock budget: SECONDS, or 30s, 5m (30s)
   --trials N         measured candidates at most (no limit but the budget)
   --reps N           timed runs per candidate (10); the median counts
