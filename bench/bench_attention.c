@@ -98,6 +98,7 @@ static double *input_slice(stof_ctx *ctx, stof_dtype dt, int which, int64_t firs
   stof_tensor *t;
   if (stof_tensor_rand_range(ctx, dt, seed_of(0, which), first, n, &t)) die(ctx, "reference inputs");
   double *x = malloc(sizeof *x * (size_t)(n ? n : 1));
+  if (!x) die(ctx, "reference inputs: out of host memory");
   for (int64_t e = 0; e < n; e++) x[e] = stof_tensor_load(t, e);
   stof_tensor_free(t);
   return x;
@@ -169,7 +170,7 @@ static double format_gpu_ms(stof_ctx *ctx, const stof_mask *mask, int64_t B, int
     }
     ms[r] = f->build_ms;
     cp[r] = f->copy_ms;
-    *mb = ((double)f->nmask * (f->nrow + 1) * 4 + (double)f->nentry * 8 + (double)f->nword * 8) / 1048576.0;
+    *mb = (double)f->bytes / 1048576.0;
     stof_mask_format_free(f);
   }
   int k = 1; /* the median build, and its copies */

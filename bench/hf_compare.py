@@ -92,7 +92,7 @@ def masked_sdpa(module, q, k, v, attention_mask=None, scaling=None, dropout=0.0,
     return o.transpose(1, 2).contiguous(), None
 
 
-def hf_model(name, S, layers, dev, ref32=False):
+def hf_model(name, S, layers, dev, ref32=False, inv_freq32=True):
     """(model, config, S, expected attention calls by kind): the model of peers.py build() with
     seeded random weights in fp16; S is the token count (vit: n * n + 1)."""
     n = layers
@@ -129,7 +129,7 @@ def hf_model(name, S, layers, dev, ref32=False):
     # rotary tables' inverse frequencies stay float32, as in a model loaded with from_pretrained(dtype=float16)
     # (LlamaRotaryEmbedding computes them in float32 at construction); Module.to(float16) would round them,
     # which moves position p's angles by up to p * theta * 2^-11 (rel L2 5e-3 on the cos/sin tables at S 256)
-    keep32 = {n: b.clone() for n, b in model32.named_buffers() if n.rsplit(".", 1)[-1] in ("inv_freq", "original_inv_freq")}
+    keep32 = {} if not inv_freq32 else {n: b.clone() for n, b in model32.named_buffers(remove_duplicate=False) if n.rsplit(".", 1)[-1] in ("inv_freq", "original_inv_freq")}
     model = copy.deepcopy(model32).to(torch.float16) if ref32 else model32.to(torch.float16)
     for n, b in keep32.items():
         owner, attr = n.rsplit(".", 1) if "." in n else ("", n)

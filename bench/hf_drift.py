@@ -2,9 +2,9 @@
 
 bench/hf_compare.py --ref32 shows stof's fp16 plan and Hugging Face's fp16 model each against
 the float32 model (same weights, same inputs, same mask). For LLaMA, Hugging Face's fp16 run
-is the farther of the two (1.07e-2 at the last layer against stof's 3.7e-3), so stof's
-distance to it is mostly the reference's own rounding. This script finds where that rounding
-happens, without stof:
+was the farther of the two (1.07e-2 at the last layer against stof's 3.7e-3), so stof's
+distance to it was mostly the reference's own rounding. This script found where that rounding
+happened (the rotary tables, from inv_freq rounded to fp16), without stof:
 
   local   each leaf module of the fp16 model (Linear, RMSNorm/LayerNorm, activation) and the
           rotary embedding run again in float32 on the very inputs the fp16 run gave it (the
@@ -12,12 +12,16 @@ happens, without stof:
           module adds itself, nothing inherited;
   global  every module's output in the fp16 run against the same module's in the float32 run
           (everything inherited);
-  fixes   the last hidden state's distance to float32 after patching one suspected source at a
-          time into the fp16 model (each alone): the rms norm's weight multiplied in float32
-          before the one rounding, the rotary tables kept in float32 for the q/k products.
+  fixes   the last hidden state's distance to float32 with one suspected source removed at a
+          time: rms_norm_f32 (the fp16 model's RMSNorm multiplying its weight in float32 before
+          its one rounding), residual_f32 (the float32 model with only its Linear layers in
+          fp16: inputs, weights and outputs rounded, everything else float32).
 
-  python3 bench/hf_drift.py [--model llama] [--layers 2] [--shape 2x256]
-Prints one JSON line per measurement (kind local / global / fix), sorted by error.
+  python3 bench/hf_drift.py [--model llama] [--layers 2] [--shape 2x256] [--round-inv-freq]
+--round-inv-freq builds the fp16 model as hf_compare.py did before the eighth session
+(Module.to(float16) rounding the rotary inv_freq buffers too). Prints one JSON line per
+measurement: the local rows by error (largest first), the global rows by module name, then
+the fix rows.
 """
 import argparse, json, os, sys
 
@@ -56,10 +60,11 @@ def main():
     ap.add_argument("--model", default="llama")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--shape", default="2x256")
+    ap.add_argument("--round-inv-freq", action="store_true")
     a = ap.parse_args()
     B, S = map(int, a.shape.split("x"))
     H.T.AttentionInterface.register("stof_masked_sdpa", H.masked_sdpa)
-    model, model32, cfg, S, _ = H.hf_model(a.model, S, a.layers, "cuda", ref32=True)
+    model, model32, cfg, S, _ = H.hf_model(a.model, S, a.layers, "cuda", ref32=True, inv_freq32=not a.round_inv_freq)
     for mm in (model, model32):
         for m in mm.modules():
             c = getattr(m, "config", None)
@@ -122,7 +127,6 @@ def main():
         v = x.float().pow(2).mean(-1, keepdim=True)
         return (self.weight.float() * (x.float() * torch.rsqrt(v + self.variance_epsilon))).to(x.dtype)
 
-    rot = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
     for fix in ("rms_norm_f32", "residual_f32"):
         saved = []
         if fix == "rms_norm_f32":
@@ -149,7 +153,6 @@ def main():
         for m, f in saved:
             m.forward = f
         print(json.dumps(dict(kind="fix", fix=fix, last_rel_l2=rel(o, o32))), flush=True)
-    del rot
 
 
 if __name__ == "__main__":

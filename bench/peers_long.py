@@ -9,7 +9,7 @@ mask_mods, its bench() timing), so that the numbers are the ones peers.py would 
   every suite mask but dense: FlexAttention (torch.compile'd, block mask from
           create_block_mask(_compile=True)), its time and block_mask_ms (create_block_mask
           timed as peers.py times it: 1 warm-up, median of 5)
-plus the peak device memory of each case (torch.cuda.max_memory_allocated).
+plus the peak device memory of each case (torch.cuda.max_memory_allocated: q, k, v included).
 
   python3 bench/peers_long.py [--peers .peers/peers.py] [--shapes 1x32768,1x65536,1x131072]
                               [--heads 32] [--dim 128] [--masks ...] [--out FILE]
@@ -79,7 +79,8 @@ def main():
                      first_call_s=round(first, 2), block_mask_ms=bm_ms)
                 del bm
             except Exception as ex:  # noqa: BLE001 (one case's failure is its line)
-                emit(**base, mask=name, impl="flex_attention" if name not in ("dense",) else "sdpa", error=f"{type(ex).__name__}: {ex}"[:300])
+                emit(**base, mask=name, impl="sdpa" if name == "dense" else "flex_attention or sdpa_flash2",
+                     error=f"{type(ex).__name__}: {ex}"[:300])
             torch.cuda.empty_cache()
         del q, k, v
         torch.cuda.empty_cache()

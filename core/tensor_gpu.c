@@ -5,7 +5,8 @@
  *
  * The device code is a small CUDA source compiled with NVRTC for the current device on first
  * use (stof_cuda_compile_cached: the on-disk cubin cache makes later processes skip NVRTC)
- * and loaded for each call; each call synchronizes before it unloads the module. The
+ * and loaded for each call; each call synchronizes the context before it unloads the module
+ * (the utilities are for benchmarks and tests, not for a stream of other work). The
  * generator is the counter-based one of stof_tensor_rand (core/tensor.c, rand_at): element
  * i is mix64(state0 + (i + 1) * golden), converted as stof_tensor_store converts: to f16 /
  * bf16 with one correct rounding (to float rounding to odd, then to nearest even, in integer
@@ -20,6 +21,7 @@
 #include "core_int.h"
 
 static const char device_src[] =
+    /* the headers are not needed by the integer conversions; kept: this is the source that ran on the H200 */
     "#include <cuda_fp16.h>\n"
     "#include <cuda_bf16.h>\n"
     "__device__ unsigned long long mix64(unsigned long long z) {\n"
@@ -135,8 +137,7 @@ stof_status stof_tensor_rand_on(stof_ctx *ctx, stof_dtype dtype, int ndim, const
     void *args[] = {&data, &kind, &n, &state};
     unsigned grid[3] = {blocks_for(n), 1, 1}, block[3] = {256, 1, 1};
     st = stof_cuda_launch(ctx, k, grid, block, 0, args);
-    stof_status s2 = stof_cuda_synchronize(ctx);
-    if (!st) st = s2;
+    if (!st) st = stof_cuda_synchronize(ctx); /* done before the module goes (nothing queued if the launch failed) */
     stof_cuda_module_free(mod);
   }
   if (st) {
@@ -176,14 +177,12 @@ stof_status stof_tensor_count_nan(const stof_tensor *t, int64_t *count) {
     void *args[] = {&data, &kind, &n, &pc};
     unsigned grid[3] = {blocks_for(n), 1, 1}, block[3] = {256, 1, 1};
     st = stof_cuda_launch(ctx, k, grid, block, 0, args);
-    stof_status s2 = stof_cuda_synchronize(ctx);
-    if (!st) st = s2;
+    if (!st) st = stof_cuda_synchronize(ctx);
     unsigned long long c = 0;
     if (!st) st = stof_cuda_dtoh(ctx, &c, dcount, sizeof c);
     *count = (int64_t)c;
   }
-  stof_cuda_synchronize(ctx); /* nothing of this call left queued when the module goes */
-  if (dcount) stof_cuda_mem_free(ctx, dcount);
+  if (dcount) stof_cuda_mem_free(ctx, dcount); /* after the synchronize above (or a failed launch) */
   stof_cuda_module_free(mod);
   return st;
 }

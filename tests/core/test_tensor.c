@@ -242,6 +242,7 @@ static void tensor_rand_range_is_a_slice_of_rand(void **state) {
   TU_ERR(ctx, stof_tensor_rand_range(ctx, STOF_DTYPE_F32, 1, -1, 4, &r), STOF_ERR_RANGE, "out of range");
   assert_null(r);
   TU_ERR(ctx, stof_tensor_rand_range(ctx, STOF_DTYPE_F32, 1, INT64_MAX - 2, 4, &r), STOF_ERR_RANGE, "out of range");
+  assert_null(r);
   tu_ctx_free(ctx, &h);
 }
 
