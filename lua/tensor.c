@@ -190,14 +190,40 @@ static int l_full(lua_State *L) {
   return 1;
 }
 
+/* A device name at index i ("cpu" when absent). */
+static stof_device check_device(lua_State *L, int i, const char *fname) {
+  if (lua_isnoneornil(L, i)) return STOF_DEVICE_CPU;
+  if (lua_type(L, i) != LUA_TSTRING) return (stof_device)slua_typeerror(L, i, fname, "device string");
+  const char *dev = lua_tostring(L, i);
+  if (strcmp(dev, "cpu") == 0) return STOF_DEVICE_CPU;
+  if (strcmp(dev, "cuda") == 0 || strcmp(dev, "gpu") == 0) return STOF_DEVICE_CUDA;
+  return (stof_device)slua_error(L, "ValueError", "%s: unknown device '%s' (expected \"cpu\" or \"cuda\")", fname, dev);
+}
+
+/* stof.rand(shape[, dtype[, seed[, device]]]): on "cuda" made there, the same values */
 static int l_rand(lua_State *L) {
   const char *fname = "stof.rand";
   int64_t shape[STOF_MAX_DIMS];
   int ndim = slua_check_shape(L, 1, fname, shape);
   stof_dtype d = (stof_dtype)slua_opt_dtype(L, 2, fname, STOF_DTYPE_F32);
   lua_Integer seed = lua_isnoneornil(L, 3) ? 0 : slua_check_integer(L, 3, fname, "seed");
+  stof_device dev = check_device(L, 4, fname);
   slua_tensor *h = slua_new_tensor(L);
-  stof_status st = stof_tensor_rand(h->lc->ctx, d, ndim, shape, (uint64_t)seed, &h->t);
+  stof_status st = stof_tensor_rand_on(h->lc->ctx, d, ndim, shape, (uint64_t)seed, dev, &h->t);
+  if (st) return slua_raise(L, h->lc->ctx, st, fname);
+  return 1;
+}
+
+/* stof.rand_range(dtype, seed, first, count): elements [first, first + count) of
+ * stof.rand(any shape, dtype, seed) as a 1-D CPU tensor */
+static int l_rand_range(lua_State *L) {
+  const char *fname = "stof.rand_range";
+  stof_dtype d = (stof_dtype)slua_opt_dtype(L, 1, fname, STOF_DTYPE_F32);
+  lua_Integer seed = slua_check_integer(L, 2, fname, "seed");
+  lua_Integer first = slua_check_integer(L, 3, fname, "first");
+  lua_Integer count = slua_check_integer(L, 4, fname, "count");
+  slua_tensor *h = slua_new_tensor(L);
+  stof_status st = stof_tensor_rand_range(h->lc->ctx, d, (uint64_t)seed, (int64_t)first, (int64_t)count, &h->t);
   if (st) return slua_raise(L, h->lc->ctx, st, fname);
   return 1;
 }
@@ -348,6 +374,17 @@ static int m_to(lua_State *L) {
   slua_tensor *h = slua_new_tensor(L);
   stof_status st = stof_tensor_to(t, d, &h->t);
   if (st) return slua_raise(L, t->ctx, st, fname);
+  return 1;
+}
+
+/* t:count_nan() -> the NaN elements, counted where t lives */
+static int m_count_nan(lua_State *L) {
+  const char *fname = "Tensor:count_nan";
+  stof_tensor *t = slua_check_tensor(L, 1, fname);
+  int64_t n = 0;
+  stof_status st = stof_tensor_count_nan(t, &n);
+  if (st) return slua_raise(L, t->ctx, st, fname);
+  lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
 
@@ -523,7 +560,7 @@ static const luaL_Reg methods[] = {
     {"shape", m_shape},   {"dtype", m_dtype},     {"device", m_device}, {"ndim", m_ndim},
     {"numel", m_numel},   {"to", m_to},           {"clone", m_clone},   {"astype", m_astype},
     {"fill", m_fill},     {"totable", m_totable}, {"close", m_close},   {"slice", m_slice},
-    {NULL, NULL},
+    {"count_nan", m_count_nan}, {NULL, NULL},
 };
 
 static int tensor_method(lua_State *L) {
@@ -549,7 +586,7 @@ void slua_open_tensor(lua_State *L, int idx) {
   lua_pop(L, 1);
   static const luaL_Reg fns[] = {
       {"tensor", l_tensor},     {"zeros", l_zeros},   {"full", l_full}, {"rand", l_rand},
-      {"allclose", l_allclose}, {"rel_l2", l_rel_l2}, {NULL, NULL},
+      {"rand_range", l_rand_range}, {"allclose", l_allclose}, {"rel_l2", l_rel_l2}, {NULL, NULL},
   };
   lua_pushvalue(L, idx);
   luaL_setfuncs(L, fns, 0);

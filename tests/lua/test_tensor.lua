@@ -158,4 +158,28 @@ u.raises(function() return stof.allclose(a1, a1, "x") end, "TypeError", "rtol mu
 u.raises(function() return stof.rel_l2(a1) end, "TypeError", "stof.rel_l2", "got no value")
 u.raises(function() return stof.rel_l2(a1, t) end, "ShapeError")
 
+-- rand_range: any slice of stof.rand's flat order, whatever the shape; count_nan; rand on
+-- the GPU gives the same values (or a clear error without one)
+do
+  local r = stof.rand({3, 5, 7}, "float16", 9)
+  local flat = {}
+  for i = 0, 2 do for j = 0, 4 do for k = 0, 6 do flat[#flat + 1] = r[{i, j, k}] end end end
+  local sl = stof.rand_range("float16", 9, 40, 30)
+  assert(sl:dtype() == "float16" and sl:shape()[1] == 30)
+  for e = 0, 29 do assert(sl[{e}] == flat[41 + e], "rand_range element " .. e) end
+  assert(stof.rand_range("float32", 9, 0, 0):numel() == 0)
+  u.raises(function() return stof.rand_range("float32", 9, -1, 2) end, "IndexError", "out of range")
+  local n = stof.tensor({1, 0 / 0, 3, 0 / 0})
+  assert(n:count_nan() == 2 and r:count_nan() == 0)
+  u.raises(function() return stof.tensor({1, 2}, "int32"):count_nan() end, "TypeError", "not a float type")
+  local okg, g = pcall(stof.rand, {3, 5, 7}, "float16", 9, "cuda")
+  if okg then
+    assert(g:device() == "cuda" and g:count_nan() == 0)
+    assert(stof.allclose(g:to("cpu"), r, 0, 0), "the GPU's rand is the CPU's, bit for bit")
+  else
+    assert(g:find("DeviceError") or g:find("CudaError"), g)
+  end
+  u.raises(function() return stof.rand({2}, "float32", 1, "tpu") end, "ValueError", "unknown device 'tpu'")
+end
+
 print("test_tensor: ok")
