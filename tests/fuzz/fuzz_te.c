@@ -11,8 +11,9 @@
  * vectorize, compute_at, reverse_compute_at, cache_read, cache_write; ones that fail must
  * fail with a status and a message, leaving the schedule
  * usable); stof_build for "c" and stof_func_call then must give the interpreter's values
- * (rel 1e-5 of the larger magnitude, plus 1e-5 of the output's largest finite magnitude for
- * f32 cancellation, plus 8 ULPs of float's subnormals; NaN where it gives NaN, inf of the
+ * (rel 1e-5 of the largest magnitude among the element, its reference and every value it was
+ * computed from (a magnitude shadow of the program, below: cancellation), plus 1e-5 of the
+ * output's largest finite magnitude, plus 8 ULPs of float's subnormals; NaN where it gives NaN, inf of the
  * same sign where it gives inf; every element written, nothing written around the output or
  * into the inputs). A build or call failure of a schedule that was accepted is a bug. Each
  * new program costs one C compilation (STOF_CACHE_DIR caches it): the program space is kept
@@ -35,6 +36,7 @@ typedef struct prog {
   fz_in in;
   int nop;
   const stof_op *op[MAXOP];
+  const stof_op *mag[MAXOP]; /* each compute's magnitude shadow (NULL for placeholders) */
   int nph;
 } prog;
 
@@ -76,6 +78,85 @@ static const stof_expr *constant(prog *p) {
   return e;
 }
 
+/* ---------------------------------------------------------------- magnitude shadows
+ *
+ * The comparison's allowance for cancellation follows the operands: next to each compute T
+ * the program gets a shadow M (never scheduled or built; the interpreter evaluates it with the
+ * output) holding, per element, the largest magnitude of any value that element was computed
+ * from: M = max(|T|, the shadows of T's operands at the indices T reads them, |constants|);
+ * a reduction takes the max over its axis. A difference of a few float ULPs of an operand
+ * (libm's float sigmoid one ULP from the correctly rounded value the interpreter stores) that
+ * a subtraction exposes is then within 1e-5 of that element's M, however small the result,
+ * while an element computed from small values only keeps the tight bound. */
+
+static const stof_expr *expr_or_die(prog *p, stof_status st, const stof_expr *e, const char *what) {
+  if (st) fz_fail("%s: %s", what, stof_ctx_message(p->ctx));
+  return e;
+}
+
+static const stof_expr *absx(prog *p, const stof_expr *x) {
+  const stof_expr *e;
+  return expr_or_die(p, stof_te_unary(p->g, STOF_EXPR_ABS, x, &e), e, "abs");
+}
+
+static const stof_expr *maxx(prog *p, const stof_expr *x, const stof_expr *y) {
+  const stof_expr *e;
+  return expr_or_die(p, stof_te_binary(p->g, STOF_EXPR_MAX, x, y, &e), e, "max");
+}
+
+/* The shadow of t at a consumer's axes (broadcast as load() does): |t| for a placeholder. */
+static const stof_expr *mag_load(prog *p, const stof_op *t, int nax, const stof_expr *const *ax) {
+  for (int k = 0; k < p->nop; k++)
+    if (p->op[k] == t && p->mag[k]) return load(p, p->mag[k], nax, ax);
+  return absx(p, load(p, t, nax, ax));
+}
+
+/* The shadow of compute op (the op just made from a and b; b unused when yb is 0, then the
+ * constant y is; cmul the constant a was multiplied by, or NULL; reduce: a reduction over a's
+ * last axis). */
+static const stof_op *make_mag(prog *p, const stof_op *op, const stof_op *a, const stof_op *b, int yb,
+                               const stof_expr *y, const stof_expr *cmul, int reduce) {
+  stof_graph *g = p->g;
+  const stof_expr *ax[STOF_MAX_DIMS], *m;
+  const stof_op *from = NULL;
+  char name[8];
+  if (reduce) { /* R = max over a's last axis of a's shadow */
+    const stof_expr *k, *idx[STOF_MAX_DIMS], *src, *body;
+    if (stof_te_compute_axes(g, op->ndim, op->shape, NULL, ax) ||
+        stof_te_reduce_axis(g, a->shape[a->ndim - 1], "k", &k))
+      fz_fail("shadow axes: %s", stof_ctx_message(p->ctx));
+    for (int d = 0; d < a->ndim - 1; d++) idx[d] = ax[d];
+    idx[a->ndim - 1] = k;
+    int ka = -1;
+    for (int q = 0; q < p->nop; q++)
+      if (p->op[q] == a) ka = q;
+    const stof_op *sa = ka >= 0 && p->mag[ka] ? p->mag[ka] : a;
+    if (stof_te_load(g, sa, a->ndim, idx, &src)) fz_fail("shadow load: %s", stof_ctx_message(p->ctx));
+    if (sa == a) src = absx(p, src);
+    if (stof_te_reduce(g, STOF_REDUCE_MAX, src, 1, &k, &body)) fz_fail("shadow reduce: %s", stof_ctx_message(p->ctx));
+    snprintf(name, sizeof name, "R%d", p->nop);
+    if (stof_te_compute(g, name, op->ndim, ax, body, STOF_DTYPE_F32, &from))
+      fz_fail("shadow compute: %s", stof_ctx_message(p->ctx));
+  }
+  if (stof_te_compute_axes(g, op->ndim, op->shape, NULL, ax)) fz_fail("shadow axes: %s", stof_ctx_message(p->ctx));
+  m = absx(p, load(p, op, op->ndim, ax));
+  if (from) {
+    m = maxx(p, m, load(p, from, op->ndim, ax));
+  } else {
+    const stof_expr *ma = mag_load(p, a, op->ndim, ax);
+    m = maxx(p, m, ma);
+    if (cmul) {
+      const stof_expr *e;
+      m = maxx(p, m, expr_or_die(p, stof_te_binary(g, STOF_EXPR_MUL, ma, absx(p, cmul), &e), e, "mul"));
+    }
+    m = maxx(p, m, yb ? mag_load(p, b, op->ndim, ax) : absx(p, y));
+  }
+  const stof_op *out;
+  snprintf(name, sizeof name, "M%d", p->nop);
+  if (stof_te_compute(g, name, op->ndim, ax, m, STOF_DTYPE_F32, &out)) fz_fail("shadow compute: %s", stof_ctx_message(p->ctx));
+  return out;
+}
+
 /* One compute on earlier tensors; 0 when the builders refuse it (then with a message). */
 static int add_compute(prog *p) {
   fz_in *in = &p->in;
@@ -87,7 +168,8 @@ static int add_compute(prog *p) {
   int64_t shape[STOF_MAX_DIMS];
   memcpy(shape, shape_of->shape, sizeof shape);
   unsigned kind = fz_below(in, 6);
-  const stof_expr *ax[STOF_MAX_DIMS], *body = NULL;
+  const stof_expr *ax[STOF_MAX_DIMS], *body = NULL, *y = NULL, *cmul = NULL;
+  int yb = 1;
   stof_status st = STOF_OK;
   if (kind == 5) { /* a reduction over a's last axis */
     int64_t ext = a->shape[a->ndim - 1];
@@ -110,8 +192,9 @@ static int add_compute(prog *p) {
     memcpy(shape, oshape, sizeof shape);
   } else {
     if ((st = stof_te_compute_axes(g, nd, shape, NULL, ax))) fz_fail("axes: %s", stof_ctx_message(p->ctx));
-    int yb = fz_below(in, 4) != 0;
-    const stof_expr *x = load(p, a, nd, ax), *y = yb ? load(p, b, nd, ax) : constant(p);
+    yb = fz_below(in, 4) != 0;
+    const stof_expr *x = load(p, a, nd, ax);
+    y = yb ? load(p, b, nd, ax) : constant(p);
     switch (kind) {
     case 0: case 1: { /* binary */
       static const stof_expr_kind bk[] = {STOF_EXPR_ADD, STOF_EXPR_SUB, STOF_EXPR_MUL, STOF_EXPR_DIV,
@@ -148,7 +231,8 @@ static int add_compute(prog *p) {
         if (fz_below(in, 3) == 0) { /* the comparison itself, as 0 / 1 */
           body = c;
         } else {
-          st = stof_te_select(g, c, x, fz_below(in, 2) ? y : constant(p), &body);
+          if (fz_below(in, 2) == 0) yb = 0, y = constant(p); /* the other branch a constant */
+          st = stof_te_select(g, c, x, y, &body);
         }
       }
       break;
@@ -156,7 +240,10 @@ static int add_compute(prog *p) {
     default: { /* a cast there and back */
       static const stof_dtype dk[] = {STOF_DTYPE_F16, STOF_DTYPE_BF16, STOF_DTYPE_I32, STOF_DTYPE_F64, STOF_DTYPE_I64};
       const stof_expr *c, *s = x;
-      if (fz_below(in, 2) && stof_te_binary(g, STOF_EXPR_MUL, x, constant(p), &s)) s = x;
+      if (fz_below(in, 2)) {
+        cmul = constant(p);
+        if (stof_te_binary(g, STOF_EXPR_MUL, x, cmul, &s)) s = x, cmul = NULL;
+      }
       stof_dtype to = dk[fz_below(in, 5)];
       if (!(st = stof_te_cast(g, to, s, &c))) st = stof_te_cast(g, STOF_DTYPE_F32, c, &body);
       break;
@@ -174,6 +261,7 @@ static int add_compute(prog *p) {
     fz_check_error(p->ctx, st, "stof_te_compute");
     return 0;
   }
+  p->mag[p->nop] = make_mag(p, op, a, b, yb, y, cmul, kind == 5);
   p->op[p->nop++] = op;
   return 1;
 }
@@ -239,7 +327,7 @@ static void random_schedule(prog *p, stof_sched *s) {
   }
 }
 
-static void compare(const stof_tensor *got, const stof_tensor *want, const char *program) {
+static void compare(const stof_tensor *got, const stof_tensor *want, const stof_tensor *mag, const char *program) {
   int64_t n = stof_tensor_numel(want);
   double scale = 0;
   for (int64_t k = 0; k < n; k++) {
@@ -247,16 +335,18 @@ static void compare(const stof_tensor *got, const stof_tensor *want, const char 
     if (isfinite(w) && fabs(w) > scale) scale = fabs(w);
   }
   for (int64_t k = 0; k < n; k++) {
-    double a = stof_tensor_load(got, k), b = stof_tensor_load(want, k);
+    double a = stof_tensor_load(got, k), b = stof_tensor_load(want, k), m = stof_tensor_load(mag, k);
+    if (!isfinite(m)) m = 0; /* an inf or NaN on the way: no allowance from it */
     if (isnan(a) && isnan(b)) continue;
     if (isinf(b) || isinf(a)) {
       if (a == b) continue;
-    } else if (fabs(a - b) <= 1e-5 * fmax(fabs(a), fabs(b)) + 1e-5 * scale + 0x1p-146) {
+    } else if (fabs(a - b) <= 1e-5 * fmax(fmax(fabs(a), fabs(b)), m) + 1e-5 * scale + 0x1p-146) {
       /* (0x1p-146: 8 ULPs of float's subnormals, where libm's float functions are a few ULPs
        * off the double ones rounded, and a ULP is most of the value: erff(-1.04e-41)) */
       continue;
     }
-    fz_fail("element %lld: C backend %.9g, interpreter %.9g (scale %g)\n%s", (long long)k, a, b, scale, program);
+    fz_fail("element %lld: C backend %.9g, interpreter %.9g (scale %g, operands' magnitude %g)\n%s", (long long)k, a,
+            b, scale, m, program);
   }
 }
 
@@ -282,7 +372,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int ncomp = 1 + (int)fz_below(in, 4), made = 0;
   for (int i = 0; i < ncomp; i++) made += add_compute(p);
   const stof_op *outop = p->op[p->nop - 1];
-  stof_tensor *feed[3] = {0}, *want = NULL, *got = NULL;
+  stof_tensor *feed[3] = {0}, *want = NULL, *got = NULL, *wm[2] = {0};
   float *obuf = NULL;
   stof_sched *s = NULL;
   stof_func *f = NULL;
@@ -298,8 +388,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < nedge; k++) stof_tensor_store(feed[i], fz_below(in, 64) % numel, ev[fz_below(in, 8)]);
   }
   if (stof_te_print(p->g, 1, &outop, &text)) fz_fail("print: %s", stof_ctx_message(p->ctx));
-  stof_status st = stof_interp_eval(p->g, 1, &outop, p->nph, p->op, (const stof_tensor *const *)feed, &want);
+  const stof_op *evals[2] = {outop, p->mag[p->nop - 1]};
+  stof_status st = stof_interp_eval(p->g, 2, evals, p->nph, p->op, (const stof_tensor *const *)feed, wm);
   if (st) fz_fail("interp: %s\n%s", stof_ctx_message(p->ctx), text);
+  want = wm[0];
   if ((st = stof_sched_new(p->g, 1, &outop, &s))) fz_fail("sched_new: %s\n%s", stof_ctx_message(p->ctx), text);
   if (fz_below(in, 4) == 0) {
     random_schedule(p, s);
@@ -353,7 +445,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = strlen(text) + strlen(nest) + 2;
     char *both = malloc(len);
     snprintf(both, len, "%s\n%s", text, nest);
-    compare(got, want, both);
+    compare(got, want, wm[1], both);
     free(both);
   }
   stof_ctx_dealloc(p->ctx, nest, strlen(nest) + 1);
@@ -364,6 +456,7 @@ done:
   stof_tensor_free(got);
   free(obuf);
   stof_tensor_free(want);
+  stof_tensor_free(wm[1]);
   for (int i = 0; i < 3; i++) stof_tensor_free(feed[i]);
   stof_graph_free(p->g);
   if (stof_ctx_bytes_in_use(p->ctx) != 0) fz_fail("%zu bytes leaked", stof_ctx_bytes_in_use(p->ctx));
