@@ -23,6 +23,9 @@ Models and masks (attention kinds: enc = the mask, dec = causal AND the mask, cr
                          (input_ids and decoder_input_ids, S)    self-attention dec, cross-attention none;
                                                                  plus T5's position bias, no 1/sqrt(d)
   vit                    ViTModel base/16 (no pooler)            enc over all S tokens, class token included
+The fp16 model is the float32 one cast with Module.to(float16), except the rotary embeddings'
+inv_freq buffers, which stay float32 as from_pretrained(dtype=float16) keeps them (cast, they
+move LLaMA's angles by up to p * theta * 2^-11: bench/hf_drift.py, docs/PERFORMANCE.md).
 For vit, S picks the image: the smallest side 16 n with n * n + 1 >= S; the case runs with the
 real token count n * n + 1 (2x256 -> 256 px, S = 257). --layers N shrinks every stack to N
 layers (num_hidden_layers / n_layer / num_layers and num_decoder_layers), in config.json too.
