@@ -6,12 +6,15 @@ memory (weights + arena + workspace). When several runs measured a peer variant,
 taken (the bar stof must clear); the run that measured each number is listed under the table.
 
   python3 bench/e2e_report.py bench/results/e2e-stof-h100.jsonl bench/results/e2e-peers-h100.jsonl
+                              [--chart docs/e2e.svg]
 
 When stof's lines come from a tuned run (bench/e2e.lua with TUNE_SECONDS), a second table
 follows: the ablation (default scheme, stage 1, stage 1 + 2 as the search measured them; the
 default and tuned plans timed by graph replay), each torch.compile mode (the faster of SDPA
 and FlexAttention), best mode / tuned, the search's seconds and the resume's, then the
 geometric mean and the lowest ratio (DESIGN.md section 9's acceptance for the search).
+With --chart (matplotlib), that ratio as a bar per model and shape, against 1x and the 1.5x
+geometric-mean bar.
 """
 import json, math, sys
 from collections import defaultdict
@@ -24,7 +27,12 @@ def load(path):
 
 def main():
     stof, peers = {}, defaultdict(dict)
-    for path in sys.argv[1:]:
+    args, chart = sys.argv[1:], None
+    if "--chart" in args:
+        i = args.index("--chart")
+        chart = args[i + 1]
+        args = args[:i] + args[i + 2:]
+    for path in args:
         for r in load(path):
             if r.get("kind") != "e2e" or r.get("error") or not r.get("ms"):
                 continue
@@ -54,7 +62,32 @@ def main():
     for key in sorted(peers, key=lambda k: (order.get(k[0], 9), k[1] * k[2])):
         items = sorted(peers[key].items(), key=lambda kv: kv[1]["ms"])
         print(f'- {key[0]} {key[1]}x{key[2]}: ' + ", ".join(f'{v} {r["ms"]:.3f}' for v, r in items))
-    tuned_table(stof, peers)
+    ratios = tuned_table(stof, peers)
+    if chart and ratios:
+        gpus = {r.get("gpu") for p in peers.values() for r in p.values() if r.get("gpu")}
+        draw(ratios, chart, ", ".join(sorted(gpus)))
+
+
+def draw(ratios, path, gpu):
+    """Best torch.compile mode / stof tuned, a bar per case, in the table's order."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(max(8, len(ratios) * 0.5), 4.2))
+    xs = list(range(len(ratios)))
+    ax.bar(xs, [r for r, _ in ratios], 0.6, label="best torch.compile mode / stof tuned")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(1.5, color="tab:red", linewidth=0.8, linestyle="--", label="1.5x (the geometric-mean bar)")
+    g = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+    ax.axhline(g, color="tab:green", linewidth=0.8, linestyle=":", label=f"geometric mean {g:.2f}x")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{k[0]} {k[1]}x{k[2]}" for _, k in ratios], rotation=50, ha="right", fontsize=7)
+    ax.set_ylabel("speed-up (time ratio)")
+    ax.set_title(f"End to end, BigBird, fp16{', ' + gpu if gpu else ''}: stof tuned against torch.compile's best mode")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"\nChart: {path}")
 
 
 MODES = ["default", "reduce-overhead", "max-autotune"]
@@ -64,7 +97,7 @@ def tuned_table(stof, peers):
     """The search's ablation against every torch.compile mode (stof rows with tune_s)."""
     rows = [k for k in stof if "tune_s" in stof[k]]
     if not rows:
-        return
+        return []
     order = {"bert-base": 0, "bert-large": 1, "gpt2": 2, "llama": 3, "t5": 4, "vit": 5}
     print()
     print("| model | B x S | default ms | stage 1 ms (search) | stage 1+2 ms (search) | tuned ms | eager | "
@@ -92,6 +125,7 @@ def tuned_table(stof, peers):
         print()
         print(f"Geometric mean of best torch.compile mode / stof tuned over {len(ratios)} cases: {g:.2f}x; "
               f"lowest {lo[0]:.2f}x ({lo[1][0]} {lo[1][1]} x {lo[1][2]}).")
+    return ratios
 
 
 if __name__ == "__main__":
