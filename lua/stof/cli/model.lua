@@ -68,8 +68,13 @@ local function list()
   table.sort(names)
   for _, n in ipairs(names) do
     local c = models.configs[n]
-    print(("%-12s %s, hidden %s, %s layers, %s heads"):format(n, c.model_type, tostring(c.hidden_size or c.n_embd),
-      tostring(c.num_hidden_layers or c.n_layer), tostring(c.num_attention_heads or c.n_head)))
+    -- each family's own names (T5: d_model, num_layers per stack, num_heads)
+    local layers = c.num_hidden_layers or c.n_layer
+    if not layers and c.num_layers then
+      layers = ("%d + %d"):format(c.num_layers, c.num_decoder_layers or c.num_layers)
+    end
+    print(("%-12s %s, hidden %s, %s layers, %s heads"):format(n, c.model_type, tostring(c.hidden_size or c.n_embd or c.d_model),
+      tostring(layers), tostring(c.num_attention_heads or c.n_head or c.num_heads)))
   end
 end
 
