@@ -378,6 +378,8 @@ static void push_result(lua_State *L, const stof_tune_result *r) {
   lua_setfield(L, -2, "seconds");
   lua_pushnumber(L, r->compile_s);
   lua_setfield(L, -2, "compile_s");
+  lua_pushnumber(L, r->setup_s);
+  lua_setfield(L, -2, "setup_s");
   lua_pushinteger(L, r->compiled);
   lua_setfield(L, -2, "compiled");
   lua_pushstring(L, r->workload);

@@ -667,6 +667,7 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
     goto fail;
   }
   t->res.default_ms = ms0;
+  t->res.setup_s = search_elapsed(t);
   if (!opts->skip_stage1) {
     double share = opts->skip_stage2 ? 1.0 : 0.5;
     if ((st = stage1(t, share * t->budget))) goto fail;

@@ -168,6 +168,8 @@ typedef struct stof_tune_result {
   int from_db;         /* 1: the plan was rebuilt from the database's best record */
   double seconds;      /* wall time of the search */
   double compile_s;    /* of which compiling ahead (rounds' candidates, in parallel) */
+  double setup_s;      /* of which the reference and the default plan (built, measured,
+                          checked): what no budget can cut; the search proper follows */
   int compiled;        /* compile jobs run ahead (generated kernels; cached ones cost nothing) */
   char workload[128];  /* the records' workload key */
 } stof_tune_result;

@@ -82,6 +82,10 @@ local function tune(args)
       res.rejected, res.seconds, o.db and (", recorded in " .. o.db) or "", res.workload))
     print(("  ablation: default %.3f ms, after stage 1 (fusion) %.3f ms, after stage 2 (templates, knobs) %.3f ms"):format(
       res.default_ms, res.stage1_ms, res.best_ms))
+    if res.setup_s >= (o.budget or 30) * 0.9 then
+      print(("  note: the reference and the default plan alone took %.1f s of the %g s budget, which left no"
+        .. " time to search: give --budget more than that"):format(res.setup_s, o.budget or 30))
+    end
   end
   if o.explain then
     print(plan:describe())
