@@ -138,7 +138,21 @@ function M.eval_mask(expr, Sq, Sk)
   local chunk, err = load("return " .. expr, "=MASK", "t", env)
   if not chunk then M.fail("bad MASK expression \"%s\": %s", expr, err) end
   local ok, m = pcall(chunk)
-  if not ok then M.fail("bad MASK expression \"%s\": %s", expr, tostring(m)) end
+  if not ok then
+    -- a name that is no constructor: say which names there are
+    local unknown = tostring(m):match("attempt to call a nil value %(global '([%w_]+)'%)")
+      or tostring(m):match("attempt to index a nil value %(global '([%w_]+)'%)")
+    if unknown then
+      local names = {}
+      for k, v in pairs(Mk) do
+        if type(v) == "function" and k:match("^[%l][%w_]*$") then names[#names + 1] = k end
+      end
+      table.sort(names)
+      M.fail("bad MASK expression \"%s\": no mask constructor '%s' (stof.mask has: %s; suite names: %s)", expr,
+        unknown, table.concat(names, ", "), table.concat(Mk.suite_names(), ", "))
+    end
+    M.fail("bad MASK expression \"%s\": %s", expr, tostring(m))
+  end
   if getmetatable(m) ~= getmetatable(Mk.dense()) then
     local what = type(m) == "function" and "a function (call it, as in causal())"
       or (type(m) .. (m ~= nil and (" " .. tostring(m)) or ""))
