@@ -50,6 +50,9 @@ static int l_plan(lua_State *L) {
   stof_plan_opts o = {0};
   if (!lua_isnil(L, 2)) {
     if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "options table");
+    static const char *const known[] = {"target", "graph", "exact_gelu", "vendor_gemm", "knobs",
+                                        "gemm_tune", "verbose", "scheme", NULL};
+    slua_check_keys(L, 2, fname, "option", known);
     if (lua_getfield(L, 2, "target") != LUA_TNIL) {
       if (lua_type(L, -1) != LUA_TSTRING) return slua_argerror(L, 2, fname, "target must be \"c\" or \"cuda\"");
       o.target = lua_tostring(L, -1); /* stays on the stack while the plan is built */

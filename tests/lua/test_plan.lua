@@ -182,6 +182,8 @@ do
   local w = te.placeholder({16, 8}, "float32", "w")
   local y = nn.relu(nn.linear(x, w, nil, "fc"))
   local p = stof.plan(y, C)
+  -- a misspelt option never passes for a default (taget: the default target, silently)
+  U.raises(function() stof.plan(y, {taget = "c"}) end, "ValueError", 'unknown option "taget"', "known: target")
   U.raises(function() p:run() end, "ValueError", "input x is not bound")
   U.raises(function() p:output(1) end, "ValueError", "has not run yet")
   local xv, wv = stof.rand({4, 16}, "float32", 1), stof.rand({16, 8}, "float32", 2)
