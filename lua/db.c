@@ -144,6 +144,8 @@ static int l_append(lua_State *L) {
   const char *fname = "Db:append";
   slua_db *h = check_db(L, fname);
   if (!lua_istable(L, 2)) return slua_typeerror(L, 2, fname, "record table");
+  static const char *const known[] = {"workload", "device", "scheme", "status", "message", "knobs", "times_ms", NULL};
+  slua_check_keys(L, 2, fname, "record field", known);
   stof_db_record r = {0};
   r.workload = field_string(L, 2, fname, "workload", NULL);
   r.device = field_string(L, 2, fname, "device", NULL);

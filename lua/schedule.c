@@ -825,6 +825,8 @@ static const stof_op **build_args(lua_State *L, lsched *ls, const char *fname, i
       slua_typeerror(L, 3, fname, "options table");
       return NULL;
     }
+    static const char *const known[] = {"target", NULL};
+    slua_check_keys(L, 3, fname, "option", known);
     lua_getfield(L, 3, "target");
     if (!lua_isnil(L, -1)) {
       if (lua_type(L, -1) != LUA_TSTRING) {

@@ -58,6 +58,8 @@ expect_error("TypeError", "times_ms[2] is string", db.append, db, {workload = "w
 expect_error("IndexError", "index 9 out of 1..5", db.get, db, 9)
 expect_error("IOError", "/nonexistent-dir-of-stof/t.jsonl: No such file or directory", stof.db.open,
              "/nonexistent-dir-of-stof/t.jsonl")
+-- a misspelt field is refused (time_ms would have stored a record with no times)
+expect_error("ValueError", 'unknown record field "time_ms"', db.append, db, {workload = "w", device = "d", time_ms = {1}})
 db:close()
 expect_error("ValueError", "the database is closed", db.best, db, "w", "d")
 assert(tostring(db) == "stof.Db (closed)")

@@ -60,6 +60,7 @@ local function run(g, s, seed)
     outs[i] = stof.zeros(op.shape, op.dtype):fill(0 / 0)
   end
   local f = stof.build(s, args, {target = "c"})
+  u.raises(function() stof.build(s, args, {targte = "c"}) end, "ValueError", 'unknown option "targte"', "known: target")
   local call = {}
   for _, t in ipairs(ins) do call[#call + 1] = t end
   for _, t in ipairs(outs) do call[#call + 1] = t end
