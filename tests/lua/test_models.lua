@@ -36,6 +36,10 @@ do
   U.raises(function() bert.config({layer_norm_eps = "x"}) end, "config: layer_norm_eps must be a number, got string")
   U.raises(function() bert.config({hidden_act = "gelu2"}) end, "config: hidden_act \"gelu2\" is not one of")
   U.raises(function() bert.config({num_hidden_layers = 0}) end, "config: num_hidden_layers must be positive")
+  -- run.prepare: a misspelt option is refused by name, at the caller's line
+  local run = require("stof.models.run")
+  U.raises(function() local r = run.prepare("gpt2", {tagret = "c"}); return r end, "ValueError",
+    'unknown option "tagret"', "known: batch, seq", "test_models.lua:")
   U.raises(function() bert.config({model_type = "gpt2"}) end, "config: model_type is gpt2, not bert")
   U.raises(function() gpt2.config({n_embd = 64, hidden_size = 32}) end, "config: n_embd = 64 and its alias hidden_size = 32 disagree")
   U.raises(function() gpt2.config({n_head = 1.5}) end, "config: n_head must be an integer, got number")

@@ -41,8 +41,20 @@ end
 --- ViT: seq picks the smallest image side whose token count is at least seq (128 -> 192 px,
 --- 145 tokens) unless weights are given (then the config's image_size rules); r.seq is the
 --- token count, r.seq_requested and r.image_size say what was asked and what was built.
+local PREPARE_KEYS = {"batch", "seq", "mask", "dtype", "target", "weights", "seed", "hidden_states", "verbose", "graph",
+                      "exact_gelu", "plan", "overrides", "inputs"}
+
 function R.prepare(name, opts)
   opts = opts or {}
+  if type(opts) ~= "table" then fail("options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do -- a misspelt option never passes for a default
+    local known = false
+    for _, n in ipairs(PREPARE_KEYS) do known = known or n == k end
+    if not known then
+      error(("ValueError: stof.models.run.prepare: unknown option %q (known: %s)"):format(tostring(k),
+        table.concat(PREPARE_KEYS, ", ")), 2)
+    end
+  end
   local mod = models.module(name)
   local batch, seq = opts.batch or 1, opts.seq or 128
   local cfg = type(name) == "table" and name or mod.config(name, opts.overrides)
