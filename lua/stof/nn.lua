@@ -92,6 +92,16 @@ local function check_same(layer, a, b)
   if a.dtype ~= b.dtype then fail("%s: dtypes %s and %s differ", layer, a.dtype, b.dtype) end
 end
 
+-- Refuses a key of opts that is not in known (a misspelt option never passes for a default:
+-- {thetta = 500000} would have built LLaMA's rotary with theta 10000).
+local function check_keys(layer, opts, known)
+  for k in pairs(opts) do
+    local ok = false
+    for _, n in ipairs(known) do ok = ok or n == k end
+    if not ok then fail("%s: unknown option %q (known: %s)", layer, tostring(k), table.concat(known, ", ")) end
+  end
+end
+
 local function check_name(layer, name, default)
   if name == nil then return default end
   if type(name) ~= "string" then fail("%s: name must be a string, got %s", layer, type(name)) end
@@ -194,6 +204,7 @@ function nn.linear(x, w, bias, opts)
     fail("%s: opts must be a table or a name, got %s", layer, type(opts))
   end
   opts = opts or {}
+  check_keys(layer, opts, {"name", "transposed"})
   local name = check_name(layer, opts.name, "linear")
   check_te(layer, "x", x, 1)
   check_te(layer, "w", w)
@@ -502,6 +513,7 @@ function nn.rotary(x, opts)
     fail("%s: opts must be a table or a name, got %s", layer, type(opts))
   end
   opts = opts or {}
+  check_keys(layer, opts, {"name", "theta", "offset"})
   check_te(layer, "x", x)
   check_float(layer, "x", x)
   if x.ndim ~= 4 then fail("%s: x has shape %s, [B, H, S, D] expected", layer, shape_str(x.shape)) end

@@ -53,6 +53,9 @@ do
   local r = nn.rotary(x, {theta = 500000.0, offset = 3, name = "rope"})
   assert(r.tag == "rotary" and r.name == "rope" and r.dtype == "float32")
   assert(nn.rotary(x).name == "rotary" and nn.rotary(x, "q.rot").name == "q.rot")
+  -- a misspelt option is refused (thetta would have left theta at 10000)
+  U.raises(function() nn.rotary(x, {thetta = 500000}) end, 'nn.rotary: unknown option "thetta" (known: name, theta, offset)')
+  U.raises(function() nn.linear(x, x, nil, {transpose = true}) end, 'nn.linear: unknown option "transpose"')
   local rv = stof.eval(r, {[x] = xv})
   local worst = U.check(rv, function(b, h, s, d)
     return hf_rotary(xt[b + 1][h + 1][s + 1], s + 3, 500000.0)[d + 1]
