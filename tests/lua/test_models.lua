@@ -36,6 +36,8 @@ do
   U.raises(function() bert.config({layer_norm_eps = "x"}) end, "config: layer_norm_eps must be a number, got string")
   U.raises(function() bert.config({hidden_act = "gelu2"}) end, "config: hidden_act \"gelu2\" is not one of")
   U.raises(function() bert.config({num_hidden_layers = 0}) end, "config: num_hidden_layers must be positive")
+  U.raises(function() local m = gpt2.build(gpt2.config("gpt2", {n_layer = 1}), {batch = 1, seq = 8, dtyp = "float32"}); return m end,
+    'gpt2.build: unknown option "dtyp" (known: batch, seq, mask, dtype)', "test_models.lua:")
   -- run.prepare: a misspelt option is refused by name, at the caller's line
   local run = require("stof.models.run")
   U.raises(function() local r = run.prepare("gpt2", {tagret = "c"}); return r end, "ValueError",

@@ -129,8 +129,14 @@ end
 
 -- ---------------------------------------------------------------- build options
 
-function C.build_opts(model, opts, max_pos)
+function C.build_opts(model, opts, max_pos, extra)
   if type(opts) ~= "table" then C.raise("%s.build: options {batch =, seq = ...} expected, got %s", model, type(opts)) end
+  local known = {"batch", "seq", "mask", "dtype", extra}
+  for k in pairs(opts) do -- a misspelt option never passes for a default (dtyp: float32)
+    local ok = false
+    for _, n in ipairs(known) do ok = ok or n == k end
+    if not ok then C.raise("%s.build: unknown option %q (known: %s)", model, tostring(k), table.concat(known, ", ")) end
+  end
   for _, k in ipairs({"batch", "seq"}) do
     local v = opts[k]
     if math.type(v) ~= "integer" or v <= 0 then

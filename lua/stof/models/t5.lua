@@ -112,7 +112,7 @@ M.weight_aliases = {["shared.weight"] = {"encoder.embed_tokens.weight", "decoder
 --- norm applied); output = the decoder's last hidden state.
 M.build = C.api(function(cfg, opts)
   cfg = M.config_raw(cfg)
-  local B, S, dtype, mask = C.build_opts("t5", opts, math.maxinteger)
+  local B, S, dtype, mask = C.build_opts("t5", opts, math.maxinteger, "decoder_seq")
   local Sd = opts.decoder_seq or S
   if math.type(Sd) ~= "integer" or Sd <= 0 then
     C.raise("t5.build: decoder_seq must be a positive integer, got %s", tostring(opts.decoder_seq))
