@@ -151,7 +151,9 @@ function R.tune(name, opts)
   local r = R.prepare(name, prep)
   topts.feed = r:feed()
   topts.workload = topts.workload or r:workload():gsub("/[^/]*$", "")
-  local plan, res = stof.tune({r.model.output}, topts)
+  -- the search's refusals (a bad budget, say) at the caller's line, as this function's own
+  local ok, plan, res = pcall(stof.tune, {r.model.output}, topts)
+  if not ok then error(plan, 3) end
   r.plan = plan
   return plan, res, r
 end
