@@ -30,6 +30,10 @@ local function bytes_of(t)
   return n * size
 end
 
+-- the options R.prepare takes (anything else is refused by name)
+local PREPARE_KEYS = {"batch", "seq", "mask", "dtype", "target", "weights", "seed", "hidden_states", "verbose", "graph",
+                      "exact_gelu", "plan", "overrides", "inputs"}
+
 --- Builds model `name` (a zoo name or a config table), plans it and binds its weights.
 --- opts: batch, seq, mask (a stof.mask value or a suite name; decoders add causal), dtype
 --- ("float16"), target ("cuda" when a GPU is present, else "c"), weights (name -> tensor;
@@ -37,13 +41,11 @@ end
 --- last; then the output where it is not the last hidden state: ViT), verbose (progress on
 --- stderr), graph (CUDA-graph replay, default true), exact_gelu, plan (false: build the model
 --- and draw its weights and inputs but make no plan: r.plan is nil, r:feed() gives what
---- stof.tune takes).
+--- stof.tune takes), overrides (config fields for a named config: {num_hidden_layers = 1}),
+--- inputs (name -> tensor instead of drawn ones).
 --- ViT: seq picks the smallest image side whose token count is at least seq (128 -> 192 px,
 --- 145 tokens) unless weights are given (then the config's image_size rules); r.seq is the
 --- token count, r.seq_requested and r.image_size say what was asked and what was built.
-local PREPARE_KEYS = {"batch", "seq", "mask", "dtype", "target", "weights", "seed", "hidden_states", "verbose", "graph",
-                      "exact_gelu", "plan", "overrides", "inputs"}
-
 function R.prepare(name, opts)
   opts = opts or {}
   if type(opts) ~= "table" then fail("options must be a table, got %s", type(opts)) end
