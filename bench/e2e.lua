@@ -97,14 +97,8 @@ for name in models:gmatch("[^,]+") do
         -- the default and the tuned plan timed in turn (3 rounds, each its median round):
         -- both after the search's load, so that the device's state flatters neither;
         -- default_before_ms is the default plan's time before the search
-        local td, tt = {}, {}
-        for k = 1, 3 do
-          td[k] = default_plan:time(reps, 5)
-          tt[k] = plan:time(reps, 5)
-        end
-        table.sort(td)
-        table.sort(tt)
-        row.default_before_ms, row.default_ms, row.ms = row.default_ms, td[2], tt[2]
+        row.default_before_ms = row.default_ms
+        row.default_ms, row.ms = run.time_in_turn(default_plan, plan, reps, 5)
       end
       local split = r:split(10)
       row.gemm_ms, row.attention_ms, row.other_ms, row.kernels_ms = split.gemm, split.attention, split.other, split.total

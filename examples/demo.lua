@@ -44,14 +44,7 @@ local function tune(r, target, budget, reps)
   local plan, res = stof.tune({r.model.output}, {feed = r:feed(), target = target, budget = budget, trials = 60,
                                                  db = db, workload = "demo/" .. r:workload():gsub("/[^/]*$", ""),
                                                  verbose = true})
-  local tuned, default = {}, {}
-  for k = 1, 3 do
-    default[k] = r.plan:time(reps, 2)
-    tuned[k] = plan:time(reps, 2)
-  end
-  table.sort(tuned)
-  table.sort(default)
-  local ms, default_ms = tuned[2], default[2]
+  local default_ms, ms = run.time_in_turn(r.plan, plan, reps, 2)
   print(("  tuned: %.3f ms per forward, %.2fx the default plan (%.3f ms, timed in turn with it) (%s)"):format(ms,
     default_ms / ms, default_ms, res.from_db and ("the best record of %s, rebuilt in %.2f s"):format(db, res.seconds)
     or ("%d candidates measured in %.1f s%s"):format(res.trials, res.seconds, db and ", recorded in " .. db or "")))

@@ -104,11 +104,17 @@ static const stof_expr *maxx(prog *p, const stof_expr *x, const stof_expr *y) {
   return expr_or_die(p, stof_te_binary(p->g, STOF_EXPR_MAX, x, y, &e), e, "max");
 }
 
+/* The shadow op of t, or NULL (a placeholder: its own magnitude). */
+static const stof_op *shadow_of(prog *p, const stof_op *t) {
+  for (int k = 0; k < p->nop; k++)
+    if (p->op[k] == t) return p->mag[k];
+  return NULL;
+}
+
 /* The shadow of t at a consumer's axes (broadcast as load() does): |t| for a placeholder. */
 static const stof_expr *mag_load(prog *p, const stof_op *t, int nax, const stof_expr *const *ax) {
-  for (int k = 0; k < p->nop; k++)
-    if (p->op[k] == t && p->mag[k]) return load(p, p->mag[k], nax, ax);
-  return absx(p, load(p, t, nax, ax));
+  const stof_op *m = shadow_of(p, t);
+  return m ? load(p, m, nax, ax) : absx(p, load(p, t, nax, ax));
 }
 
 /* The shadow of compute op (the op just made from a and b; b unused when yb is 0, then the
@@ -127,12 +133,9 @@ static const stof_op *make_mag(prog *p, const stof_op *op, const stof_op *a, con
       fz_fail("shadow axes: %s", stof_ctx_message(p->ctx));
     for (int d = 0; d < a->ndim - 1; d++) idx[d] = ax[d];
     idx[a->ndim - 1] = k;
-    int ka = -1;
-    for (int q = 0; q < p->nop; q++)
-      if (p->op[q] == a) ka = q;
-    const stof_op *sa = ka >= 0 && p->mag[ka] ? p->mag[ka] : a;
-    if (stof_te_load(g, sa, a->ndim, idx, &src)) fz_fail("shadow load: %s", stof_ctx_message(p->ctx));
-    if (sa == a) src = absx(p, src);
+    const stof_op *sa = shadow_of(p, a);
+    if (stof_te_load(g, sa ? sa : a, a->ndim, idx, &src)) fz_fail("shadow load: %s", stof_ctx_message(p->ctx));
+    if (!sa) src = absx(p, src);
     if (stof_te_reduce(g, STOF_REDUCE_MAX, src, 1, &k, &body)) fz_fail("shadow reduce: %s", stof_ctx_message(p->ctx));
     snprintf(name, sizeof name, "R%d", p->nop);
     if (stof_te_compute(g, name, op->ndim, ax, body, STOF_DTYPE_F32, &from))

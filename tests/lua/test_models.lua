@@ -40,6 +40,20 @@ do
     'gpt2.build: unknown option "dtyp" (known: batch, seq, mask, dtype)', "test_models.lua:")
   -- run.prepare: a misspelt option is refused by name, at the caller's line
   local run = require("stof.models.run")
+  -- time_in_turn: each plan's median round, the two alternating
+  local order = {}
+  local function fake(name, times)
+    local k = 0
+    return {time = function(_, reps, warmup)
+      assert(reps == 7 and warmup == 2)
+      k = k + 1
+      order[#order + 1] = name
+      return times[k]
+    end}
+  end
+  local ma, mb = run.time_in_turn(fake("a", {5, 1, 3}), fake("b", {9, 8, 40}), 7, 2)
+  assert(ma == 3 and mb == 9, ("medians %s %s"):format(ma, mb))
+  assert(table.concat(order) == "ababab", table.concat(order))
   U.raises(function() local r = run.prepare("gpt2", {tagret = "c"}); return r end, "ValueError",
     'unknown option "tagret"', "known: batch, seq", "test_models.lua:")
   U.raises(function() bert.config({model_type = "gpt2"}) end, "config: model_type is gpt2, not bert")

@@ -129,14 +129,21 @@ end
 
 -- ---------------------------------------------------------------- build options
 
+-- The first key of opts that is not in the list known, or nil: a misspelt option must never
+-- pass for a default (build's dtyp, run.prepare's tagret).
+function C.unknown_key(opts, known)
+  for k in pairs(opts) do
+    local ok = false
+    for _, n in ipairs(known) do ok = ok or n == k end
+    if not ok then return k end
+  end
+end
+
 function C.build_opts(model, opts, max_pos, extra)
   if type(opts) ~= "table" then C.raise("%s.build: options {batch =, seq = ...} expected, got %s", model, type(opts)) end
   local known = {"batch", "seq", "mask", "dtype", extra}
-  for k in pairs(opts) do -- a misspelt option never passes for a default (dtyp: float32)
-    local ok = false
-    for _, n in ipairs(known) do ok = ok or n == k end
-    if not ok then C.raise("%s.build: unknown option %q (known: %s)", model, tostring(k), table.concat(known, ", ")) end
-  end
+  local bad = C.unknown_key(opts, known)
+  if bad ~= nil then C.raise("%s.build: unknown option %q (known: %s)", model, tostring(bad), table.concat(known, ", ")) end
   for _, k in ipairs({"batch", "seq"}) do
     local v = opts[k]
     if math.type(v) ~= "integer" or v <= 0 then

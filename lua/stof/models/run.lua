@@ -7,6 +7,7 @@
 --   print(r:time(20))                      -- median ms per forward
 local stof = require("stof")
 local models = require("stof.models")
+local common = require("stof.models.common")
 
 local R = {}
 R.__index = R
@@ -49,13 +50,10 @@ local PREPARE_KEYS = {"batch", "seq", "mask", "dtype", "target", "weights", "see
 function R.prepare(name, opts)
   opts = opts or {}
   if type(opts) ~= "table" then fail("options must be a table, got %s", type(opts)) end
-  for k in pairs(opts) do -- a misspelt option never passes for a default
-    local known = false
-    for _, n in ipairs(PREPARE_KEYS) do known = known or n == k end
-    if not known then
-      error(("ValueError: stof.models.run.prepare: unknown option %q (known: %s)"):format(tostring(k),
-        table.concat(PREPARE_KEYS, ", ")), 2)
-    end
+  local bad = common.unknown_key(opts, PREPARE_KEYS)
+  if bad ~= nil then
+    error(("ValueError: stof.models.run.prepare: unknown option %q (known: %s)"):format(tostring(bad),
+      table.concat(PREPARE_KEYS, ", ")), 2)
   end
   local mod = models.module(name)
   local batch, seq = opts.batch or 1, opts.seq or 128
@@ -173,6 +171,21 @@ function R:run(inputs)
     self.plan:bind(f)
   end
   return self.plan:run()
+end
+
+--- Two plans timed in turn, rounds (3) times each, reps runs a round after warmup: each
+--- plan's median round, (ms_a, ms_b). Both in the same minutes, so that neither is flattered
+--- by the device's state (clocks after a search's load, caches): how a tuned plan is compared
+--- with its default one.
+function R.time_in_turn(a, b, reps, warmup, rounds)
+  local ta, tb = {}, {}
+  for k = 1, rounds or 3 do
+    ta[k] = a:time(reps, warmup)
+    tb[k] = b:time(reps, warmup)
+  end
+  table.sort(ta)
+  table.sort(tb)
+  return ta[(#ta + 1) // 2], tb[(#tb + 1) // 2]
 end
 
 --- Median milliseconds per forward (graph replay on the GPU).
