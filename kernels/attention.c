@@ -644,14 +644,19 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
 
 /* The format of (mask, dims, T), cached: built on the GPU when max(Sq, Sk) >=
  * STOF_FORMAT_GPU_MIN_S and the mask allows it, else on the CPU. Borrowed. */
+/* The format of (mask, B, H, Sq, Sk, T): built on the GPU and kept there at long lengths
+ * (*dev: the device addresses of row_ptr, col_idx, bmp_off, bitmap; the host format then
+ * holds the statistics and the tile-row arrays only), else on the CPU (*dev NULL). */
 static stof_status engine_format(stof_attn_engine *e, const stof_mask *mask, int64_t B,
                                  int64_t H, int64_t Sq, int64_t Sk, int T,
-                                 const stof_mask_format **out) {
+                                 const stof_mask_format **out, const uint64_t **dev) {
+  *dev = NULL;
   if ((Sq >= STOF_FORMAT_GPU_MIN_S || Sk >= STOF_FORMAT_GPU_MIN_S) &&
       stof_mask_format_gpu_supported(mask)) {
     stof_status st = e->gpu_formats ? STOF_OK : kernels_format_gpu_new(e->ctx, &e->gpu_formats);
-    if (!st) st = kernels_format_gpu_get(e->gpu_formats, mask, B, H, Sq, Sk, T, out);
+    if (!st) st = kernels_format_gpu_get_dev(e->gpu_formats, mask, B, H, Sq, Sk, T, out, dev);
     if (st != STOF_ERR_UNSUPPORTED) return st;
+    *dev = NULL;
     stof_ctx_clear_error(e->ctx); /* past the GPU builder's range: the CPU builds it */
   }
   return stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, T, out);
@@ -660,6 +665,15 @@ static stof_status engine_format(stof_attn_engine *e, const stof_mask *mask, int
 static stof_status upload(stof_ctx *ctx, const void *src, size_t bytes, uint64_t *dst) {
   stof_status st = stof_cuda_malloc(ctx, bytes ? bytes : 8, dst);
   if (!st && bytes) st = stof_cuda_htod(ctx, *dst, src, bytes);
+  return st;
+}
+
+/* The plan's copy of a format array: from the host, or device to device when dsrc (the
+ * engine's cached on-device format) is given. */
+static stof_status plan_array(stof_ctx *ctx, const void *src, uint64_t dsrc, size_t bytes, uint64_t *dst) {
+  if (!dsrc) return upload(ctx, src, bytes, dst);
+  stof_status st = stof_cuda_malloc(ctx, bytes ? bytes : 8, dst);
+  if (!st && bytes) st = stof_cuda_dtod(ctx, *dst, dsrc, bytes);
   return st;
 }
 
@@ -739,7 +753,8 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: sizes past 2^31");
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   const stof_mask_format *f;
-  st = engine_format(e, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f);
+  const uint64_t *fdev; /* the format's arrays on the device (NULL: on the host) */
+  st = engine_format(e, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f, &fdev);
   if (st) return st;
   /* a mask that keeps no pair is no error: every row has no valid key and gives zeros, as
    * on the CPU and in the runtime's intrinsic (the kernels write zeros for such rows) */
@@ -748,7 +763,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   memset(p, 0, sizeof *p); /* a failure below frees whatever is set */
   p->e = e;
   if ((st = stof_attention_select(ctx, f, B, H, D, &e->props, &o, &p->choice))) goto fail;
-  if (p->choice.tile != f->T && (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f)))
+  if (p->choice.tile != f->T && (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f, &fdev)))
     goto fail;
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;
@@ -757,10 +772,10 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   p->nrow_ptr = (size_t)f->nmask * (size_t)(f->nrow + 1);
   p->nentry = (size_t)f->nentry;
   p->nword = (size_t)f->nword;
-  if ((st = upload(ctx, f->row_ptr, p->nrow_ptr * 4, &p->row_ptr)) ||
-      (st = upload(ctx, f->col_idx, p->nentry * 4, &p->col_idx)) ||
-      (st = upload(ctx, f->bmp_off, p->nentry * 4, &p->bmp_off)) ||
-      (st = upload(ctx, f->bitmap, p->nword * 8, &p->bitmap)))
+  if ((st = plan_array(ctx, f->row_ptr, fdev ? fdev[0] : 0, p->nrow_ptr * 4, &p->row_ptr)) ||
+      (st = plan_array(ctx, f->col_idx, fdev ? fdev[1] : 0, p->nentry * 4, &p->col_idx)) ||
+      (st = plan_array(ctx, f->bmp_off, fdev ? fdev[2] : 0, p->nentry * 4, &p->bmp_off)) ||
+      (st = plan_array(ctx, f->bitmap, fdev ? fdev[3] : 0, p->nword * 8, &p->bitmap)))
     goto fail;
   p->mod = o.mod;
   p->bias_dtype = o.bias_dtype;

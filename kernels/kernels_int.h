@@ -167,6 +167,20 @@ stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask,
                                    int64_t H, int64_t Sq, int64_t Sk, int T,
                                    const stof_mask_format **out);
 
+/* The same kept on the device: *out holds the statistics and the tile-row arrays (row_ptr,
+ * nfull, npartial) on the host, col_idx, bmp_off and bitmap NULL there; dev gets the device
+ * addresses of row_ptr, col_idx, bmp_off and bitmap (owned: stof_cuda_mem_free each). The
+ * arrays are the host build's, element for element. So a plan copies them device to device,
+ * and a long-context format (BigBird at 128k: 719 MiB of bitmaps) never crosses the bus. */
+stof_status kernels_format_gpu_build_dev(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                         int64_t H, int64_t Sq, int64_t Sk, int T,
+                                         stof_mask_format **out, uint64_t dev[4]);
+/* The same through the builder's cache (entries apart from the host builds'). Borrowed, the
+ * format and its 4 device addresses: valid until 8 further misses or kernels_format_gpu_free. */
+stof_status kernels_format_gpu_get_dev(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                       int64_t H, int64_t Sq, int64_t Sk, int T,
+                                       const stof_mask_format **out, const uint64_t **dev);
+
 /* The tile grid of a format: tile rows and columns, and the mask instances. */
 typedef struct kernels_format_dims {
   int64_t nrow, ncol, mask_b, mask_h, nmask;

@@ -15,6 +15,7 @@
  * device's own evaluator.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels_int.h"
@@ -264,8 +265,11 @@ static stof_status check_args(stof_ctx *ctx, const char *who, const stof_mask *m
 typedef struct gpu_entry {
   char *key;
   stof_mask_format *fmt;
+  uint64_t dev[4]; /* on-device entries: row_ptr, col_idx, bmp_off, bitmap (else 0) */
   uint64_t used;
 } gpu_entry;
+
+static void entry_free(kernels_format_gpu *g, gpu_entry *e);
 
 struct kernels_format_gpu {
   stof_ctx *ctx;
@@ -279,10 +283,7 @@ struct kernels_format_gpu {
 
 void kernels_format_gpu_free(kernels_format_gpu *g) {
   if (!g) return;
-  for (int k = 0; k < g->n; k++) {
-    if (g->e[k].key) stof_ctx_dealloc(g->ctx, g->e[k].key, strlen(g->e[k].key) + 1);
-    stof_mask_format_free(g->e[k].fmt);
-  }
+  for (int k = 0; k < g->n; k++) entry_free(g, &g->e[k]);
   stof_cuda_module_free(g->mod);
   stof_ctx_dealloc(g->ctx, g, sizeof *g);
 }
@@ -342,9 +343,12 @@ static void *fetch(stof_ctx *ctx, uint64_t src, size_t n, size_t es, stof_status
   return p;
 }
 
-stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
-                                     int64_t H, int64_t Sq, int64_t Sk, int T,
-                                     stof_mask_format **out) {
+/* The build; with on_device the large arrays (col_idx, bmp_off, bitmap) stay on the device,
+ * their host pointers NULL, and dev_out gets row_ptr, col_idx, bmp_off and bitmap there
+ * (owned by the caller: stof_cuda_mem_free each); only the tile-row arrays and the
+ * statistics cross. */
+static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                         int64_t Sk, int T, int on_device, stof_mask_format **out, uint64_t *dev_out) {
   stof_ctx *ctx = g->ctx;
   const char *who = who_build;
   dims d = {0};
@@ -447,9 +451,11 @@ stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mas
   f->row_ptr = fetch(ctx, dev[D_ROWPTR], (size_t)(d.nmask * (d.nrow + 1)), 4, &st);
   f->nfull = fetch(ctx, dev[D_NFULL], (size_t)nrows, 4, &st);
   f->npartial = fetch(ctx, dev[D_NPART], (size_t)nrows, 4, &st);
-  f->col_idx = fetch(ctx, dev[D_COL], (size_t)nentry, 4, &st);
-  f->bmp_off = fetch(ctx, dev[D_OFF], (size_t)nentry, 4, &st);
-  f->bitmap = fetch(ctx, dev[D_BITS], (size_t)nword, 8, &st);
+  if (!on_device) {
+    f->col_idx = fetch(ctx, dev[D_COL], (size_t)nentry, 4, &st);
+    f->bmp_off = fetch(ctx, dev[D_OFF], (size_t)nentry, 4, &st);
+    f->bitmap = fetch(ctx, dev[D_BITS], (size_t)nword, 8, &st);
+  }
   if (st) goto done;
   f->copy_ms = kernels_now_ms() - t_copy;
 
@@ -467,6 +473,10 @@ stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mas
   f->bytes = (size_t)(nmask64 * (d.nrow + 1)) * 4 + (size_t)nentry * 8 + (size_t)nword * 8;
 
 done:
+  if (!st && on_device) { /* handed over: the caller frees them */
+    const int keep[4] = {D_ROWPTR, D_COL, D_OFF, D_BITS};
+    for (int k = 0; k < 4; k++) dev_out[k] = dev[keep[k]], dev[keep[k]] = 0;
+  }
   for (int k = 0; k < D_COUNT; k++) stof_cuda_mem_free(ctx, dev[k]);
   kernels_format_prog_free(prog);
   if (st) {
@@ -478,10 +488,30 @@ done:
   return STOF_OK;
 }
 
-/* A small LRU of formats keyed as the CPU cache keys them. */
-stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
-                                   int64_t H, int64_t Sq, int64_t Sk, int T,
-                                   const stof_mask_format **out) {
+stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                     int64_t H, int64_t Sq, int64_t Sk, int T,
+                                     stof_mask_format **out) {
+  return build(g, mask, B, H, Sq, Sk, T, 0, out, NULL);
+}
+
+stof_status kernels_format_gpu_build_dev(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                         int64_t H, int64_t Sq, int64_t Sk, int T,
+                                         stof_mask_format **out, uint64_t dev[4]) {
+  for (int k = 0; k < 4; k++) dev[k] = 0;
+  return build(g, mask, B, H, Sq, Sk, T, 1, out, dev);
+}
+
+/* A small LRU of formats keyed as the CPU cache keys them (host and on-device builds of the
+ * same format are separate entries). */
+static void entry_free(kernels_format_gpu *g, gpu_entry *e) {
+  if (e->key) stof_ctx_dealloc(g->ctx, e->key, strlen(e->key) + 1);
+  stof_mask_format_free(e->fmt);
+  for (int k = 0; k < 4; k++) stof_cuda_mem_free(g->ctx, e->dev[k]);
+  memset(e, 0, sizeof *e);
+}
+
+static stof_status get(kernels_format_gpu *g, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                       int64_t Sk, int T, int on_device, const stof_mask_format **out, const uint64_t **dev) {
   stof_ctx *ctx = g->ctx;
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask is NULL", who_build);
   char *key = NULL;
@@ -489,19 +519,21 @@ stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask,
     stof_buf s;
     stof_buf_init(&s, ctx);
     kernels_mask_key(mask, &s); /* exact, however long the description */
-    stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", (long long)B, (long long)H,
-                    (long long)Sq, (long long)Sk, T);
+    stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d|%s", (long long)B, (long long)H,
+                    (long long)Sq, (long long)Sk, T, on_device ? "device" : "host");
     if (stof_buf_finish(&s, &key)) return STOF_ERR_NOMEM;
     for (int k = 0; k < g->n; k++)
       if (g->e[k].key && !strcmp(g->e[k].key, key)) {
         stof_ctx_dealloc(ctx, key, strlen(key) + 1);
         g->e[k].used = ++g->clock;
         *out = g->e[k].fmt;
+        if (dev) *dev = g->e[k].dev;
         return STOF_OK;
       }
   }
   stof_mask_format *f;
-  stof_status st = kernels_format_gpu_build(g, mask, B, H, Sq, Sk, T, &f);
+  uint64_t d[4] = {0, 0, 0, 0};
+  stof_status st = build(g, mask, B, H, Sq, Sk, T, on_device, &f, d);
   if (st) {
     if (key) stof_ctx_dealloc(ctx, key, strlen(key) + 1);
     return st;
@@ -511,16 +543,29 @@ stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask,
     slot = 0;
     for (int k = 1; k < g->n; k++)
       if (g->e[k].used < g->e[slot].used) slot = k;
-    if (g->e[slot].key) stof_ctx_dealloc(ctx, g->e[slot].key, strlen(g->e[slot].key) + 1);
-    stof_mask_format_free(g->e[slot].fmt);
+    entry_free(g, &g->e[slot]);
   } else {
     g->n++;
   }
   g->e[slot].key = key;
   g->e[slot].fmt = f;
+  memcpy(g->e[slot].dev, d, sizeof d);
   g->e[slot].used = ++g->clock;
   *out = f;
+  if (dev) *dev = g->e[slot].dev;
   return STOF_OK;
+}
+
+stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                   int64_t H, int64_t Sq, int64_t Sk, int T,
+                                   const stof_mask_format **out) {
+  return get(g, mask, B, H, Sq, Sk, T, 0, out, NULL);
+}
+
+stof_status kernels_format_gpu_get_dev(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
+                                       int64_t H, int64_t Sq, int64_t Sk, int T,
+                                       const stof_mask_format **out, const uint64_t **dev) {
+  return get(g, mask, B, H, Sq, Sk, T, 1, out, dev);
 }
 
 /* ---------------------------------------------------------------- public entry */
@@ -535,6 +580,43 @@ stof_status stof_mask_format_build_gpu(stof_ctx *ctx, const stof_mask *mask, int
   kernels_format_gpu *g;
   if ((st = kernels_format_gpu_new(ctx, &g))) return st;
   st = kernels_format_gpu_build(g, mask, B, H, Sq, Sk, T, out);
+  kernels_format_gpu_free(g);
+  return st;
+}
+
+static int cmp_ms(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+stof_status stof_mask_format_time_gpu(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
+                                      int64_t Sq, int64_t Sk, int T, int reps, double *ms,
+                                      size_t *bytes) {
+  *ms = 0, *bytes = 0;
+  if (reps < 1 || reps > 1000)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: reps = %d (1 to 1000)", who_build, reps);
+  kernels_format_gpu *g;
+  stof_status st = kernels_format_gpu_new(ctx, &g);
+  if (st) return st;
+  double *t = stof_ctx_alloc(ctx, sizeof *t * (size_t)reps);
+  if (!t) {
+    kernels_format_gpu_free(g);
+    return STOF_ERR_NOMEM;
+  }
+  for (int r = 0; r <= reps && !st; r++) {
+    stof_mask_format *f = NULL;
+    uint64_t dev[4];
+    if ((st = kernels_format_gpu_build_dev(g, mask, B, H, Sq, Sk, T, &f, dev))) break;
+    if (r > 0) t[r - 1] = f->build_ms;
+    *bytes = f->bytes;
+    stof_mask_format_free(f);
+    for (int k = 0; k < 4; k++) stof_cuda_mem_free(ctx, dev[k]);
+  }
+  if (!st) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_ms);
+    *ms = t[reps / 2];
+  }
+  stof_ctx_dealloc(ctx, t, sizeof *t * (size_t)reps);
   kernels_format_gpu_free(g);
   return st;
 }

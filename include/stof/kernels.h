@@ -238,6 +238,17 @@ stof_status stof_mask_format_build_gpu(stof_ctx *ctx, const stof_mask *mask, int
                                        int64_t H, int64_t Sq, int64_t Sk, int T,
                                        stof_mask_format **out);
 
+/**
+ * Times the GPU build of mask's format kept on the device, as the attention engine builds it
+ * at long lengths (only the statistics and the tile-row arrays cross to the host; a plan
+ * copies the rest device to device): after one build that also compiles and loads the
+ * builder, the median build_ms of reps (>= 1) more, in *ms; *bytes is the format's device
+ * bytes. Errors as stof_mask_format_build_gpu.
+ */
+stof_status stof_mask_format_time_gpu(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
+                                      int64_t Sq, int64_t Sk, int T, int reps, double *ms,
+                                      size_t *bytes);
+
 /* ---------------------------------------------------------------- format cache */
 
 /* Formats keyed by (mask description, B, H, Sq, Sk, T), least recently used evicted.

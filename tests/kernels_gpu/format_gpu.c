@@ -151,6 +151,43 @@ static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t
   } else if (!differ(gpu, cpu, why, sizeof why)) {
     why[0] = 0;
   }
+  if (!why[0]) { /* the same kept on the device (what the attention engine uses): fetched, identical */
+    stof_mask_format *dv = NULL;
+    uint64_t dev[4];
+    st = kernels_format_gpu_build_dev(f->g, mask, B, H, Sq, Sk, T, &dv, dev);
+    if (st) {
+      snprintf(why, sizeof why, "GPU build kept on the device: %s: %.300s", stof_status_name(st), stof_ctx_message(ctx));
+      stof_ctx_clear_error(ctx);
+    } else {
+      size_t ne = (size_t)dv->nentry, nw = (size_t)dv->nword;
+      if (dv->col_idx || dv->bmp_off || dv->bitmap) {
+        snprintf(why, sizeof why, "GPU build kept on the device: host arrays present");
+      } else {
+        dv->col_idx = stof_ctx_alloc(ctx, ne * 4 + 4);
+        dv->bmp_off = stof_ctx_alloc(ctx, ne * 4 + 4);
+        dv->bitmap = stof_ctx_alloc(ctx, nw * 8 + 8);
+        int32_t *rp = stof_ctx_alloc(ctx, (size_t)dv->nmask * (size_t)(dv->nrow + 1) * 4);
+        if (!dv->col_idx || !dv->bmp_off || !dv->bitmap || !rp ||
+            stof_cuda_dtoh(ctx, dv->col_idx, dev[1], ne * 4) || stof_cuda_dtoh(ctx, dv->bmp_off, dev[2], ne * 4) ||
+            stof_cuda_dtoh(ctx, dv->bitmap, dev[3], nw * 8) ||
+            stof_cuda_dtoh(ctx, rp, dev[0], (size_t)dv->nmask * (size_t)(dv->nrow + 1) * 4))
+          fail_msg("%s: fetching the on-device format: %s", head, stof_ctx_message(ctx));
+        if (memcmp(rp, dv->row_ptr, (size_t)dv->nmask * (size_t)(dv->nrow + 1) * 4))
+          snprintf(why, sizeof why, "GPU build kept on the device: row_ptr on the device differs from the host's");
+        else if (differ(dv, cpu, why, sizeof why))
+          ;
+        else
+          why[0] = 0;
+        stof_ctx_dealloc(ctx, rp, (size_t)dv->nmask * (size_t)(dv->nrow + 1) * 4);
+        /* stof_mask_format_free frees arrays of the format's own sizes: give back the slack */
+        stof_ctx_dealloc(ctx, dv->col_idx, ne * 4 + 4), dv->col_idx = NULL;
+        stof_ctx_dealloc(ctx, dv->bmp_off, ne * 4 + 4), dv->bmp_off = NULL;
+        stof_ctx_dealloc(ctx, dv->bitmap, nw * 8 + 8), dv->bitmap = NULL;
+      }
+      stof_mask_format_free(dv);
+      for (int k = 0; k < 4; k++) stof_cuda_mem_free(ctx, dev[k]);
+    }
+  }
   if (why[0]) {
     print_message("FAIL %s | %s\n", head, why);
     f->nfail++;
@@ -353,6 +390,17 @@ void gpu_format_public_entry_cache_and_refusals(void **state) {
   assert_ptr_equal(a, d);
   assert_ptr_not_equal(a, b);
   assert_int_equal(b->T, 128);
+  /* on-device entries apart from host ones; their device arrays with them */
+  const stof_mask_format *dv1 = NULL, *dv2 = NULL;
+  const uint64_t *d1 = NULL, *d2 = NULL;
+  TU_OK(ctx, kernels_format_gpu_get_dev(f->g, m, 1, 1, 9000, 9000, 64, &dv1, &d1));
+  TU_OK(ctx, kernels_format_gpu_get_dev(f->g, m, 1, 1, 9000, 9000, 64, &dv2, &d2));
+  assert_ptr_equal(dv1, dv2);
+  assert_ptr_equal(d1, d2);
+  assert_ptr_not_equal(dv1, a);
+  assert_null(dv1->bitmap);
+  assert_int_equal(dv1->nentry, a->nentry);
+  assert_true(d1[0] && d1[1]);
   /* refusals */
   TU_OK(ctx, stof_mask_fn(ctx, diagonal, NULL, "diagonal", 0, 0, &fm));
   TU_OK(ctx, stof_mask_union(m, fm, &mix));
