@@ -643,7 +643,9 @@ static stof_status compact(lower_ctx *lc, lir_buf *buf) {
     for (int i = 0; i < nr; i++) sched_read_ranges(lc->bd, readers[i], t, range);
     int whole = 1;
     for (int d = 0; d < t->ndim; d++) whole &= range[d].full;
-    if (!whole) {
+    /* a shared buffer is placed at that loop even when its region is the whole tensor (one
+     * CUDA block covers it all): it is the CUDA block's copy */
+    if (!whole || buf->scope == SCHED_SCOPE_SHARED) {
       buf->at = common[nc - 1];
       for (int d = 0; d < t->ndim && !st; d++) {
         buf->ext[d] = range[d].ext;

@@ -86,6 +86,17 @@ static void see(tuner *t, const stof_plan_seg_req *r, int gemm) {
     if (!(k == 0 && gemm && t->cuda) && tmpl_matches(t, k, r)) s->tmpl[s->nchoice++] = k;
 }
 
+/* The template of a segment left at DEFAULT: the vendor GEMM where it can run; a GEMM in
+ * generated code on the GPU (a segment the vendor GEMM cannot run: a GEMM with a row
+ * normalisation, say) the first built-in tensor-core template that takes it; else "auto". */
+static int default_tmpl(const tuner *t, const seg *s) {
+  if (s->gemm) return VENDOR;
+  if (t->cuda && !t->o->plan.no_vendor_gemm)
+    for (int ch = 0; ch < s->nchoice; ch++)
+      if (s->tmpl[ch] > 0 && s->tmpl[ch] < NBUILTIN) return s->tmpl[ch];
+  return 0;
+}
+
 static int hook_generate_gemm(void *ud, const stof_plan_seg_req *r) {
   tuner *t = ud;
   if (r->index >= t->nslot) return 0;
@@ -107,7 +118,8 @@ static stof_status hook_schedule(void *ud, stof_plan_seg_req *r, stof_sched *s) 
   see(t, r, 0);
   seg *sg = &t->segs[r->index];
   const cfg *c = &t->cur[r->index];
-  int k = c->tmpl >= 0 ? c->tmpl : 0;
+  int k = c->tmpl == DEFAULT ? default_tmpl(t, sg) : c->tmpl;
+  if (k < 0) k = 0;
   if (k == 0 && t->cuda && !t->o->plan.no_vendor_gemm) /* pruned before anything compiles: see see() */
     for (int i = 0; i < r->nop; i++)
       if (stof_plan_op_is_gemm(r->op[i])) {
@@ -424,7 +436,7 @@ int search_cur_choice(const tuner *t, int i) {
   const seg *s = &t->segs[i];
   if (!s->seen) return -1;
   int k = t->cur[i].tmpl;
-  if (k == DEFAULT) k = s->gemm ? VENDOR : 0;
+  if (k == DEFAULT) k = default_tmpl(t, s);
   return choice_of(s, k);
 }
 

@@ -272,3 +272,303 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
   }
   return STOF_OK;
 }
+
+/* ---------------------------------------------------------------- tensorcore_norm
+ *
+ * A GEMM, its injective epilogue (bias, residual add) and a row normalisation of the result
+ * h (layer norm: mean and variance; RMS norm: the mean square) in one kernel. A CUDA block
+ * owns R whole rows of h: its warps run the GEMM over the rows' columns in chunks of 32 * wn
+ * (mma.sync, the operand tiles staged as in "tensorcore"), each lane writing its fragments
+ * of h (epilogue applied, rounded to h's dtype as the unfused plan stores it) into a shared
+ * R x N tile; then each warp takes R / (wm * wn) of the rows and reduces them across its 32
+ * lanes (the statistics, in registers), and writes the normalised rows (and h itself when h
+ * leaves the segment) 4, 8 or 16 bytes per access. h never goes to global memory unless it
+ * is an output.
+ *
+ * Knobs tcn.wm (warps along the rows, 1 or 2), tcn.tm (rows per warp, 32 or 64) and tcn.wn
+ * (warps along the columns, 2 or 4), R = wm * tm: each offers only values for which every
+ * combination with the others divides the GEMM and fits shared memory (R x N of h plus three
+ * stages of operand tiles under 227 KB), so no candidate is refused after sampling.
+ */
+
+static const char *tcn_name = "tensorcore_norm";
+
+const char *search_tcn_name(void) { return tcn_name; }
+
+#define TCN_SMEM (227 * 1024)
+
+/* Shared bytes of a tile of R rows: h's R x N, and three stages of the operands' tiles
+ * (R x 32 of x, (32 * wn) x 32 of W, rows padded by 8). */
+static int64_t tcn_smem(int64_t R, int64_t wn, int64_t cols, int64_t es) {
+  return R * cols * es + 3 * (R + 32 * wn + 8) * (TC_BK + 8) * es;
+}
+
+/* Does every load of a segment op in e (other than the loads of `h` at (rows..., reduce
+ * var), and of stats at the rows) read at op's own row axes? Used for the statistics:
+ * op has h's leading axes (nd - 1 of them). */
+static int row_loads(const stof_op *op, const stof_expr *e, const stof_op *h, const stof_op *const *seg, int nseg,
+                     int depth) {
+  if (!e || depth > STOF_TE_MAX_DEPTH + 8) return !e;
+  switch (e->kind) {
+  case STOF_EXPR_INT:
+  case STOF_EXPR_FLOAT:
+  case STOF_EXPR_VAR: return 1;
+  case STOF_EXPR_REDUCE: return row_loads(op, e->u.reduce.src, h, seg, nseg, depth + 1);
+  case STOF_EXPR_LOAD: {
+    const stof_op *t = e->u.load.tensor;
+    if (in_list(t, seg, nseg)) {
+      int nrow = t == h ? e->u.load.nidx - 1 : e->u.load.nidx;
+      if (nrow != op->ndim - (op->ndim == h->ndim)) return 0;
+      for (int d = 0; d < nrow; d++)
+        if (e->u.load.idx[d]->kind != STOF_EXPR_VAR || e->u.load.idx[d]->u.var != op->axis[d]) return 0;
+      if (t == h && e->u.load.idx[nrow]->kind != STOF_EXPR_VAR) return 0;
+      if (t == h && op->ndim == h->ndim && e->u.load.idx[nrow]->u.var != op->axis[nrow]) return 0;
+    }
+    for (int d = 0; d < e->u.load.nidx; d++)
+      if (!row_loads(op, e->u.load.idx[d], h, seg, nseg, depth + 1)) return 0;
+    return 1;
+  }
+  default:
+    return row_loads(op, e->u.op.a, h, seg, nseg, depth + 1) && row_loads(op, e->u.op.b, h, seg, nseg, depth + 1) &&
+           row_loads(op, e->u.op.c, h, seg, nseg, depth + 1);
+  }
+}
+
+/* The segment's parts: the GEMM, h (the epilogue's last op, which the statistics read), the
+ * statistics and the normalised outputs; 0 when the segment is not of this form. */
+typedef struct tcn_parts {
+  const stof_op *g, *h;
+  int nstat, nnorm;
+} tcn_parts;
+
+static int tcn_split(int nop, const stof_op *const *ops, tcn_parts *p) {
+  memset(p, 0, sizeof *p);
+  const stof_op *g = NULL;
+  for (int i = 0; i < nop; i++) {
+    if (ops[i]->kind != STOF_OP_COMPUTE) return 0;
+    if (stof_plan_op_is_gemm(ops[i])) {
+      if (g) return 0;
+      g = ops[i];
+    }
+  }
+  if (!g || g->ndim < 2 || g->ndim > 3) return 0;
+  int nd = g->ndim;
+  int64_t cols = g->shape[nd - 1];
+  /* the statistics: reductions over h's last axis, h's rows' shape; all read one h */
+  const stof_op *h = NULL;
+  for (int i = 0; i < nop; i++) {
+    const stof_op *o = ops[i];
+    if (o == g || !o->body || o->body->kind != STOF_EXPR_REDUCE) continue;
+    if (o->ndim != nd - 1 || memcmp(o->shape, g->shape, sizeof *o->shape * (size_t)(nd - 1)) ||
+        o->body->u.reduce.naxis != 1 || o->body->u.reduce.axis[0]->extent != cols)
+      return 0;
+    for (int k = 0; k < o->ninput; k++) {
+      const stof_op *x = o->input[k];
+      if (!in_list(x, ops, nop) || x->ndim != nd) continue;
+      if (h && h != x) return 0;
+      h = x;
+    }
+    if (!h) return 0;
+    p->nstat++;
+  }
+  if (!h || h == g || !p->nstat) return 0;
+  /* the epilogue: ops reading g at their own axes, g's shape, up to h; the normalised ops:
+   * g's shape, reading h and the statistics (rows) and nothing else of the segment */
+  const stof_op *dep[64];
+  int ndep = 0;
+  dep[ndep++] = g;
+  for (int i = 0; i < nop; i++) {
+    const stof_op *o = ops[i];
+    if (o == g || o->body->kind == STOF_EXPR_REDUCE) continue;
+    if (o->ndim != nd || memcmp(o->shape, g->shape, sizeof *o->shape * (size_t)nd)) return 0;
+    int after_h = o != h && reads(o, h, ops, nop, 0);
+    if (!after_h) {
+      if (ndep == 64 || !reads(o, g, ops, nop, 0) || !own_axes(o, o->body, dep, ndep, 0)) return 0;
+      dep[ndep++] = o;
+    } else {
+      for (int k = 0; k < o->ninput; k++) /* nothing of the segment but h and the statistics */
+        if (in_list(o->input[k], ops, nop) && o->input[k] != h && o->input[k]->ndim != nd - 1) return 0;
+      if (!row_loads(o, o->body, h, ops, nop, 0)) return 0;
+      p->nnorm++;
+    }
+  }
+  for (int i = 0; i < nop; i++) /* the statistics read h and each other by rows */
+    if (ops[i] != g && ops[i]->body->kind == STOF_EXPR_REDUCE && !row_loads(ops[i], ops[i]->body, h, ops, nop, 0))
+      return 0;
+  if (!p->nnorm || !in_list(h, dep, ndep)) return 0;
+  p->g = g;
+  p->h = h;
+  return 1;
+}
+
+int search_tcn_matches(void *ud, const stof_plan_seg_req *r) {
+  (void)ud;
+  tcn_parts p;
+  if (strcmp(r->target, "cuda") != 0 || !tcn_split(r->nop, r->op, &p)) return 0;
+  const stof_op *g = p.g;
+  int dt = tensorizable(g);
+  if (dt != STOF_DTYPE_F16 && dt != STOF_DTYPE_BF16) return 0;
+  int64_t rows = g->shape[g->ndim - 2], cols = g->shape[g->ndim - 1], depth = g->body->u.reduce.axis[0]->extent;
+  /* the smallest tile (32 rows, 2 warps along the columns) must divide and fit */
+  return rows % 32 == 0 && cols % 64 == 0 && depth % TC_BK == 0 &&
+         tcn_smem(32, 2, cols, stof_dtype_size(p.h->dtype)) <= TCN_SMEM;
+}
+
+/* A categorical knob over the values of cand[0..n) with ok[i] set. */
+static stof_status pick_knob(stof_sched *s, const char *name, const int64_t *cand, const int *ok, int n, int *knob) {
+  int64_t v[4];
+  double pr[4];
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (ok[i]) {
+      v[m] = cand[i];
+      pr[m++] = 1;
+    }
+  if (!m) return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "tensorcore_norm: no value of %s fits", name);
+  return stof_sched_sample_categorical(s, name, m, v, pr, -1, knob);
+}
+
+/* Splits the last two loops of block b (placed at the row tile) into warps over rows and
+ * lanes x vector over columns; returns the serial row loop. */
+static stof_status tcn_rows(stof_sched *s, int b, int kwm, int kwn, int64_t vec, int *row_loop) {
+  stof_status st;
+  int l[5], n, i[3], j[3];
+  TRY(stof_sched_get_loops(s, b, 5, l, &n));
+  if (n < 2) return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "tensorcore_norm: block with %d loops", n);
+  stof_factor fi[3] = {stof_factor_knob(kwm), stof_factor_knob(kwn), stof_factor_const(STOF_INFER)};
+  stof_factor fj[3] = {stof_factor_const(STOF_INFER), stof_factor_const(32), stof_factor_const(vec)};
+  TRY(stof_sched_split(s, l[n - 2], 3, fi, i));
+  TRY(stof_sched_split(s, l[n - 1], 3, fj, j));
+  TRY(stof_sched_bind(s, i[0], "threadIdx.z"));
+  TRY(stof_sched_bind(s, i[1], "threadIdx.y"));
+  TRY(stof_sched_bind(s, j[1], "threadIdx.x"));
+  TRY(stof_sched_unroll(s, j[0]));
+  TRY(stof_sched_vectorize(s, j[2]));
+  *row_loop = i[2];
+  return STOF_OK;
+}
+
+stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s) {
+  (void)ud;
+  (void)r;
+  stof_ctx *ctx = stof_sched_ctx(s);
+  stof_status st;
+  int nb = stof_sched_nblock(s), id[64];
+  if (nb > 60) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: a segment of %d blocks", nb);
+  const stof_op *ops[64] = {0};
+  for (int b = 0; b < nb; b++) {
+    char name[256];
+    snprintf(name, sizeof name, "%s", stof_sched_block_name(s, b));
+    TRY(stof_sched_get_block(s, name, &id[b]));
+    ops[b] = stof_sched_block_op(s, b);
+  }
+  tcn_parts p;
+  if (!tcn_split(nb, ops, &p))
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: the segment is not a GEMM, its epilogue and a row normalisation");
+  const stof_op *g = p.g, *h = p.h;
+  int nd = g->ndim, cb = -1, hb = -1, copy, hcopy = -1;
+  for (int b = 0; b < nb; b++) {
+    if (ops[b] == g) cb = id[b];
+    if (ops[b] == h) hb = id[b];
+  }
+  if (is_output(s, g))
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: GEMM %s leaves the segment", g->name);
+  int64_t rows = g->shape[nd - 2], cols = g->shape[nd - 1], es = (int64_t)stof_dtype_size(h->dtype);
+  int64_t vec = cols % 256 == 0 ? 8 : cols % 128 == 0 ? 4 : 2;
+  if (vec * (int64_t)es > 16) vec = 16 / es;
+  /* the knobs: every combination divides and fits */
+  static const int64_t wmc[2] = {1, 2}, tmc[2] = {32, 64}, wnc[2] = {2, 4};
+  int okn[2], okm[2], okt[2];
+  int64_t wn_max = 2, wm_max = 1;
+  for (int i = 0; i < 2; i++)
+    if ((okn[i] = cols % (32 * wnc[i]) == 0)) wn_max = wnc[i];
+  for (int i = 0; i < 2; i++)
+    if ((okm[i] = rows % (32 * wmc[i]) == 0 && tcn_smem(32 * wmc[i], wn_max, cols, es) <= TCN_SMEM)) wm_max = wmc[i];
+  for (int i = 0; i < 2; i++)
+    okt[i] = rows % (wm_max * tmc[i]) == 0 && tcn_smem(wm_max * tmc[i], wn_max, cols, es) <= TCN_SMEM;
+  int kwm, ktm, kwn;
+  TRY(pick_knob(s, "tcn.wm", wmc, okm, 2, &kwm));
+  TRY(pick_knob(s, "tcn.tm", tmc, okt, 2, &ktm));
+  TRY(pick_knob(s, "tcn.wn", wnc, okn, 2, &kwn));
+  /* the accumulator in the warps' registers; the epilogue up to h folds into its write-back,
+   * which fills h's tile in shared memory */
+  TRY(stof_sched_cache_write(s, cb, "warp", &copy));
+  TRY(stof_sched_compute_inline(s, copy));
+  for (int b = 0; b < nb; b++)
+    if (id[b] != cb && id[b] != hb && ops[b]->body->kind != STOF_EXPR_REDUCE && !reads(ops[b], h, NULL, 0, 0) &&
+        ops[b] != h) {
+      if (is_output(s, ops[b]))
+        return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: %s leaves the segment inside the epilogue",
+                              ops[b]->name);
+      TRY(stof_sched_compute_inline(s, id[b]));
+    }
+  TRY(stof_sched_cache_write(s, hb, "shared", &hcopy));
+  if (!is_output(s, h)) {
+    TRY(stof_sched_compute_inline(s, hcopy));
+    hcopy = -1;
+  }
+  /* the GEMM over the tile's rows, column chunk by column chunk */
+  int l[5], n;
+  TRY(stof_sched_get_loops(s, cb, 5, l, &n));
+  if (n != nd + 1) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: GEMM block with %d loops", n);
+  int lead = nd - 2, i[3], j[3], k[3];
+  stof_factor fi[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwm), stof_factor_knob(ktm)};
+  stof_factor fj[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwn), stof_factor_const(32)};
+  stof_factor fk[3] = {stof_factor_const(STOF_INFER), stof_factor_const(TC_BK / 16), stof_factor_const(16)};
+  TRY(stof_sched_split(s, l[lead], 3, fi, i));
+  TRY(stof_sched_split(s, l[lead + 1], 3, fj, j));
+  TRY(stof_sched_split(s, l[lead + 2], 3, fk, k));
+  int order[10], no = 0;
+  if (lead) order[no++] = l[0];
+  int rest[9] = {i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2], k[2]};
+  for (int q = 0; q < 9; q++) order[no++] = rest[q];
+  TRY(stof_sched_reorder(s, no, order));
+  if (lead) TRY(stof_sched_bind(s, l[0], "blockIdx.z"));
+  TRY(stof_sched_bind(s, i[0], "blockIdx.y"));
+  TRY(stof_sched_bind(s, i[1], "threadIdx.z"));
+  TRY(stof_sched_bind(s, j[1], "threadIdx.y"));
+  TRY(stof_sched_unroll(s, k[1]));
+  TRY(stof_sched_tensorize(s, i[2], "mma_m16n8k16"));
+  for (int input = 0; input < 2; input++) TRY(stage(s, cb, input, k[0], kwm, kwn));
+  TRY(stof_sched_annotate_loop(s, k[0], "pipeline_stages", "3"));
+  TRY(stof_sched_reverse_compute_at(s, hb, j[1]));
+  /* after the GEMM, at the row tile: the statistics and the outputs in dependence order
+   * (block order), h's copy when h leaves the segment */
+  int first_out = -1, row_loop = -1, tile, gl[12], ng;
+  /* (a move renumbers loops: the row tile's loop is found again each time) */
+  if (hcopy >= 0) { /* h leaves the segment: its copy first; the rest read what it wrote */
+    TRY(stof_sched_get_loops(s, cb, 12, gl, &ng));
+    tile = gl[lead];
+    TRY(stof_sched_reverse_compute_at(s, hcopy, tile));
+    TRY(tcn_rows(s, hcopy, kwm, kwn, vec, &row_loop));
+  }
+  for (int b = 0; b < nb; b++) {
+    if (id[b] == cb || id[b] == hb || !stof_sched_block_alive(s, id[b])) continue;
+    TRY(stof_sched_get_loops(s, cb, 12, gl, &ng));
+    tile = gl[lead];
+    TRY(stof_sched_reverse_compute_at(s, id[b], tile));
+  }
+  for (int b = 0; b < nb; b++)
+    if (id[b] != cb && id[b] != hb && stof_sched_block_alive(s, id[b]) && ops[b]->body->kind != STOF_EXPR_REDUCE) {
+      int rl;
+      TRY(tcn_rows(s, id[b], kwm, kwn, vec, &rl));
+      if (first_out < 0) {
+        first_out = id[b];
+        row_loop = rl;
+      }
+    }
+  /* the statistics per row, in each warp, reduced across its lanes: computed at the first
+   * normalised output's row loop, last first (each at the start of the loop's body) */
+  for (int b = nb - 1; b >= 0; b--) {
+    if (id[b] == cb || ops[b]->body->kind != STOF_EXPR_REDUCE) continue;
+    int sl[5], sn, rr[3];
+    TRY(stof_sched_compute_at(s, id[b], row_loop));
+    TRY(stof_sched_get_loops(s, id[b], 5, sl, &sn));
+    stof_factor fr[3] = {stof_factor_const(STOF_INFER), stof_factor_const(32), stof_factor_const(vec)};
+    TRY(stof_sched_split(s, sl[sn - 1], 3, fr, rr));
+    TRY(stof_sched_bind(s, rr[1], "threadIdx.x"));
+    TRY(stof_sched_unroll(s, rr[0]));
+    TRY(stof_sched_vectorize(s, rr[2]));
+  }
+  return STOF_OK;
+}

@@ -210,12 +210,207 @@ static void tensorcore_refuses_outputs_it_cannot_write_back(void **state) {
   seg_free(&t);
 }
 
+/* ---------------------------------------------------------------- tensorcore_norm */
+
+/* A row normalisation of the 3-D h over its last axis as stof.nn builds it (statistics in
+ * float32, output in h's dtype): rms 0 a layer norm (mean, var), rms 1 an RMS norm (ms). */
+static const stof_op *norm3(stof_graph *g, const stof_op *h, const stof_op *gamma, const stof_op *beta, int rms) {
+  int64_t B = h->shape[0], S = h->shape[1], N = h->shape[2];
+  const stof_expr *ax[3], *inv = tu_f32(g, 1.0 / (double)N);
+  const stof_op *mean = NULL, *stat;
+  if (!rms) {
+    tu_axes(g, 2, TU_SHAPE(B, S), ax);
+    const stof_expr *r1 = tu_raxis(g, N, "r1");
+    mean = compute_as(g, "ln.mean", 2, ax,
+                      tu_reduce(g, STOF_REDUCE_SUM, tu_bin(g, STOF_EXPR_MUL, f32(g, tu_load(g, h, 3, ax[0], ax[1], r1)), inv), 1, r1),
+                      -1, "layer_norm_stat");
+  }
+  tu_axes(g, 2, TU_SHAPE(B, S), ax);
+  const stof_expr *r2 = tu_raxis(g, N, "r2");
+  const stof_expr *c = f32(g, tu_load(g, h, 3, ax[0], ax[1], r2));
+  if (!rms) c = tu_bin(g, STOF_EXPR_SUB, c, tu_load(g, mean, 2, ax[0], ax[1]));
+  stat = compute_as(g, rms ? "ln.ms" : "ln.var", 2, ax,
+                    tu_reduce(g, STOF_REDUCE_SUM, tu_bin(g, STOF_EXPR_MUL, tu_bin(g, STOF_EXPR_MUL, c, c), inv), 1, r2), -1,
+                    rms ? "rms_norm_stat" : "layer_norm_stat");
+  tu_axes(g, 3, h->shape, ax);
+  const stof_expr *v = f32(g, tu_load(g, h, 3, ax[0], ax[1], ax[2]));
+  if (!rms) v = tu_bin(g, STOF_EXPR_SUB, v, tu_load(g, mean, 2, ax[0], ax[1]));
+  const stof_expr *rs = tu_un(g, STOF_EXPR_RSQRT, tu_bin(g, STOF_EXPR_ADD, tu_load(g, stat, 2, ax[0], ax[1]), tu_f32(g, 1e-5)));
+  const stof_expr *y = tu_bin(g, STOF_EXPR_MUL, tu_bin(g, STOF_EXPR_MUL, v, rs), f32(g, tu_load(g, gamma, 1, ax[2])));
+  if (beta) y = tu_bin(g, STOF_EXPR_ADD, y, f32(g, tu_load(g, beta, 1, ax[2])));
+  return compute_as(g, "ln", 3, ax, y, h->dtype, rms ? "rms_norm" : "layer_norm");
+}
+
+/* out = norm(residual + (x @ W^T + bias)): BERT's output projection and its layer norm
+ * (rms: LLaMA's, without a bias and with an RMS norm); h_out also returns the residual sum
+ * (a pre-LN model's residual stream). */
+typedef struct norm_graph {
+  tu_heap heap;
+  stof_ctx *ctx;
+  stof_graph *g;
+  const stof_op *in[6], *h, *out, *ops[8];
+  int nin, nop;
+} norm_graph;
+
+static void norm_build(norm_graph *t, stof_dtype dt, int64_t B, int64_t S, int64_t N, int64_t K, int rms) {
+  t->ctx = tu_ctx_new(&t->heap);
+  TU_OK(t->ctx, stof_graph_new(t->ctx, &t->g));
+  stof_graph *g = t->g;
+  t->nin = t->nop = 0;
+  const stof_op *x = t->in[t->nin++] = tu_ph(g, "x", dt, 3, TU_SHAPE(B, S, K));
+  const stof_op *w = t->in[t->nin++] = tu_ph(g, "w", dt, 2, TU_SHAPE(N, K));
+  const stof_op *r = t->in[t->nin++] = tu_ph(g, "r", dt, 3, TU_SHAPE(B, S, N));
+  const stof_op *gamma = t->in[t->nin++] = tu_ph(g, "gamma", dt, 1, TU_SHAPE(N));
+  const stof_op *y = t->ops[t->nop++] = gemm(g, "fc", x, w, 1);
+  if (!rms) {
+    const stof_op *b = t->in[t->nin++] = tu_ph(g, "b", dt, 1, TU_SHAPE(N));
+    y = t->ops[t->nop++] = bias_add(g, "fc.bias", y, b);
+  }
+  const stof_op *beta = rms ? NULL : (t->in[t->nin++] = tu_ph(g, "beta", dt, 1, TU_SHAPE(N)));
+  t->h = t->ops[t->nop++] = residual_add(g, "res", r, y);
+  t->out = norm3(g, t->h, gamma, beta, rms);
+  for (int i = 0; i < stof_graph_nop(g); i++) /* the statistics and the output, in graph order */
+    if (stof_graph_op(g, i) != t->h && stof_graph_op(g, i)->kind == STOF_OP_COMPUTE && t->nop < 8) {
+      const stof_op *o = stof_graph_op(g, i);
+      int seen = 0;
+      for (int k = 0; k < t->nop; k++) seen |= t->ops[k] == o;
+      if (!seen) t->ops[t->nop++] = o;
+    }
+}
+
+static void norm_free(norm_graph *t) {
+  stof_graph_free(t->g);
+  tu_ctx_free(t->ctx, &t->heap);
+}
+
+/* Schedules the segment with tensorcore_norm, runs it on the C backend against the
+ * interpreter (outputs poisoned), and compiles its CUDA source (NVRTC; the build stops there
+ * without a GPU). */
+static void norm_check(norm_graph *t, int nout, const stof_op *const *outs, int expect_knobs) {
+  stof_ctx *ctx = t->ctx;
+  stof_plan_seg_req r = {0, "cuda", "gemm+norm", t->nop, t->ops, NULL};
+  assert_true(search_tcn_matches(NULL, &r));
+  assert_false(search_tc_matches(NULL, &r)); /* not an injective epilogue */
+  r.target = "c";
+  assert_false(search_tcn_matches(NULL, &r));
+  r.target = "cuda";
+  stof_sched *s;
+  TU_OK(ctx, stof_sched_new(t->g, nout, outs, &s));
+  TU_OK(ctx, search_tcn_schedule(NULL, &r, s));
+  assert_int_equal(stof_sched_nknob(s), expect_knobs);
+  const stof_op *args[8];
+  int na = 0;
+  for (int i = 0; i < t->nin; i++) args[na++] = t->in[i];
+  for (int i = 0; i < nout; i++) args[na++] = outs[i];
+  stof_func *f;
+  TU_OK(ctx, stof_build(s, na, args, "c", &f));
+  uint64_t seed = 11;
+  stof_tensor *call[8], *want[2];
+  for (int i = 0; i < t->nin; i++)
+    call[i] = tu_tensor_uniform(ctx, args[i]->dtype, args[i]->ndim, args[i]->shape, &seed, -1, 1);
+  for (int i = 0; i < nout; i++) {
+    TU_OK(ctx, stof_tensor_new(ctx, outs[i]->dtype, outs[i]->ndim, outs[i]->shape, STOF_DEVICE_CPU, &call[t->nin + i]));
+    stof_tensor_fill(call[t->nin + i], NAN);
+  }
+  TU_OK(ctx, stof_func_call(f, na, call));
+  for (int i = 0; i < nout; i++) {
+    TU_OK(ctx, stof_interp_eval(t->g, 1, &outs[i], t->nin, args, (const stof_tensor *const *)call, &want[i]));
+    double *w = tu_values(want[i]);
+    tu_check_close(call[t->nin + i], w, (size_t)stof_tensor_numel(want[i]), 1e-2);
+    free(w);
+  }
+  char *src = NULL;
+  TU_OK(ctx, stof_build_source(s, na, args, "cuda", &src));
+  assert_non_null(strstr(src, "stof_mma_"));
+  assert_non_null(strstr(src, "every warp's fragments are written")); /* h's tile fenced before it is reduced */
+  assert_non_null(strstr(src, "all-reduce (sum)"));
+  stof_ctx_dealloc(ctx, src, strlen(src) + 1);
+  stof_func *fc = NULL;
+  stof_status st = stof_build(s, na, args, "cuda", &fc);
+  if (st) {
+    assert_int_equal(st, STOF_ERR_NO_DEVICE);
+    TU_MSG(ctx, "the CUDA source compiled");
+    stof_ctx_clear_error(ctx);
+  } else { /* on a GPU: the kernel's outputs (poisoned first) against the interpreter's */
+    stof_tensor *dev[8];
+    for (int i = 0; i < na; i++) {
+      if (i >= t->nin) stof_tensor_fill(call[i], NAN);
+      TU_OK(ctx, stof_tensor_to(call[i], STOF_DEVICE_CUDA, &dev[i]));
+    }
+    TU_OK(ctx, stof_func_call(fc, na, dev));
+    for (int i = 0; i < nout; i++) {
+      stof_tensor *back;
+      TU_OK(ctx, stof_tensor_to(dev[t->nin + i], STOF_DEVICE_CPU, &back));
+      double *w = tu_values(want[i]);
+      tu_check_close(back, w, (size_t)stof_tensor_numel(want[i]), 1e-2);
+      free(w);
+      stof_tensor_free(back);
+    }
+    for (int i = 0; i < na; i++) stof_tensor_free(dev[i]);
+    stof_func_free(fc);
+  }
+  for (int i = 0; i < nout; i++) stof_tensor_free(want[i]);
+  for (int i = 0; i < na; i++) stof_tensor_free(call[i]);
+  stof_func_free(f);
+  stof_sched_free(s);
+}
+
+static void tensorcore_norm_runs_layer_norm_and_rms_norm(void **state) {
+  (void)state;
+  norm_graph t;
+  /* layer norm (BERT: bias, residual, mean and var), float16, 2 x 64 rows of 256 */
+  norm_build(&t, STOF_DTYPE_F16, 2, 64, 256, 128, 0);
+  norm_check(&t, 1, &t.out, 3);
+  norm_free(&t);
+  /* RMS norm (LLaMA: no bias), bfloat16 */
+  norm_build(&t, STOF_DTYPE_BF16, 2, 64, 256, 64, 1);
+  norm_check(&t, 1, &t.out, 3);
+  norm_free(&t);
+  /* the residual sum leaves the segment too (pre-LN: the residual stream) */
+  norm_build(&t, STOF_DTYPE_F16, 1, 128, 128, 64, 0);
+  const stof_op *outs[2] = {t.h, t.out};
+  norm_check(&t, 2, outs, 3);
+  norm_free(&t);
+}
+
+/* What tensorcore_norm does not take: no GPU target, rows that 32 does not divide, a row
+ * too long for the shared tile, a GEMM epilogue without a normalisation, and the GEMM
+ * itself leaving the segment (refused by the schedule, which knows the outputs). */
+static void tensorcore_norm_refuses_what_it_cannot_schedule(void **state) {
+  (void)state;
+  norm_graph t;
+  norm_build(&t, STOF_DTYPE_F16, 1, 48, 256, 64, 0);
+  stof_plan_seg_req r = {0, "cuda", "gemm+norm", t.nop, t.ops, NULL};
+  assert_false(search_tcn_matches(NULL, &r));
+  norm_free(&t);
+  norm_build(&t, STOF_DTYPE_F16, 1, 64, 4096, 64, 1); /* 32 x 4096 halves: 256 KB */
+  r = (stof_plan_seg_req){0, "cuda", "gemm+norm", t.nop, t.ops, NULL};
+  assert_false(search_tcn_matches(NULL, &r));
+  norm_free(&t);
+  seg_graph u;
+  seg_build(&u, 2, 128, 128, 64, 0);
+  stof_plan_seg_req q = seg_req(&u, "cuda");
+  assert_false(search_tcn_matches(NULL, &q));
+  seg_free(&u);
+  norm_build(&t, STOF_DTYPE_F16, 1, 64, 256, 64, 1);
+  r = (stof_plan_seg_req){0, "cuda", "gemm+norm", t.nop, t.ops, NULL};
+  assert_true(search_tcn_matches(NULL, &r));
+  stof_sched *s;
+  const stof_op *outs[2] = {t.ops[0], t.out};
+  TU_OK(t.ctx, stof_sched_new(t.g, 2, outs, &s));
+  TU_ERR(t.ctx, search_tcn_schedule(NULL, &r, s), STOF_ERR_UNSUPPORTED, "leaves the segment");
+  stof_sched_free(s);
+  norm_free(&t);
+}
+
 int run_tensorcore_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(tensorcore_takes_a_gemm_and_its_epilogue_on_cuda_only),
       cmocka_unit_test(tensorcore_schedule_runs_and_compiles),
       cmocka_unit_test(tensorcore_refuses_what_it_cannot_schedule),
       cmocka_unit_test(tensorcore_refuses_outputs_it_cannot_write_back),
+      cmocka_unit_test(tensorcore_norm_runs_layer_norm_and_rms_norm),
+      cmocka_unit_test(tensorcore_norm_refuses_what_it_cannot_schedule),
   };
   return cmocka_run_group_tests_name("tensorcore", tests, NULL, NULL);
 }
