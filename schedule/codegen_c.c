@@ -14,7 +14,11 @@
  * int); conversion helpers for f16/bf16 (round to nearest even) and the interpreter's
  * semantics (floor division and modulo, saturating float-to-int casts, NaN-propagating
  * max/min reductions) are emitted into the source. Reductions accumulate in the output
- * buffer, in the output's compute type.
+ * buffer, in the output's compute type, except float16 and bfloat16 ones: they combine in
+ * a float32 accumulator (lower.c: an element per iteration of the data-parallel loops
+ * inside the outermost reduce loop; a scalar when there are none), declared at the top as
+ * float stof_facc<block> (on the stack up to 64 KiB, else malloc'd), and each element is
+ * rounded into the buffer once, by the final nest.
  *
  * Annotations: vectorize -> #pragma GCC ivdep, unroll -> #pragma GCC unroll N; parallel,
  * thread bindings and pragmas become comments (the loops run serially).
@@ -112,6 +116,9 @@ static int on_stack(const lir_buf *lb, int64_t n) {
   return lb->scope != SCHED_SCOPE_GLOBAL && n * (int64_t)stof_dtype_size(lb->op->dtype) <= STACK_BYTES;
 }
 
+/* Is an accumulator of nd dimensions and n floats malloc'd? */
+static int heap_acc(int nd, int64_t n) { return nd > 0 && n > STACK_BYTES / (int64_t)sizeof(float); }
+
 static int64_t buf_numel(const lir_buf *lb) {
   int64_t n = 1;
   for (int d = 0; d < lb->op->ndim; d++) n *= lb->ext[d];
@@ -178,6 +185,24 @@ static stof_status codegen_c(const stof_sched *s, int nargs, const stof_op *cons
     stof_buf_puts(&b, " = NULL;\n");
     nheap++;
   }
+  /* float32 accumulators of float16 and bfloat16 reductions, one per block (a block's nest
+   * never runs inside itself): on the stack, or malloc'd beyond STACK_BYTES */
+  for (int k = 0; k < l.nblk; k++) {
+    int64_t n;
+    if (sched_block_at(s, k)->state != SCHED_B_LIVE || !sched_cg_acc(&g, k)) continue;
+    int nd = sched_cg_acc_dims(&g, k, &n);
+    stof_buf_puts(&b, heap_acc(nd, n) ? "  float *" : "  float ");
+    sched_cg_acc_name(&b, k);
+    if (heap_acc(nd, n)) {
+      stof_buf_puts(&b, " = NULL;\n");
+      nheap++;
+      continue;
+    }
+    if (nd) stof_buf_printf(&b, "[%lld]", (long long)n);
+    stof_buf_puts(&b, "; /* float32 accumulator of ");
+    sched_cg_comment(&b, sched_block_at(s, k)->out->name);
+    stof_buf_puts(&b, " */\n");
+  }
   for (int k = 0; k < l.bufs.len; k++) {
     const lir_buf *lb = (const lir_buf *)l.bufs.data + k;
     int64_t n = buf_numel(lb);
@@ -189,6 +214,17 @@ static stof_status codegen_c(const stof_sched *s, int nargs, const stof_op *cons
     sched_cg_buf_name(&b, lb->op);
     stof_buf_puts(&b, ") goto done;\n");
   }
+  for (int k = 0; k < l.nblk; k++) {
+    int64_t n;
+    if (sched_block_at(s, k)->state != SCHED_B_LIVE || !sched_cg_acc(&g, k)) continue;
+    int nd = sched_cg_acc_dims(&g, k, &n);
+    if (!heap_acc(nd, n)) continue;
+    stof_buf_puts(&b, "  ");
+    sched_cg_acc_name(&b, k);
+    stof_buf_printf(&b, " = (float *)malloc(sizeof(float) * (size_t)%lld);\n  if (!", (long long)n);
+    sched_cg_acc_name(&b, k);
+    stof_buf_puts(&b, ") goto done;\n");
+  }
   sched_cg_stmts(&g, l.first, 1);
   stof_buf_puts(&b, "  rc = 0;\n");
   stof_buf_puts(&b, nheap ? "done:\n" : "  goto done;\ndone:\n");
@@ -197,6 +233,15 @@ static stof_status codegen_c(const stof_sched *s, int nargs, const stof_op *cons
     if (lb->writer < 0 || lb->external || on_stack(lb, buf_numel(lb))) continue;
     stof_buf_puts(&b, "  free(");
     sched_cg_buf_name(&b, lb->op);
+    stof_buf_puts(&b, ");\n");
+  }
+  for (int k = 0; k < l.nblk; k++) {
+    int64_t n;
+    if (sched_block_at(s, k)->state != SCHED_B_LIVE || !sched_cg_acc(&g, k)) continue;
+    int nd = sched_cg_acc_dims(&g, k, &n);
+    if (!heap_acc(nd, n)) continue;
+    stof_buf_puts(&b, "  free(");
+    sched_cg_acc_name(&b, k);
     stof_buf_puts(&b, ");\n");
   }
   stof_buf_puts(&b, "  return rc;\n}\n");

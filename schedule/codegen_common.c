@@ -456,8 +456,103 @@ static void load_elem(cgen *g, int block) {
 void sched_cg_expr_as(cgen *g, const stof_expr *a, stof_dtype dt) { emit_as(g, a, dt); }
 void sched_cg_store_open(cgen *g, int block) { store_open(g, block); }
 
+/* ---------------------------------------------------------------- float32 accumulators */
+
+/* Does loop index block's accumulator here? On CUDA a loop bound to a thread index is the
+ * thread's own: each thread's private accumulator holds its elements only. */
+static int acc_dim(const cgen *g, int loop) {
+  return !g->cuda || sched_loop_at(g->s, loop)->ann != STOF_ANN_THREAD;
+}
+
+int sched_cg_acc(const cgen *g, int block) {
+  if (!g->l->blk[block].acc) return 0;
+  return !g->cuda || sched_cuda_xr_tag(g->s, block) < 0; /* a cross-thread reduction keeps its own */
+}
+
+int sched_cg_acc_dims(const cgen *g, int block, int64_t *numel) {
+  const lir_blk *lb = &g->l->blk[block];
+  int n = 0;
+  *numel = 1;
+  for (int k = 0; k < lb->nacc; k++)
+    if (acc_dim(g, lb->acc_loop[k])) {
+      *numel *= sched_loop_run_extent(g->s, lb->acc_loop[k]);
+      n++;
+    }
+  return n;
+}
+
+void sched_cg_acc_name(stof_buf *b, int block) { stof_buf_printf(b, "stof_facc%d", block); }
+
+/* Block's accumulator element: "stof_facc<block>" or "stof_facc<block>[flat index over its
+ * loops]" (each loop's variable is below its run extent, so the index is in range). */
+static void acc_elem(cgen *g, int block) {
+  const lir_blk *lb = &g->l->blk[block];
+  int64_t numel;
+  sched_cg_acc_name(g->b, block);
+  if (!sched_cg_acc_dims(g, block, &numel)) return;
+  stof_buf_puts(g->b, "[");
+  int first = 1;
+  for (int k = 0; k < lb->nacc; k++) {
+    int loop = lb->acc_loop[k];
+    if (!acc_dim(g, loop)) continue;
+    int64_t stride = 1;
+    for (int j = k + 1; j < lb->nacc; j++)
+      if (acc_dim(g, lb->acc_loop[j])) stride *= sched_loop_run_extent(g->s, lb->acc_loop[j]);
+    if (!first) stof_buf_puts(g->b, " + ");
+    first = 0;
+    loop_name(g, loop);
+    stof_buf_printf(g->b, " * INT64_C(%lld)", (long long)stride);
+  }
+  stof_buf_puts(g->b, "]");
+}
+
+/* The init, update and final stores of a block with a float32 accumulator. */
+static void emit_acc_store(cgen *g, int block, const lir_stmt *st, int depth) {
+  const sched_block *b = sched_block_at(g->s, block);
+  const stof_expr *red = sched_block_reduce(b);
+  stof_reduce_kind c = red->u.reduce.combiner;
+  stof_buf *o = g->b;
+  sched_indent(o, depth);
+  if (st->store == LIR_STORE_FINAL) { /* rounded once, into the buffer */
+    store_open(g, block);
+    acc_elem(g, block);
+    stof_buf_puts(o, ");\n");
+    return;
+  }
+  if (st->store == LIR_STORE_INIT) {
+    acc_elem(g, block);
+    stof_buf_puts(o, c == STOF_REDUCE_SUM   ? " = 0.0f;\n"
+                     : c == STOF_REDUCE_MAX ? " = -INFINITY;\n"
+                                            : " = INFINITY;\n");
+    return;
+  }
+  if (c == STOF_REDUCE_SUM) {
+    acc_elem(g, block);
+    stof_buf_puts(o, " += ");
+    emit_as(g, red->u.reduce.src, b->op->dtype);
+    stof_buf_puts(o, ";\n");
+    return;
+  }
+  stof_buf_puts(o, "{\n");
+  sched_indent(o, depth + 1);
+  stof_buf_puts(o, "float acc_ = ");
+  acc_elem(g, block);
+  stof_buf_puts(o, ", x_ = ");
+  emit_as(g, red->u.reduce.src, b->op->dtype);
+  stof_buf_puts(o, ";\n");
+  sched_indent(o, depth + 1);
+  acc_elem(g, block);
+  stof_buf_printf(o, " = (x_ %s acc_ || x_ != x_) ? x_ : acc_;\n", c == STOF_REDUCE_MAX ? ">" : "<");
+  sched_indent(o, depth);
+  stof_buf_puts(o, "}\n");
+}
+
 static void emit_store(cgen *g, int block, const lir_stmt *st, int depth) {
   if (g->cuda && sched_cuda_xr_store(g, block, st, depth)) return;
+  if (st->store != LIR_STORE_PLAIN && sched_cg_acc(g, block)) {
+    emit_acc_store(g, block, st, depth);
+    return;
+  }
   const sched_block *b = sched_block_at(g->s, block);
   const stof_op *op = b->op;
   const stof_expr *red = sched_block_reduce(b);

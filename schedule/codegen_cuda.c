@@ -31,7 +31,10 @@
  *
  * Types: f16 and bf16 are stored as __half and __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h)
  * and compute in float; the other rules (floor division, saturating casts, NaN-propagating
- * max/min) are the C backend's, with the same helpers written as device functions.
+ * max/min) are the C backend's, with the same helpers written as device functions. An f16
+ * or bf16 reduction on the per-thread path combines in a float32 accumulator private to
+ * the thread (declared at the kernel's top, without the dimensions of loops bound to
+ * thread indices) and rounds into its buffer once (lower.c's final nest).
  * vectorize and unroll become `#pragma unroll`; in a vectorized loop, the loads and the
  * store of arguments that move V contiguous, V-aligned elements become one 4-, 8- or
  * 16-byte access each (emit_vector_loop), the others stay scalar; a vectorized copy from
@@ -785,6 +788,18 @@ static stof_status codegen_cuda(const stof_sched *s, int nargs, const stof_op *c
       stof_buf_printf(&b, "[%lld]; /* %s, private to the thread */\n", (long long)buf_numel(lb),
                       sched_scope_name(lb->scope));
     }
+    for (int j = 0; j < l.nblk; j++) { /* float32 accumulators of float16 reductions */
+      int64_t n;
+      if (sched_block_at(s, j)->state != SCHED_B_LIVE || root_of(s, j) != root->block || !sched_cg_acc(&g, j))
+        continue;
+      int nd = sched_cg_acc_dims(&g, j, &n);
+      stof_buf_puts(&b, "  float ");
+      sched_cg_acc_name(&b, j);
+      if (nd) stof_buf_printf(&b, "[%lld]", (long long)n);
+      stof_buf_puts(&b, "; /* float32 accumulator of ");
+      sched_cg_comment(&b, sched_block_at(s, j)->out->name);
+      stof_buf_puts(&b, ", private to the thread */\n");
+    }
     sched_cg_stmts(&g, root->first, 1);
     stof_buf_puts(&b, "}\n");
   }
@@ -1237,9 +1252,10 @@ static const char *vec_type(int bytes) { return bytes == 16 ? "uint4" : bytes ==
 
 /* A vectorized loop whose body is its block's lets and stores (no guard, no inner loop):
  * each qualifying load is one vector load into register stof_vl<k> before the loop (at the
- * loop's value 0), the iterations read their elements from it; a qualifying plain store
- * writes its elements into register stof_vs, stored after the loop. The other accesses stay
- * scalar. Returns 0, having emitted nothing, when no access qualifies. */
+ * loop's value 0), the iterations read their elements from it; a qualifying plain or final
+ * store (a float32 accumulator's rounding: it loads nothing) writes its elements into
+ * register stof_vs, stored after the loop. The other accesses stay scalar. Returns 0,
+ * having emitted nothing, when no access qualifies. */
 static int emit_vector_loop(cgen *g, int stmt, int depth) {
   const lir_stmt *st = lir_stmt_at(g->l, stmt);
   const stof_sched *s = g->s;
@@ -1247,18 +1263,20 @@ static int emit_vector_loop(cgen *g, int stmt, int depth) {
   const sched_block *b = sched_block_at(s, st->block);
   int64_t v = lp->extent;
   if (g->nvload || g->vstore || v < 2) return 0;
-  int plain = 0;
+  int plain = 0, final = 0;
   for (int i = st->first; i >= 0; i = lir_stmt_at(g->l, i)->next) {
     const lir_stmt *c = lir_stmt_at(g->l, i);
     if ((c->kind != LIR_LET && c->kind != LIR_STORE) || c->block != st->block) return 0;
     if (c->kind == LIR_STORE && c->store == LIR_STORE_INIT) return 0;
     if (c->kind == LIR_STORE && c->store == LIR_STORE_PLAIN) plain = 1;
+    if (c->kind == LIR_STORE && c->store == LIR_STORE_FINAL) final = 1;
   }
   const stof_expr *red = sched_block_reduce(b);
   memset(g->bd->fixed, 1, (size_t)s->loops.len); /* splits as their parts (no guard inside) */
-  vec_loads(g, st->block, red ? red->u.reduce.src : b->op->body, st->loop, v);
+  if (!final) /* a final store reads the accumulator only */
+    vec_loads(g, st->block, red ? red->u.reduce.src : b->op->body, st->loop, v);
   int sbytes = 0;
-  if (plain && b->rf_loop < 0 && (sbytes = vec_bytes(g, b->out, v))) {
+  if ((plain || final) && b->rf_loop < 0 && (sbytes = vec_bytes(g, b->out, v))) {
     sched_aff x[STOF_MAX_DIMS];
     sched_store_aff(g->bd, st->block, x);
     if (!vec_indices(x, b->out->ndim, st->loop, v)) sbytes = 0;

@@ -12,7 +12,8 @@
  *  - right after the update nest, every thread of the CUDA block takes part in an all-reduce
  *    over the threads of the tag (xor shuffles within a warp, then, when the tag spans more
  *    than one warp, one partial per warp through a __shared__ array and a second round of
- *    shuffles in every warp), and stores the result into the block's buffer.
+ *    shuffles in every warp), and stores the result into the block's buffer (so the final
+ *    store the lowering adds for an f16/bf16 reduction emits nothing here).
  * The result is replicated: every thread holds (and stores) the same value, bitwise (every
  * lane of a butterfly combines the same pairs, and every warp folds the same partials in
  * the same order). So a buffer that such a block writes at a loop outside the thread
@@ -171,6 +172,7 @@ int sched_cuda_xr_store(cgen *g, int block, const lir_stmt *st, int depth) {
   stof_reduce_kind c = red->u.reduce.combiner;
   stof_dtype dt = b->op->dtype;
   stof_buf *o = g->b;
+  if (st->store == LIR_STORE_FINAL) return 1; /* its store follows the all-reduce */
   if (st->store == LIR_STORE_INIT && !check_shape(g, block)) return 1;
   sched_indent(o, depth);
   if (st->store == LIR_STORE_INIT) {

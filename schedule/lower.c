@@ -22,6 +22,12 @@
  *  - a reduction is decomposed at p, the position of its outermost reduce loop: the loops
  *    before p are shared; inside them an init nest (the data-parallel loops after p)
  *    stores the combiner's identity, then the update nest (all loops after p) combines.
+ *    A float16 or bfloat16 reduction combines in a float32 accumulator instead of its
+ *    buffer (an element per iteration of the init nest's loops: a scalar when there are
+ *    none), and a final nest over the same loops as the init nest rounds it into the
+ *    buffer, once per element. No block reads the buffer between the init and the final
+ *    nest (reverse_compute_at refuses loops inside reduce loops), so the buffer holds the
+ *    whole result wherever it is read.
  *
  * Buffers. Inputs and the caller's tensors (outputs, arguments) are external: whole and
  * indexed absolutely. Every other buffer is written by one block; when all its accesses
@@ -298,7 +304,7 @@ typedef struct block_ctx {
   int nitem;
 } block_ctx;
 
-enum { MODE_SHARED, MODE_INIT, MODE_UPDATE };
+enum { MODE_SHARED, MODE_INIT, MODE_UPDATE, MODE_FINAL };
 
 static stof_status lower_block(lower_ctx *lc, int block, int parent, const guard_scope *outer);
 
@@ -376,9 +382,10 @@ static stof_status level(block_ctx *c, const int *list, int i, int n, int contai
                          unsigned char *done, int mode) {
   const stof_sched *s = c->lc->l->s;
   const sched_block *b = sched_block_at(s, c->block);
-  stof_status st = place_items(c, &container, open, done, mode == MODE_INIT);
+  int dp_only = mode == MODE_INIT || mode == MODE_FINAL;
+  stof_status st = place_items(c, &container, open, done, dp_only);
   if (st) return st;
-  int here = i > 0 && mode != MODE_INIT ? b->loop[list[i - 1]] : -1;
+  int here = i > 0 && !dp_only ? b->loop[list[i - 1]] : -1;
   if (here >= 0 && (st = place_attached(c, here, 0, container, done))) return st;
   if (i == n) {
     st = finish(c, container, open, done, mode);
@@ -402,17 +409,26 @@ static stof_status finish(block_ctx *c, int container, uint64_t open, unsigned c
   const sched_block *b = sched_block_at(s, c->block);
   if (mode == MODE_INIT) return add_store(c, container, LIR_STORE_INIT);
   if (mode == MODE_UPDATE) return add_store(c, container, LIR_STORE_UPDATE);
+  if (mode == MODE_FINAL) return add_store(c, container, LIR_STORE_FINAL);
   if (!sched_block_reduce(b)) return add_store(c, container, LIR_STORE_PLAIN);
-  int list[STOF_SCHED_MAX_LOOPS], m = 0;
-  unsigned char done2[MAX_ITEMS];
+  int list[STOF_SCHED_MAX_LOOPS], dp[STOF_SCHED_MAX_LOOPS], m = 0, ndp = 0;
+  unsigned char done2[MAX_ITEMS], done3[MAX_ITEMS];
   memcpy(done2, done, sizeof done2);
+  memcpy(done3, done, sizeof done3);
   for (int k = c->p; k < b->nloop; k++)
-    if (sched_loop_at(s, b->loop[k])->iter == STOF_ITER_DATA_PAR) list[m++] = k;
-  stof_status st = level(c, list, 0, m, container, open, done2, MODE_INIT);
+    if (sched_loop_at(s, b->loop[k])->iter == STOF_ITER_DATA_PAR) dp[ndp++] = k;
+  stof_status st = level(c, dp, 0, ndp, container, open, done2, MODE_INIT);
   if (st) return st;
-  m = 0;
   for (int k = c->p; k < b->nloop; k++) list[m++] = k;
-  return level(c, list, 0, m, container, open, done, MODE_UPDATE);
+  st = level(c, list, 0, m, container, open, done, MODE_UPDATE);
+  if (st || !c->lc->l->blk[c->block].acc) return st;
+  return level(c, dp, 0, ndp, container, open, done3, MODE_FINAL);
+}
+
+/* Does block b's reduction accumulate in float32 (lir_blk.acc)? Its buffer is float16 or
+ * bfloat16: summing there would round every partial result. */
+static int float_acc(const sched_block *b) {
+  return sched_block_reduce(b) && (b->out->dtype == STOF_DTYPE_F16 || b->out->dtype == STOF_DTYPE_BF16);
 }
 
 static lower_item *new_item(block_ctx *c) {
@@ -580,6 +596,12 @@ static stof_status lower_block(lower_ctx *lc, int block, int parent, const guard
     if (sched_block_reduce(b))
       for (int k = b->nloop - 1; k >= 0; k--)
         if (sched_loop_at(s, b->loop[k])->iter == STOF_ITER_REDUCE) c->p = k;
+    lb->acc = float_acc(b);
+    lb->nacc = 0;
+    for (int k = c->p; lb->acc && k < b->nloop; k++) {
+      const sched_loop *lp = sched_loop_at(s, b->loop[k]);
+      if (lp->iter == STOF_ITER_DATA_PAR && !lp->elide) lb->acc_loop[lb->nacc++] = b->loop[k];
+    }
     int list[STOF_SCHED_MAX_LOOPS], n = sched_block_reduce(b) ? c->p : b->nloop;
     for (int k = 0; k < n; k++) list[k] = k;
     unsigned char done[MAX_ITEMS];
@@ -713,6 +735,7 @@ stof_status sched_lower(const stof_sched *s, int nargs, const stof_op *const *ar
   int nb = s->blocks.len;
   out->nblk = nb;
   out->blk = stof_ctx_alloc(s->ctx, sizeof *out->blk * (size_t)(nb ? nb : 1));
+  if (out->blk) memset(out->blk, 0, sizeof *out->blk * (size_t)(nb ? nb : 1));
   sched_bounds bd;
   stof_status st = out->blk ? sched_bounds_init(&bd, s) : STOF_ERR_NOMEM;
   if (st) {
@@ -815,6 +838,26 @@ static void print_access(stof_buf *buf, const sched_lir *l, int block) {
   stof_buf_puts(buf, "]");
 }
 
+/* "C.acc" or "C.acc[i.inner, j.inner]": block's float32 accumulator at its loops. */
+static void print_acc(stof_buf *buf, const sched_lir *l, int block) {
+  const lir_blk *lb = &l->blk[block];
+  stof_buf_printf(buf, "%s.acc", sched_block_at(l->s, block)->out->name);
+  for (int k = 0; k < lb->nacc; k++)
+    stof_buf_printf(buf, "%s%s", k ? ", " : "[", sched_loop_name(l->s, lb->acc_loop[k]));
+  if (lb->nacc) stof_buf_puts(buf, "]");
+}
+
+/* The loop block's accumulator lives per iteration of: the innermost loop around its init
+ * nest (-1: the function). */
+static int acc_at(const stof_sched *s, int block) {
+  const sched_block *b = sched_block_at(s, block);
+  int p = 0;
+  while (p < b->nloop && sched_loop_at(s, b->loop[p])->iter != STOF_ITER_REDUCE) p++;
+  for (int k = p - 1; k >= 0; k--)
+    if (!sched_loop_at(s, b->loop[k])->elide) return b->loop[k];
+  return b->attach;
+}
+
 /* The identity of a reduction as text. */
 static const char *identity_text(stof_reduce_kind c, stof_dtype d) {
   int isf = stof_dtype_is_float(d), i64 = d == STOF_DTYPE_I64;
@@ -904,22 +947,37 @@ static stof_status print_stmts(stof_buf *buf, const sched_lir *l, int first, int
       stof_buf_puts(buf, ":\n");
       break;
     case LIR_STORE: {
+      /* the element combined into: the buffer's, or the float32 accumulator's */
+      int acc = l->blk[st->block].acc && st->store != LIR_STORE_PLAIN && st->store != LIR_STORE_FINAL;
       sched_indent(buf, depth);
-      print_access(buf, l, st->block);
+      if (acc)
+        print_acc(buf, l, st->block);
+      else
+        print_access(buf, l, st->block);
       stof_buf_puts(buf, " = ");
       const stof_expr *red = sched_block_reduce(b);
       stof_status rc = STOF_OK;
       if (st->store == LIR_STORE_PLAIN) {
         rc = print_te(buf, s->ctx, op->body, 1);
+      } else if (st->store == LIR_STORE_FINAL) {
+        stof_buf_printf(buf, "%s(", stof_dtype_name(b->out->dtype));
+        print_acc(buf, l, st->block);
+        stof_buf_puts(buf, ")");
       } else if (st->store == LIR_STORE_INIT) {
         stof_buf_puts(buf, identity_text(red->u.reduce.combiner, op->dtype));
       } else if (red->u.reduce.combiner == STOF_REDUCE_SUM) {
-        print_access(buf, l, st->block);
+        if (acc)
+          print_acc(buf, l, st->block);
+        else
+          print_access(buf, l, st->block);
         stof_buf_puts(buf, " + ");
         rc = print_te(buf, s->ctx, red->u.reduce.src, 0);
       } else {
         stof_buf_printf(buf, "%s(", stof_reduce_kind_name(red->u.reduce.combiner));
-        print_access(buf, l, st->block);
+        if (acc)
+          print_acc(buf, l, st->block);
+        else
+          print_access(buf, l, st->block);
         stof_buf_puts(buf, ", ");
         rc = print_te(buf, s->ctx, red->u.reduce.src, 1);
         stof_buf_puts(buf, ")");
@@ -963,6 +1021,17 @@ stof_status stof_sched_print_loop_nest(const stof_sched *s, char **out) {
     stof_buf_puts(&buf, "]");
     if (lb->scope != SCHED_SCOPE_GLOBAL) stof_buf_printf(&buf, " %s", sched_scope_name(lb->scope));
     if (lb->at >= 0) stof_buf_printf(&buf, " at %s", sched_loop_name(s, lb->at));
+    stof_buf_puts(&buf, "\n");
+  }
+  for (int b = 0; b < l.nblk; b++) { /* float32 accumulators of float16 reductions */
+    const lir_blk *lb = &l.blk[b];
+    if (sched_block_at(s, b)->state != SCHED_B_LIVE || !lb->acc) continue;
+    stof_buf_printf(&buf, "alloc %s.acc: float32[", sched_block_at(s, b)->out->name);
+    for (int k = 0; k < lb->nacc; k++)
+      stof_buf_printf(&buf, "%s%lld", k ? ", " : "", (long long)sched_loop_run_extent(s, lb->acc_loop[k]));
+    stof_buf_puts(&buf, "] local");
+    int at = acc_at(s, b);
+    if (at >= 0) stof_buf_printf(&buf, " at %s", sched_loop_name(s, at));
     stof_buf_puts(&buf, "\n");
   }
   st = print_stmts(&buf, &l, l.first, 0);

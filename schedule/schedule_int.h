@@ -428,16 +428,17 @@ void sched_aff_minmax(const stof_sched *s, const sched_aff *x, int64_t *lo, int6
 /* ---------------------------------------------------------------- loop IR (lower.c) */
 
 enum { LIR_FOR, LIR_LET, LIR_IF, LIR_STORE, LIR_BLOCK };
-enum { LIR_STORE_PLAIN, LIR_STORE_INIT, LIR_STORE_UPDATE };
+enum { LIR_STORE_PLAIN, LIR_STORE_INIT, LIR_STORE_UPDATE, LIR_STORE_FINAL };
 enum {
   LIR_E_CONST, LIR_E_LOOP, LIR_E_AXIS, LIR_E_ADD, LIR_E_SUB, LIR_E_MUL, LIR_E_DIV, LIR_E_MOD,
   LIR_E_LT, LIR_E_GE
 };
 
 /* A statement: FOR (loop, body), LET (axis = value), IF (cond, body), STORE (the block's
- * op at its axes into its buffer: the body, the reduction's identity or its update),
- * BLOCK (one block's nest; block -1 is the root of everything). Children are first ..
- * next links. */
+ * op at its axes into its buffer: the body, the reduction's identity or its update; for a
+ * block with a float32 accumulator (lir_blk.acc) the identity and the update go into the
+ * accumulator and FINAL stores it, rounded, into the buffer), BLOCK (one block's nest;
+ * block -1 is the root of everything). Children are first .. next links. */
 typedef struct lir_stmt {
   int kind;
   int block;
@@ -471,9 +472,16 @@ typedef struct lir_buf {
   int min[STOF_MAX_DIMS]; /* exprs (-1: 0) */
 } lir_buf;
 
-/* Per block: the store's index exprs into its buffer. */
+/* Per block: the store's index exprs into its buffer. A float16 or bfloat16 reduction
+ * accumulates in float32 (acc): the init and update nests write an accumulator with one
+ * element per iteration of the data-parallel loops inside its outermost reduce loop
+ * (acc_loop[0..nacc), outermost first, elided loops left out; none: a scalar), and a final
+ * nest over those loops rounds it into the buffer once. */
 typedef struct lir_blk {
   int store[STOF_MAX_DIMS];
+  int acc;
+  int nacc;
+  int acc_loop[STOF_SCHED_MAX_LOOPS];
 } lir_blk;
 
 typedef struct sched_lir {
@@ -660,6 +668,14 @@ void sched_cg_stmts(cgen *g, int first, int depth);
  * with ");"). */
 void sched_cg_expr_as(cgen *g, const stof_expr *a, stof_dtype dt);
 void sched_cg_store_open(cgen *g, int block);
+/* Does block combine in a float32 accumulator here (lir_blk.acc; on CUDA not a cross-thread
+ * reduction, which keeps its own)? */
+int sched_cg_acc(const cgen *g, int block);
+/* The number of dimensions of block's accumulator in this backend (0: a scalar) and its
+ * elements (*numel): on CUDA, loops bound to thread indices are not dimensions of it. */
+int sched_cg_acc_dims(const cgen *g, int block, int64_t *numel);
+/* The C identifier of block's accumulator. */
+void sched_cg_acc_name(stof_buf *b, int block);
 
 /* ---------------------------------------------------------------- codegen_cuda_reduce.c */
 

@@ -384,6 +384,30 @@ static stof_sched *shared_staging_no_tensorize(sh_graph *G) {
   return s;
 }
 
+/* A float16 matmul on the per-thread path with k.outer outside the thread loops: CUDA
+ * blocks of 16 x 32 outputs (blockIdx.y, x), threads of 1 x 2 outputs (threadIdx.y, x),
+ * the pair vectorized. Each thread sums its pair in a float32 accumulator of 2 floats (the
+ * thread-bound loops are not dimensions of it) and rounds it into C once, with one 4-byte
+ * store. */
+static stof_sched *matmul_f16_k_outer_bound(sh_graph *G) {
+  sh_matmul_dtype(G, 64, 64, 256, STOF_DTYPE_F16);
+  stof_sched *s = sh_sched(G);
+  stof_ctx *ctx = G->ctx;
+  int bc = sh_block(s, "C"), l[3], t[4], jp[2], k[2];
+  sh_loops(s, bc, l);
+  SH_OK(ctx, stof_sched_tile(s, l[0], l[1], stof_factor_const(16), stof_factor_const(32), t));
+  sh_split(s, t[3], 2, jp);
+  sh_split(s, l[2], 8, k);
+  int order[7] = {t[0], t[1], k[0], t[2], jp[0], k[1], jp[1]};
+  SH_OK(ctx, stof_sched_reorder(s, 7, order));
+  SH_OK(ctx, stof_sched_bind(s, t[0], "blockIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, t[1], "blockIdx.x"));
+  SH_OK(ctx, stof_sched_bind(s, t[2], "threadIdx.y"));
+  SH_OK(ctx, stof_sched_bind(s, jp[0], "threadIdx.x"));
+  SH_OK(ctx, stof_sched_vectorize(s, jp[1]));
+  return s;
+}
+
 /* ---------------------------------------------------------------- cross-thread reductions
  * (reduce loops bound to threadIdx: codegen_cuda_reduce.c) */
 
@@ -676,6 +700,7 @@ const sh_cuda_case sh_cuda_cases[] = {
     CASE(gemm_tensorcore_f16_nk),
     CASE(gemm_tensorcore_f16_batched),
     CASE(shared_staging_no_tensorize),
+    CASE(matmul_f16_k_outer_bound),
     CASE(softmax_allreduce_vec4),
     CASE(layernorm_allreduce_vec4),
     CASE(vec_f16_vec8),

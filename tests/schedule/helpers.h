@@ -43,6 +43,8 @@ typedef struct sh_graph {
 /* Each builder makes a new context and graph. */
 /* C[i, j] = sum_k A[i, k] * B[k, j]; A [M, K], B [K, N], float32. */
 void sh_matmul(sh_graph *G, int64_t M, int64_t N, int64_t K);
+/* The same in dtype d throughout (A, B and C; a float16 C sums float16 products). */
+void sh_matmul_dtype(sh_graph *G, int64_t M, int64_t N, int64_t K, stof_dtype d);
 /* B[i] = A[i] * 3 - 1 over [n], of dtype d. */
 void sh_vec(sh_graph *G, int64_t n, stof_dtype d);
 /* B[i, j] = A[i, j] * 2 + 1 over [M, N], float32. */
@@ -108,6 +110,8 @@ void sh_run(sh_graph *G, stof_sched *s, uint64_t seed, stof_tensor **out);
 double sh_tolerance(stof_dtype d);
 /* sh_run against the reference interpreter: relative L2 below sh_tolerance; no NaN. */
 void sh_check_numeric(sh_graph *G, stof_sched *s);
+/* The same with relative L2 below tol for every output (tol <= 0: sh_tolerance). */
+void sh_check_numeric_within(sh_graph *G, stof_sched *s, double tol);
 /* Trace round trip: the Lua text looks right, and the JSON trace replayed into a fresh
  * schedule of the same outputs gives the same loop nest and the same numbers. */
 void sh_round_trip(sh_graph *G, stof_sched *s);

@@ -1,6 +1,7 @@
 /* The C backend: every dtype (f32, f64, f16, bf16, i32, i64, bool), the math functions and
  * casts against the interpreter, argument and call checks, intermediates passed as
- * arguments, the on-disk cache, and compiler failures. */
+ * arguments, float16 and bfloat16 sums in float32 accumulators, the on-disk cache, and
+ * compiler failures. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -290,6 +291,103 @@ static void intermediate_as_argument(void **state) {
   sh_done(&G);
 }
 
+/* ---------------------------------------------------------------- float16 sums */
+
+/* A float16 or bfloat16 sum accumulates in float32 and is rounded once, at the store. The
+ * error bounds are a few times one rounding's; rounding every partial sum (what the code
+ * did before) is 10 to 50 times over them at K = 4096. */
+static double half_sum_tolerance(stof_dtype d) { return d == STOF_DTYPE_F16 ? 5e-4 : 4e-3; }
+
+/* Unscheduled: the reduce loop innermost, a scalar accumulator per (i, j). */
+static void half_sum_scalar_accumulator(void **state) {
+  (void)state;
+  stof_dtype ds[2] = {STOF_DTYPE_F16, STOF_DTYPE_BF16};
+  for (int i = 0; i < 2; i++) {
+    sh_graph G;
+    sh_matmul_dtype(&G, 8, 16, 4096, ds[i]);
+    stof_sched *s = sh_sched(&G);
+    if (ds[i] == STOF_DTYPE_F16)
+      sh_expect_nest(s, "alloc C.acc: float32[] local at j\n"
+                        "for i in 0..8:\n"
+                        "  for j in 0..16:\n"
+                        "    C.acc = 0.0\n"
+                        "    for k in 0..4096:\n"
+                        "      C.acc = C.acc + (A[i, k] * B[k, j])\n"
+                        "    C[i, j] = float16(C.acc)\n");
+    sh_check_numeric_within(&G, s, half_sum_tolerance(ds[i]));
+    assert_true(sh_source_contains(&G, s, "  float stof_facc0; /* float32 accumulator of C */\n"));
+    assert_true(sh_source_contains(&G, s, "stof_facc0 += (stof_"));
+    const char *round = ds[i] == STOF_DTYPE_F16 ? "] = stof_f2h(stof_facc0);" : "] = stof_f2bf(stof_facc0);";
+    assert_true(sh_source_contains(&G, s, round));
+    stof_sched_free(s);
+    sh_done(&G);
+  }
+}
+
+/* k split and k.outer reordered outside j.inner: the accumulator is an array over j.inner,
+ * zeroed before k.outer and rounded into C after it. */
+static void half_sum_reordered_accumulator(void **state) {
+  (void)state;
+  stof_dtype ds[2] = {STOF_DTYPE_F16, STOF_DTYPE_BF16};
+  for (int d = 0; d < 2; d++) {
+    sh_graph G;
+    sh_matmul_dtype(&G, 8, 10, 4096, ds[d]);
+    stof_sched *s = sh_sched(&G);
+    int l[3], jp[2], kp[2];
+    sh_loops(s, sh_block(s, "C"), l);
+    sh_split(s, l[1], 4, jp);
+    sh_split(s, l[2], 16, kp);
+    int order[5] = {l[0], jp[0], kp[0], jp[1], kp[1]};
+    SH_OK(G.ctx, stof_sched_reorder(s, 5, order));
+    if (ds[d] == STOF_DTYPE_F16)
+      sh_expect_nest(s, "alloc C.acc: float32[4] local at j.outer\n"
+                        "for i in 0..8:\n"
+                        "  for j.outer in 0..3:\n"
+                        "    for j.inner in 0..4:\n"
+                        "      let j = j.outer * 4 + j.inner\n"
+                        "      if j < 10:\n"
+                        "        C.acc[j.inner] = 0.0\n"
+                        "    for k.outer in 0..256:\n"
+                        "      for j.inner in 0..4:\n"
+                        "        let j = j.outer * 4 + j.inner\n"
+                        "        if j < 10:\n"
+                        "          for k.inner in 0..16:\n"
+                        "            let k = k.outer * 16 + k.inner\n"
+                        "            C.acc[j.inner] = C.acc[j.inner] + (A[i, k] * B[k, j])\n"
+                        "    for j.inner in 0..4:\n"
+                        "      let j = j.outer * 4 + j.inner\n"
+                        "      if j < 10:\n"
+                        "        C[i, j] = float16(C.acc[j.inner])\n");
+    sh_check_numeric_within(&G, s, half_sum_tolerance(ds[d]));
+    sh_round_trip(&G, s);
+    assert_true(sh_source_contains(&G, s, "  float stof_facc0[4]; /* float32 accumulator of C */\n"));
+    assert_true(sh_source_contains(&G, s, "stof_facc0[l4_j_inner * INT64_C(1)] += (stof_"));
+    stof_sched_free(s);
+    sh_done(&G);
+  }
+}
+
+/* k outside every data-parallel loop: the accumulator covers all of C, 128 KiB, malloc'd
+ * (and freed) rather than on the stack. */
+static void half_sum_accumulator_on_the_heap(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_matmul_dtype(&G, 64, 512, 64, STOF_DTYPE_F16);
+  stof_sched *s = sh_sched(&G);
+  int l[3];
+  sh_loops(s, sh_block(s, "C"), l);
+  int order[3] = {l[2], l[0], l[1]};
+  SH_OK(G.ctx, stof_sched_reorder(s, 3, order));
+  char *t = sh_nest(s);
+  assert_non_null(strstr(t, "alloc C.acc: float32[64, 512] local\n"));
+  free(t);
+  sh_check_numeric_within(&G, s, half_sum_tolerance(STOF_DTYPE_F16));
+  assert_true(sh_source_contains(&G, s, "  stof_facc0 = (float *)malloc(sizeof(float) * (size_t)32768);\n"));
+  assert_true(sh_source_contains(&G, s, "  free(stof_facc0);\n"));
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 /* ---------------------------------------------------------------- the cache */
 
 static int count_files(const char *dir) {
@@ -365,6 +463,9 @@ int run_build_tests(void) {
       cmocka_unit_test(zero_dim_output),
       cmocka_unit_test(targets_and_arguments),
       cmocka_unit_test(intermediate_as_argument),
+      cmocka_unit_test(half_sum_scalar_accumulator),
+      cmocka_unit_test(half_sum_reordered_accumulator),
+      cmocka_unit_test(half_sum_accumulator_on_the_heap),
       cmocka_unit_test(cache_reuses_libraries),
       cmocka_unit_test(compiler_failures_are_reported),
   };

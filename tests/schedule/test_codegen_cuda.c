@@ -169,6 +169,35 @@ static void vectorized_f16_load_and_store(void **state) {
   free(src);
 }
 
+/* A float16 matmul summed per thread in float32: the thread's accumulator has the serial
+ * pair loop as its one dimension (2 floats; the loops bound to threads are the thread's
+ * own), the update adds float products, and the final nest rounds each element once, as one
+ * 4-byte store of the pair. Checked on the C backend with the tolerance of one rounding. */
+static void half_sum_accumulates_in_float_per_thread(void **state) {
+  (void)state;
+  sh_graph G;
+  stof_sched *s = sh_cuda_case_find("matmul_f16_k_outer_bound")->make(&G);
+  char *src = sh_cuda_source(&G, s);
+  sh_check_numeric_within(&G, s, 5e-4); /* K = 256: rounding every partial sum gives 2e-3 */
+  stof_sched_free(s);
+  sh_done(&G);
+  static const char *const golden[] = {
+      "  float stof_facc0[2]; /* float32 accumulator of C, private to the thread */\n",
+      "            stof_facc0[l8_j_inner_inner * INT64_C(1)] = 0.0f;\n",
+      "                  stof_facc0[l8_j_inner_inner * INT64_C(1)] += (stof_h2f(b0_A[",
+      "          { /* loop j.inner.inner vectorized: 0 vector loads, 1 vector stores */\n"
+      "            unsigned stof_vs;\n"
+      "            #pragma unroll\n"
+      "            for (int64_t l8_j_inner_inner = 0; l8_j_inner_inner < INT64_C(2); ++l8_j_inner_inner) {\n"
+      "              const int64_t v1_j = ((l5_j_outer * INT64_C(32)) + ((l7_j_inner_outer * INT64_C(2)) + l8_j_inner_inner));\n"
+      "              ((__half *)&stof_vs)[l8_j_inner_inner] = stof_f2h(stof_facc0[l8_j_inner_inner * INT64_C(1)]);\n"
+      "            }\n",
+  };
+  expect_in(src, golden, sizeof golden / sizeof *golden);
+  assert_null(strstr(src, "stof_h2f(b2_C[")); /* C is never read back */
+  free(src);
+}
+
 /* A[i + 1] starts off a pair of floats: scalar, beside the 8-byte loads of A[i], A[i + 2]. */
 static void vectorized_misaligned_load_stays_scalar(void **state) {
   (void)state;
@@ -369,6 +398,7 @@ int run_codegen_cuda_tests(void) {
       cmocka_unit_test(elementwise_chain_inlined_and_f16),
       cmocka_unit_test(vectorized_f16_load_and_store),
       cmocka_unit_test(vectorized_misaligned_load_stays_scalar),
+      cmocka_unit_test(half_sum_accumulates_in_float_per_thread),
       cmocka_unit_test(vectorized_not_dividing_stays_scalar),
       cmocka_unit_test(reduce_loop_bound_to_a_thread),
       cmocka_unit_test(too_many_threads),
