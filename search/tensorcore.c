@@ -193,6 +193,42 @@ static stof_status stage(stof_sched *s, int cb, int input, int at, int kwm, int 
   return stof_sched_annotate_block(s, sh, "pad", "8");
 }
 
+/* The GEMM block cb (nd loops + its reduce loop) on the tensor cores: rows split (CUDA block,
+ * wm warps, rows per warp `tile_rows`), columns (CUDA block or serial chunks, wn warps, 32),
+ * depth (32 per stage, in 16-steps); warps on threadIdx.z/.y, the warp's nest tensorized, both
+ * operand tiles staged through a 3-stage pipeline. cols_on_block: the column chunks on
+ * blockIdx.x, else a serial loop in each CUDA block (whole rows per block). i, j, k get the
+ * parts (outermost first). */
+static stof_status mma_nest(stof_sched *s, int cb, int nd, stof_factor tile_rows, int kwm, int kwn, int cols_on_block,
+                            int i[3], int j[3], int k[3]) {
+  stof_status st;
+  int l[5], n;
+  TRY(stof_sched_get_loops(s, cb, 5, l, &n));
+  if (n != nd + 1)
+    return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "tensorcore: GEMM block with %d loops", n);
+  int lead = nd - 2;
+  stof_factor fi[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwm), tile_rows};
+  stof_factor fj[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwn), stof_factor_const(32)};
+  stof_factor fk[3] = {stof_factor_const(STOF_INFER), stof_factor_const(TC_BK / 16), stof_factor_const(16)};
+  TRY(stof_sched_split(s, l[lead], 3, fi, i));
+  TRY(stof_sched_split(s, l[lead + 1], 3, fj, j));
+  TRY(stof_sched_split(s, l[lead + 2], 3, fk, k));
+  int order[10], no = 0;
+  if (lead) order[no++] = l[0];
+  int rest[9] = {i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2], k[2]};
+  for (int q = 0; q < 9; q++) order[no++] = rest[q];
+  TRY(stof_sched_reorder(s, no, order));
+  if (lead) TRY(stof_sched_bind(s, l[0], "blockIdx.z"));
+  TRY(stof_sched_bind(s, i[0], "blockIdx.y"));
+  if (cols_on_block) TRY(stof_sched_bind(s, j[0], "blockIdx.x"));
+  TRY(stof_sched_bind(s, i[1], "threadIdx.z"));
+  TRY(stof_sched_bind(s, j[1], "threadIdx.y"));
+  TRY(stof_sched_unroll(s, k[1]));
+  TRY(stof_sched_tensorize(s, i[2], "mma_m16n8k16"));
+  for (int input = 0; input < 2; input++) TRY(stage(s, cb, input, k[0], kwm, kwn));
+  return stof_sched_annotate_loop(s, k[0], "pipeline_stages", "3");
+}
+
 stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s) {
   (void)ud;
   (void)r;
@@ -235,34 +271,11 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
     if (id[b] != cb && stof_sched_block_alive(s, id[b]) && !is_output(s, op) && reads(op, g, NULL, 0, 0))
       TRY(stof_sched_compute_inline(s, id[b]));
   }
-  int l[5], n;
-  TRY(stof_sched_get_loops(s, cb, 5, l, &n));
-  if (n != nd + 1) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore: GEMM block with %d loops", n);
-  int lead = nd - 2, li = l[lead], lj = l[lead + 1], lk = l[lead + 2];
   int kwm, kwn, i[3], j[3], k[3];
   static const int64_t wm[2] = {1, 2}, wn[2] = {2, 4};
   TRY(divisor_knob(s, "tc.wm", wm, 2, g->shape[nd - 2], 64, &kwm));
   TRY(divisor_knob(s, "tc.wn", wn, 2, g->shape[nd - 1], 32, &kwn));
-  stof_factor fi[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwm), stof_factor_const(64)};
-  stof_factor fj[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwn), stof_factor_const(32)};
-  stof_factor fk[3] = {stof_factor_const(STOF_INFER), stof_factor_const(TC_BK / 16), stof_factor_const(16)};
-  TRY(stof_sched_split(s, li, 3, fi, i));
-  TRY(stof_sched_split(s, lj, 3, fj, j));
-  TRY(stof_sched_split(s, lk, 3, fk, k));
-  int order[10], no = 0;
-  if (lead) order[no++] = l[0];
-  int rest[9] = {i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2], k[2]};
-  for (int q = 0; q < 9; q++) order[no++] = rest[q];
-  TRY(stof_sched_reorder(s, no, order));
-  if (lead) TRY(stof_sched_bind(s, l[0], "blockIdx.z"));
-  TRY(stof_sched_bind(s, i[0], "blockIdx.y"));
-  TRY(stof_sched_bind(s, j[0], "blockIdx.x"));
-  TRY(stof_sched_bind(s, i[1], "threadIdx.z"));
-  TRY(stof_sched_bind(s, j[1], "threadIdx.y"));
-  TRY(stof_sched_unroll(s, k[1]));
-  TRY(stof_sched_tensorize(s, i[2], "mma_m16n8k16"));
-  for (int input = 0; input < 2; input++) TRY(stage(s, cb, input, k[0], kwm, kwn));
-  TRY(stof_sched_annotate_loop(s, k[0], "pipeline_stages", "3"));
+  TRY(mma_nest(s, cb, nd, stof_factor_const(64), kwm, kwn, 1, i, j, k));
   /* the write-back: the copy when the GEMM itself is an output, and each output after it */
   if (gemm_out) TRY(stof_sched_reverse_compute_at(s, copy, j[1]));
   for (int b = 0; b < nb; b++) {
@@ -508,29 +521,8 @@ stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
     hcopy = -1;
   }
   /* the GEMM over the tile's rows, column chunk by column chunk */
-  int l[5], n;
-  TRY(stof_sched_get_loops(s, cb, 5, l, &n));
-  if (n != nd + 1) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: GEMM block with %d loops", n);
   int lead = nd - 2, i[3], j[3], k[3];
-  stof_factor fi[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwm), stof_factor_knob(ktm)};
-  stof_factor fj[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwn), stof_factor_const(32)};
-  stof_factor fk[3] = {stof_factor_const(STOF_INFER), stof_factor_const(TC_BK / 16), stof_factor_const(16)};
-  TRY(stof_sched_split(s, l[lead], 3, fi, i));
-  TRY(stof_sched_split(s, l[lead + 1], 3, fj, j));
-  TRY(stof_sched_split(s, l[lead + 2], 3, fk, k));
-  int order[10], no = 0;
-  if (lead) order[no++] = l[0];
-  int rest[9] = {i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2], k[2]};
-  for (int q = 0; q < 9; q++) order[no++] = rest[q];
-  TRY(stof_sched_reorder(s, no, order));
-  if (lead) TRY(stof_sched_bind(s, l[0], "blockIdx.z"));
-  TRY(stof_sched_bind(s, i[0], "blockIdx.y"));
-  TRY(stof_sched_bind(s, i[1], "threadIdx.z"));
-  TRY(stof_sched_bind(s, j[1], "threadIdx.y"));
-  TRY(stof_sched_unroll(s, k[1]));
-  TRY(stof_sched_tensorize(s, i[2], "mma_m16n8k16"));
-  for (int input = 0; input < 2; input++) TRY(stage(s, cb, input, k[0], kwm, kwn));
-  TRY(stof_sched_annotate_loop(s, k[0], "pipeline_stages", "3"));
+  TRY(mma_nest(s, cb, nd, stof_factor_knob(ktm), kwm, kwn, 0, i, j, k));
   TRY(stof_sched_reverse_compute_at(s, hb, j[1]));
   /* after the GEMM, at the row tile: the statistics and the outputs in dependence order
    * (block order), h's copy when h leaves the segment */
