@@ -273,6 +273,20 @@ typedef struct kouter {
   int loop[STOF_THREAD_COUNT];
 } kouter;
 
+/* Is block b a warp accumulator whose write-backs all fill shared memory (a GEMM computed
+ * by the CUDA block's warps together for the threads of the block: the intermediate of a
+ * GEMM + GEMM)? Such a block may rebind thread indices too: its results reach the other
+ * threads only through the shared buffer, behind the write-back's barriers. */
+static int warp_fills_shared(const stof_sched *s, int b) {
+  const sched_block *x = sched_block_at(s, b);
+  if (x->scope != SCHED_SCOPE_WARP) return 0;
+  int r[64], n = sched_readers(s, x->out, b, r, 64);
+  if (n < 1 || n > 64) return 0;
+  for (int i = 0; i < n; i++)
+    if (sched_block_at(s, r[i])->scope != SCHED_SCOPE_SHARED) return 0;
+  return 1;
+}
+
 static void scan_bindings(kscan *k, int first, unsigned mask, const kouter *outer) {
   const stof_sched *s = k->s;
   for (int i = first; i >= 0 && !k->st; i = lir_stmt_at(k->l, i)->next) {
@@ -294,7 +308,7 @@ static void scan_bindings(kscan *k, int first, unsigned mask, const kouter *oute
          * needs); one inside another only when the inner one fills a shared buffer (the
          * threads of the block fetch it together, TVM's cooperative fetching). */
         int prev = outer->loop[lp->thread];
-        if (prev >= 0 && sched_block_at(s, lp->block)->scope != SCHED_SCOPE_SHARED) {
+        if (prev >= 0 && sched_block_at(s, lp->block)->scope != SCHED_SCOPE_SHARED && !warp_fills_shared(s, lp->block)) {
           k->st = stof_ctx_error(s->ctx, STOF_ERR_SCHEDULE,
                                  "cuda: loop %s (block %s) is bound to %s inside loop %s (block %s), "
                                  "bound to it too: only a block writing shared memory may rebind a "
