@@ -14,7 +14,7 @@
 #define MAXC 8       /* templates tried per segment */
 #define NAMEL 64
 #define MAXIN 4      /* distinct intrinsics tuned */
-#define NBUILTIN 3   /* templates[0] "auto", [1] "tensorcore", [2] "tensorcore_norm", then the user's */
+#define NBUILTIN 4   /* templates[0] "auto", [1] "tensorcore", [2] "tensorcore_norm", [3] "tensorcore_ffn", then the user's */
 #define DEFAULT (-2) /* the template: the vendor GEMM where it can run, else "auto" */
 #define VENDOR (-1)
 
@@ -52,7 +52,7 @@ typedef struct tuner {
   const stof_op *const *outputs;
   const stof_tune_opts *o;
   int cuda;
-  int nt;                  /* templates: [0] "auto", [1] "tensorcore", [2] "tensorcore_norm", then the user's */
+  int nt;                  /* templates: [0] "auto", [1] "tensorcore", [2] "tensorcore_norm", [3] "tensorcore_ffn", then the user's */
   stof_template *t;
   int nop;                 /* the plan's ops but placeholders, id order */
   const stof_op **ops;
@@ -115,6 +115,10 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
 const char *search_tcn_name(void);
 int search_tcn_matches(void *ud, const stof_plan_seg_req *r);
 stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s);
+/* the built-in template "tensorcore_ffn" (two GEMMs, the intermediate on chip) */
+const char *search_tgg_name(void);
+int search_tgg_matches(void *ud, const stof_plan_seg_req *r);
+stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s);
 void search_free_text(tuner *t, char *s);
 stof_status search_bind_feed(tuner *t, stof_plan *p);
 /* the plan of code with t->cur and t->inval, bound to the feed */

@@ -564,3 +564,259 @@ stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   }
   return STOF_OK;
 }
+
+/* ---------------------------------------------------------------- tensorcore_ffn
+ *
+ * Two GEMMs with the intermediate on chip: y = a(x @ W1) @ W2, a the injective ops between
+ * them (bias, activation), then the second GEMM's injective epilogue (bias, residual add). A
+ * CUDA block owns R rows and P columns of y; its wn warps keep y's R x (P / wn) tiles in
+ * registers across the whole intermediate dimension F, which they walk in chunks of 64: per
+ * chunk the same warps first compute the intermediate's R x 64 tile (x's R rows staged in
+ * shared memory once per CUDA block, W1's chunk staged per step of 32), apply a on the write-
+ * back into a shared R x 64 tile, then multiply it by W2's staged P x 64 tile. The
+ * intermediate never goes to global memory; the first GEMM is computed once per column block
+ * of y (H / P times: a larger P costs registers, a smaller one recomputation).
+ *
+ * Knobs tgg.rows (R: 16 or 32), tgg.cols (P: 128, 256, 384, 512) and tgg.wn (4 or 8 warps),
+ * each offering only values for which every combination divides and fits (P / wn a multiple
+ * of 8 up to 128; shared memory under 227 KB).
+ */
+
+static const char *tgg_name = "tensorcore_ffn";
+
+const char *search_tgg_name(void) { return tgg_name; }
+
+#define TGG_FC 64 /* the intermediate's columns per chunk */
+
+/* The segment's parts: g1, the last op between the GEMMs (what g2 reads), g2. */
+typedef struct tgg_parts {
+  const stof_op *g1, *mid, *g2;
+} tgg_parts;
+
+/* The op g's first factor loads (its A operand), or NULL. */
+static const stof_op *a_operand(const stof_op *g) {
+  const stof_expr *src = g->body->u.reduce.src;
+  if (src->kind != STOF_EXPR_MUL) return NULL;
+  const stof_expr *a = uncast(src->u.op.a);
+  return a && a->kind == STOF_EXPR_LOAD ? a->u.load.tensor : NULL;
+}
+
+static int tgg_split(int nop, const stof_op *const *ops, tgg_parts *p) {
+  memset(p, 0, sizeof *p);
+  const stof_op *g[2] = {NULL, NULL};
+  int ng = 0;
+  for (int i = 0; i < nop; i++) {
+    if (ops[i]->kind != STOF_OP_COMPUTE) return 0;
+    if (stof_plan_op_is_gemm(ops[i])) {
+      if (ng == 2) return 0;
+      g[ng++] = ops[i];
+    } else if (ops[i]->body->kind == STOF_EXPR_REDUCE) {
+      return 0;
+    }
+  }
+  if (ng != 2) return 0;
+  const stof_op *g1 = g[0], *g2 = g[1];
+  if (reads(g1, g2, ops, nop, 0)) g1 = g[1], g2 = g[0];
+  if (!reads(g2, g1, ops, nop, 0) || g1->ndim != g2->ndim || g1->ndim < 2 || g1->ndim > 3) return 0;
+  const stof_op *mid = a_operand(g2);
+  if (!mid || !in_list(mid, ops, nop) || (mid != g1 && !reads(mid, g1, ops, nop, 0))) return 0;
+  if (tensorizable(g2) < 0 || tensorizable(g1) < 0) return 0;
+  /* g2's other operand is no op of the segment (a weight); between the GEMMs and after g2
+   * only injective ops at their own axes */
+  for (int k = 0; k < g2->ninput; k++)
+    if (g2->input[k] != mid && in_list(g2->input[k], ops, nop)) return 0;
+  const stof_op *dep1[64], *dep2[64];
+  int n1 = 0, n2 = 0;
+  dep1[n1++] = g1;
+  dep2[n2++] = g2;
+  for (int i = 0; i < nop; i++) {
+    const stof_op *o = ops[i];
+    if (o == g1 || o == g2) continue;
+    int after2 = reads(o, g2, ops, nop, 0);
+    if (o->ndim != g1->ndim) return 0;
+    if (!after2) { /* between the GEMMs: g1's shape, reading g1's chain at own axes */
+      if (memcmp(o->shape, g1->shape, sizeof *o->shape * (size_t)o->ndim) || !reads(o, g1, ops, nop, 0) || n1 == 64 ||
+          !own_axes(o, o->body, dep1, n1, 0))
+        return 0;
+      dep1[n1++] = o;
+    } else { /* after g2: its shape, at own axes, nothing of the first chain */
+      if (memcmp(o->shape, g2->shape, sizeof *o->shape * (size_t)o->ndim) || n2 == 64 ||
+          !own_axes(o, o->body, dep2, n2, 0))
+        return 0;
+      for (int k = 0; k < o->ninput; k++)
+        if (in_list(o->input[k], dep1, n1)) return 0;
+      dep2[n2++] = o;
+    }
+  }
+  if (!in_list(mid, dep1, n1)) return 0;
+  /* nothing between the GEMMs but the chain to mid (each read by the next) */
+  for (int i = 1; i < n1; i++)
+    if (dep1[i] != mid && !reads(mid, dep1[i], ops, nop, 0)) return 0;
+  p->g1 = g1;
+  p->mid = mid;
+  p->g2 = g2;
+  return 1;
+}
+
+/* Shared bytes: x's R rows (depth K1, padded), the intermediate's R x 64 tile, W1's 64 x 32
+ * step and W2's P x 64 tile (padded). */
+static int64_t tgg_smem(int64_t R, int64_t P, int64_t k1, int64_t es) {
+  return (R * (k1 + 8) + R * TGG_FC + TGG_FC * (TC_BK + 8) + P * (TGG_FC + 8)) * es;
+}
+
+int search_tgg_matches(void *ud, const stof_plan_seg_req *r) {
+  (void)ud;
+  tgg_parts p;
+  if (strcmp(r->target, "cuda") != 0 || !tgg_split(r->nop, r->op, &p)) return 0;
+  int dt = tensorizable(p.g1);
+  if ((dt != STOF_DTYPE_F16 && dt != STOF_DTYPE_BF16) || tensorizable(p.g2) != dt || (int)p.mid->dtype != dt) return 0;
+  int nd = p.g2->ndim;
+  int64_t rows = p.g2->shape[nd - 2], cols = p.g2->shape[nd - 1], f = p.g1->shape[nd - 1],
+          k1 = p.g1->body->u.reduce.axis[0]->extent;
+  return rows % 16 == 0 && cols % 128 == 0 && f % TGG_FC == 0 && k1 % TC_BK == 0 &&
+         tgg_smem(16, 128, k1, stof_dtype_size((stof_dtype)dt)) <= TCN_SMEM;
+}
+
+/* The cooperative fill of a staged tile (threadIdx.y x threadIdx.x, 16 bytes a copy). */
+static stof_status tgg_fill(stof_sched *s, int sh, int kwn) {
+  stof_status st;
+  int l[4], n, c[2], f, p[3];
+  TRY(stof_sched_get_loops(s, sh, 4, l, &n));
+  if (n < 2 || n > 3)
+    return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "tensorcore_ffn: a staged tile with %d loops", n);
+  stof_factor fc[2] = {stof_factor_const(STOF_INFER), stof_factor_const(8)};
+  TRY(stof_sched_split(s, l[n - 1], 2, fc, c));
+  int fl[3] = {l[0], n == 3 ? l[1] : c[0], c[0]};
+  TRY(stof_sched_fuse(s, n, fl, &f));
+  stof_factor fp[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwn), stof_factor_const(32)};
+  TRY(stof_sched_split(s, f, 3, fp, p));
+  TRY(stof_sched_bind(s, p[1], "threadIdx.y"));
+  TRY(stof_sched_bind(s, p[2], "threadIdx.x"));
+  TRY(stof_sched_vectorize(s, c[1]));
+  return stof_sched_annotate_block(s, sh, "pad", "8");
+}
+
+stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s) {
+  (void)ud;
+  (void)r;
+  stof_ctx *ctx = stof_sched_ctx(s);
+  stof_status st;
+  int nb = stof_sched_nblock(s), id[64];
+  if (nb > 60) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: a segment of %d blocks", nb);
+  const stof_op *ops[64] = {0};
+  for (int b = 0; b < nb; b++) {
+    char name[256];
+    snprintf(name, sizeof name, "%s", stof_sched_block_name(s, b));
+    TRY(stof_sched_get_block(s, name, &id[b]));
+    ops[b] = stof_sched_block_op(s, b);
+  }
+  tgg_parts p;
+  if (!tgg_split(nb, ops, &p))
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: the segment is not two GEMMs with injective ops between and after");
+  int c1 = -1, c2 = -1, mb = -1, copy;
+  for (int b = 0; b < nb; b++) {
+    if (ops[b] == p.g1) c1 = id[b];
+    if (ops[b] == p.g2) c2 = id[b];
+    if (ops[b] == p.mid) mb = id[b];
+    if (ops[b] != p.g2 && is_output(s, ops[b]) && !reads(ops[b], p.g2, NULL, 0, 0))
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: %s (before the second GEMM) leaves the segment",
+                            ops[b]->name);
+  }
+  if (mb == c1)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: the second GEMM reads the first directly (no op between)");
+  int nd = p.g2->ndim;
+  int64_t rows = p.g2->shape[nd - 2], cols = p.g2->shape[nd - 1], k1 = p.g1->body->u.reduce.axis[0]->extent,
+          es = (int64_t)stof_dtype_size(p.mid->dtype);
+  /* the knobs: every combination divides and fits */
+  static const int64_t rc[2] = {16, 32}, pc[4] = {128, 256, 384, 512}, wc[2] = {4, 8};
+  int okr[2], okp[4], okw[2] = {1, 1};
+  for (int i = 0; i < 4; i++) /* P / wn a multiple of 8 up to 128 for wn 4 and 8 */
+    okp[i] = cols % pc[i] == 0 && pc[i] / 4 <= 128 && tgg_smem(32, pc[i], k1, es) <= TCN_SMEM;
+  for (int i = 0; i < 2; i++) okr[i] = rows % rc[i] == 0;
+  int krow, kcol, kwn;
+  TRY(pick_knob(s, "tgg.rows", rc, okr, 2, &krow));
+  TRY(pick_knob(s, "tgg.cols", pc, okp, 4, &kcol));
+  TRY(pick_knob(s, "tgg.wn", wc, okw, 2, &kwn));
+  /* accumulators in the warps' registers; the second GEMM's epilogue in its write-back, the
+   * ops between the GEMMs in the first's, which fills the intermediate's shared tile */
+  TRY(stof_sched_cache_write(s, c2, "warp", &copy));
+  int g2_out = is_output(s, p.g2);
+  if (!g2_out) TRY(stof_sched_compute_inline(s, copy));
+  for (int b = 0; b < nb; b++) {
+    const stof_op *op = ops[b];
+    if (id[b] == c1 || id[b] == c2 || id[b] == mb || !stof_sched_block_alive(s, id[b]) || is_output(s, op)) continue;
+    TRY(stof_sched_compute_inline(s, id[b]));
+  }
+  int mcopy;
+  TRY(stof_sched_cache_write(s, mb, "shared", &mcopy));
+  TRY(stof_sched_compute_inline(s, mcopy));
+  int c1copy;
+  TRY(stof_sched_cache_write(s, c1, "warp", &c1copy));
+  TRY(stof_sched_compute_inline(s, c1copy));
+  /* the second GEMM: rows on blockIdx.y, columns (P per CUDA block) on blockIdx.x and wn warps,
+   * the intermediate dimension in chunks */
+  int l[5], n;
+  TRY(stof_sched_get_loops(s, c2, 5, l, &n));
+  if (n != nd + 1) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: GEMM block with %d loops", n);
+  int lead = nd - 2, i[2], j[2], jw[2], k[3];
+  stof_factor fi[2] = {stof_factor_const(STOF_INFER), stof_factor_knob(krow)};
+  stof_factor fj[2] = {stof_factor_const(STOF_INFER), stof_factor_knob(kcol)};
+  stof_factor fw[2] = {stof_factor_knob(kwn), stof_factor_const(STOF_INFER)};
+  stof_factor fk[3] = {stof_factor_const(STOF_INFER), stof_factor_const(TGG_FC / 16), stof_factor_const(16)};
+  TRY(stof_sched_split(s, l[lead], 2, fi, i));
+  TRY(stof_sched_split(s, l[lead + 1], 2, fj, j));
+  TRY(stof_sched_split(s, j[1], 2, fw, jw));
+  TRY(stof_sched_split(s, l[lead + 2], 3, fk, k));
+  int order[9], no = 0;
+  if (lead) order[no++] = l[0];
+  int rest[8] = {i[0], j[0], jw[0], k[0], k[1], i[1], jw[1], k[2]};
+  for (int q = 0; q < 8; q++) order[no++] = rest[q];
+  TRY(stof_sched_reorder(s, no, order));
+  if (lead) TRY(stof_sched_bind(s, l[0], "blockIdx.z"));
+  TRY(stof_sched_bind(s, i[0], "blockIdx.y"));
+  TRY(stof_sched_bind(s, j[0], "blockIdx.x"));
+  TRY(stof_sched_bind(s, jw[0], "threadIdx.y"));
+  TRY(stof_sched_unroll(s, k[1]));
+  TRY(stof_sched_tensorize(s, i[1], "mma_m16n8k16"));
+  int w2s;
+  TRY(stof_sched_cache_read(s, c2, 1, "shared", &w2s));
+  TRY(stof_sched_compute_at(s, w2s, k[0]));
+  TRY(tgg_fill(s, w2s, kwn));
+  /* the intermediate's chunk at each step, computed by the same warps */
+  TRY(stof_sched_compute_at(s, mb, k[0]));
+  TRY(stof_sched_compute_at(s, c1, k[0]));
+  int gl[6], gn, gc[2], gk[3];
+  TRY(stof_sched_get_loops(s, c1, 6, gl, &gn));
+  if (gn < 3) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: first GEMM with %d loops", gn);
+  int gr = gl[gn - 3];
+  stof_factor fgc[2] = {stof_factor_knob(kwn), stof_factor_const(STOF_INFER)};
+  stof_factor fgk[3] = {stof_factor_const(STOF_INFER), stof_factor_const(TC_BK / 16), stof_factor_const(16)};
+  TRY(stof_sched_split(s, gl[gn - 2], 2, fgc, gc));
+  TRY(stof_sched_split(s, gl[gn - 1], 3, fgk, gk));
+  int gorder[6] = {gc[0], gk[0], gk[1], gr, gc[1], gk[2]};
+  TRY(stof_sched_reorder(s, 6, gorder));
+  TRY(stof_sched_bind(s, gc[0], "threadIdx.y"));
+  TRY(stof_sched_unroll(s, gk[1]));
+  TRY(stof_sched_tensorize(s, gr, "mma_m16n8k16"));
+  int xs, w1s;
+  TRY(stof_sched_cache_read(s, c1, 0, "shared", &xs));
+  TRY(stof_sched_compute_at(s, xs, j[0])); /* x's rows once per CUDA block */
+  TRY(tgg_fill(s, xs, kwn));
+  TRY(stof_sched_cache_read(s, c1, 1, "shared", &w1s));
+  TRY(stof_sched_compute_at(s, w1s, gk[0]));
+  TRY(tgg_fill(s, w1s, kwn));
+  TRY(stof_sched_reverse_compute_at(s, mb, gc[0]));
+  /* the write-back of the second GEMM (after its warp loop): its copy when it leaves the
+   * segment, each output (a move renumbers loops: the warp loop is found again each time) */
+  int wl[12], wn_;
+  if (g2_out) {
+    TRY(stof_sched_get_loops(s, c2, 12, wl, &wn_));
+    TRY(stof_sched_reverse_compute_at(s, copy, wl[lead + 2]));
+  }
+  for (int b = 0; b < nb; b++)
+    if (id[b] != c2 && stof_sched_block_alive(s, id[b]) && is_output(s, ops[b]) && reads(ops[b], p.g2, NULL, 0, 0)) {
+      TRY(stof_sched_get_loops(s, c2, 12, wl, &wn_));
+      TRY(stof_sched_reverse_compute_at(s, id[b], wl[lead + 2]));
+    }
+  return STOF_OK;
+}

@@ -487,6 +487,7 @@ static stof_status reference(tuner *t, stof_plan *def) {
 
 int stof_tune_name_reserved(const char *name) {
   return name && (!strcmp(name, "auto") || !strcmp(name, search_tc_name()) || !strcmp(name, search_tcn_name()) ||
+                  !strcmp(name, search_tgg_name()) ||
                   !strcmp(name, "vendor") ||
                   !strcmp(name, "default"));
 }
@@ -612,6 +613,7 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   t->t[0] = (stof_template){"auto", NULL, search_auto_schedule, NULL};
   t->t[1] = (stof_template){search_tc_name(), search_tc_matches, search_tc_schedule, NULL};
   t->t[2] = (stof_template){search_tcn_name(), search_tcn_matches, search_tcn_schedule, NULL};
+  t->t[3] = (stof_template){search_tgg_name(), search_tgg_matches, search_tgg_schedule, NULL};
   for (int i = 0; i < opts->ntemplate; i++) t->t[NBUILTIN + i] = opts->templates[i];
   for (int i = 0, k = 0; i < nall; i++)
     if (all[i]->kind != STOF_OP_PLACEHOLDER) t->ops[k++] = all[i];
