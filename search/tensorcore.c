@@ -427,18 +427,20 @@ int search_tcn_matches(void *ud, const stof_plan_seg_req *r) {
          tcn_smem(32, 2, cols, stof_dtype_size(p.h->dtype)) <= TCN_SMEM;
 }
 
-/* A categorical knob over the values of cand[0..n) with ok[i] set. */
-static stof_status pick_knob(stof_sched *s, const char *name, const int64_t *cand, const int *ok, int n, int *knob) {
-  int64_t v[4];
-  double pr[4];
+/* A categorical knob over the values of cand[0..n) with ok[i] set (n at most 8); its first
+ * decision drawn at random, or the largest value (last: 1). */
+static stof_status pick_knob(stof_sched *s, const char *name, const int64_t *cand, const int *ok, int n, int last,
+                             int *knob) {
+  int64_t v[8];
+  double pr[8];
   int m = 0;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n && i < 8; i++)
     if (ok[i]) {
       v[m] = cand[i];
       pr[m++] = 1;
     }
-  if (!m) return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "tensorcore_norm: no value of %s fits", name);
-  return stof_sched_sample_categorical(s, name, m, v, pr, -1, knob);
+  if (!m) return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "%s: no value divides the GEMM and fits", name);
+  return stof_sched_sample_categorical(s, name, m, v, pr, last ? m - 1 : -1, knob);
 }
 
 /* Splits the last two loops of block b (placed at the row tile) into warps over rows and
@@ -500,9 +502,9 @@ stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   for (int i = 0; i < 2; i++)
     okt[i] = rows % (wm_max * tmc[i]) == 0 && tcn_smem(wm_max * tmc[i], wn_max, cols, es) <= TCN_SMEM;
   int kwm, ktm, kwn;
-  TRY(pick_knob(s, "tcn.wm", wmc, okm, 2, &kwm));
-  TRY(pick_knob(s, "tcn.tm", tmc, okt, 2, &ktm));
-  TRY(pick_knob(s, "tcn.wn", wnc, okn, 2, &kwn));
+  TRY(pick_knob(s, "tcn.wm", wmc, okm, 2, 0, &kwm));
+  TRY(pick_knob(s, "tcn.tm", tmc, okt, 2, 0, &ktm));
+  TRY(pick_knob(s, "tcn.wn", wnc, okn, 2, 0, &kwn));
   /* the accumulator in the warps' registers; the epilogue up to h folds into its write-back,
    * which fills h's tile in shared memory */
   TRY(stof_sched_cache_write(s, cb, "warp", &copy));
@@ -577,9 +579,10 @@ stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
  * intermediate never goes to global memory; the first GEMM is computed once per column block
  * of y (H / P times: a larger P costs registers, a smaller one recomputation).
  *
- * Knobs tgg.rows (R: 16 or 32), tgg.cols (P: 128, 256, 384, 512) and tgg.wn (4 or 8 warps),
- * each offering only values for which every combination divides and fits (P / wn a multiple
- * of 8 up to 128; shared memory under 227 KB).
+ * Knobs tgg.rows (R: 16 or 32), tgg.wn (4 or 8 warps) and tgg.tn (each warp's columns of y:
+ * 16 to 128), P = wn * tn; each offers only values for which every combination divides and
+ * fits (shared memory under 227 KB). With 8 warps of 96 columns a CUDA block holds BERT-base's
+ * whole rows (768): the first GEMM is then computed once.
  */
 
 static const char *tgg_name = "tensorcore_ffn";
@@ -727,16 +730,17 @@ stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   int nd = p.g2->ndim;
   int64_t rows = p.g2->shape[nd - 2], cols = p.g2->shape[nd - 1], k1 = p.g1->body->u.reduce.axis[0]->extent,
           es = (int64_t)stof_dtype_size(p.mid->dtype);
-  /* the knobs: every combination divides and fits */
-  static const int64_t rc[2] = {16, 32}, pc[4] = {128, 256, 384, 512}, wc[2] = {4, 8};
-  int okr[2], okp[4], okw[2] = {1, 1};
-  for (int i = 0; i < 4; i++) /* P / wn a multiple of 8 up to 128 for wn 4 and 8 */
-    okp[i] = cols % pc[i] == 0 && pc[i] / 4 <= 128 && tgg_smem(32, pc[i], k1, es) <= TCN_SMEM;
+  /* the knobs: every combination divides and fits (P = wn * tn columns per CUDA block) */
+  static const int64_t rc[2] = {16, 32}, wc[2] = {4, 8}, tc[6] = {16, 32, 48, 64, 96, 128};
+  int okr[2], okw[2] = {1, 1}, okt[6];
+  for (int i = 0; i < 6; i++)
+    okt[i] = cols % (4 * tc[i]) == 0 && cols % (8 * tc[i]) == 0 && tgg_smem(32, 8 * tc[i], k1, es) <= TCN_SMEM;
   for (int i = 0; i < 2; i++) okr[i] = rows % rc[i] == 0;
-  int krow, kcol, kwn;
-  TRY(pick_knob(s, "tgg.rows", rc, okr, 2, &krow));
-  TRY(pick_knob(s, "tgg.cols", pc, okp, 4, &kcol));
-  TRY(pick_knob(s, "tgg.wn", wc, okw, 2, &kwn));
+  int krow, kwn, ktn;
+  /* first: the largest tile (the first GEMM computed the fewest times) */
+  TRY(pick_knob(s, "tgg.rows", rc, okr, 2, 1, &krow));
+  TRY(pick_knob(s, "tgg.wn", wc, okw, 2, 1, &kwn));
+  TRY(pick_knob(s, "tgg.tn", tc, okt, 6, 1, &ktn));
   /* accumulators in the warps' registers; the second GEMM's epilogue in its write-back, the
    * ops between the GEMMs in the first's, which fills the intermediate's shared tile */
   TRY(stof_sched_cache_write(s, c2, "warp", &copy));
@@ -758,15 +762,14 @@ stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   int l[5], n;
   TRY(stof_sched_get_loops(s, c2, 5, l, &n));
   if (n != nd + 1) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: GEMM block with %d loops", n);
-  int lead = nd - 2, i[2], j[2], jw[2], k[3];
+  int lead = nd - 2, i[2], j[3], k[3];
   stof_factor fi[2] = {stof_factor_const(STOF_INFER), stof_factor_knob(krow)};
-  stof_factor fj[2] = {stof_factor_const(STOF_INFER), stof_factor_knob(kcol)};
-  stof_factor fw[2] = {stof_factor_knob(kwn), stof_factor_const(STOF_INFER)};
+  stof_factor fj[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwn), stof_factor_knob(ktn)};
   stof_factor fk[3] = {stof_factor_const(STOF_INFER), stof_factor_const(TGG_FC / 16), stof_factor_const(16)};
   TRY(stof_sched_split(s, l[lead], 2, fi, i));
-  TRY(stof_sched_split(s, l[lead + 1], 2, fj, j));
-  TRY(stof_sched_split(s, j[1], 2, fw, jw));
+  TRY(stof_sched_split(s, l[lead + 1], 3, fj, j));
   TRY(stof_sched_split(s, l[lead + 2], 3, fk, k));
+  int jw[2] = {j[1], j[2]};
   int order[9], no = 0;
   if (lead) order[no++] = l[0];
   int rest[8] = {i[0], j[0], jw[0], k[0], k[1], i[1], jw[1], k[2]};

@@ -497,8 +497,8 @@ static void ffn_check(norm_graph *t) {
     for (int b = 0; b < nk[1]; b++)
       for (int c = 0; c < nk[2]; c++) {
         TU_OK(ctx, stof_trace_set_decision(tr, "tgg.rows", a));
-        TU_OK(ctx, stof_trace_set_decision(tr, "tgg.cols", b));
-        TU_OK(ctx, stof_trace_set_decision(tr, "tgg.wn", c));
+        TU_OK(ctx, stof_trace_set_decision(tr, "tgg.wn", b));
+        TU_OK(ctx, stof_trace_set_decision(tr, "tgg.tn", c));
         stof_sched *s2;
         TU_OK(ctx, stof_sched_new(t->g, 1, &t->out, &s2));
         TU_OK(ctx, stof_sched_replay(tr, s2));
