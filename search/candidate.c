@@ -485,6 +485,8 @@ static int failed(tuner *t, stof_plan *p, const int *code, stof_status st, const
   return -1;
 }
 
+static int uses_template(const tuner *t, const char *name);
+
 /* The trial of search_trial (below), without its clock. */
 static int trial(tuner *t, double *ms_out) {
   stof_plan *p = NULL;
@@ -501,7 +503,24 @@ static int trial(tuner *t, double *ms_out) {
     int ch = t->segs[i].owner == i ? search_cur_choice(t, i) : -1;
     if (ch >= 0) t->segs[i].tried[ch] = 1;
   }
+  if (!st && t->best_plan && t->best_ms > 0) {
+    /* far slower than the best so far (a generated GEMM where cuBLASLt runs, at a large
+     * shape: seconds a run): one timed run says so, and the budget is not spent on more */
+    double probe = 0;
+    st = stof_plan_time(p, 1, 1, &probe);
+    warmup = 0; /* those two runs were the warm-up */
+    if (uses_template(t, t->o->inject_slow)) probe *= 10;
+    if (!st && probe > SLOW_FACTOR * t->best_ms) {
+      *ms_out = probe;
+      t->res.cut_slow++;
+      record(t, code, probe, STOF_OK, NULL);
+      stof_plan_free(p);
+      search_progress(t);
+      return 0;
+    }
+  }
   if (!st) st = stof_plan_time(p, reps, warmup, &ms);
+  if (!st && uses_template(t, t->o->inject_slow)) ms *= 10;
   if (st) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", st == STOF_ERR_NOMEM ? "out of memory" : stof_ctx_message(t->ctx));

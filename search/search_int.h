@@ -17,6 +17,7 @@
 #define NBUILTIN 4   /* templates[0] "auto", [1] "tensorcore", [2] "tensorcore_norm", [3] "tensorcore_ffn", then the user's */
 #define DEFAULT (-2) /* the template: the vendor GEMM where it can run, else "auto" */
 #define VENDOR (-1)
+#define SLOW_FACTOR 3 /* a candidate this many times slower than the best, timed once: it is not measured further */
 
 typedef struct dom { /* the knobs a template made for a segment */
   int known, n;

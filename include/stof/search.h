@@ -154,6 +154,9 @@ typedef struct stof_tune_opts {
   /* fault injection for tests: candidates that use the template of this name compute a
    * wrong value (output 0's first element), as a miscompiled kernel would */
   const char *inject_wrong;
+  /* ... and candidates that use the template of this name are timed 10 times slower than
+   * they run (a slow candidate without waiting for one) */
+  const char *inject_slow;
 } stof_tune_opts;
 
 typedef struct stof_tune_result {
@@ -165,6 +168,7 @@ typedef struct stof_tune_result {
   int pruned;          /* of which refused by a pruning rule before compiling (a GEMM in
                           generated code on the GPU without a template that takes it) */
   int rejected;        /* candidates faster than the best that failed the correctness check */
+  int cut_slow;        /* candidates timed once only: that run took over 3x the best so far */
   int from_db;         /* 1: the plan was rebuilt from the database's best record */
   double seconds;      /* wall time of the search */
   double compile_s;    /* of which compiling ahead (rounds' candidates, in parallel) */
@@ -174,7 +178,8 @@ typedef struct stof_tune_result {
   char workload[128];  /* the records' workload key */
 } stof_tune_result;
 
-/** 1 when name is taken by the search itself ("auto", "tensorcore", "vendor", "default"):
+/** 1 when name is taken by the search itself ("auto", "tensorcore", "tensorcore_norm",
+ *  "tensorcore_ffn", "vendor", "default"):
  *  no user template may have it. */
 int stof_tune_name_reserved(const char *name);
 

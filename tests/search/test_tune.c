@@ -248,6 +248,42 @@ static void tune_rejects_a_wrong_candidate(void **state) {
   mlp_free(&m);
 }
 
+/* A candidate far slower than the best (timed 10x by injection) is timed once and not
+ * measured further; it is recorded, and the plan returned does not use it. */
+static void tune_times_a_slow_candidate_once(void **state) {
+  (void)state;
+  mlp m;
+  mlp_new(&m, 32, 32, 64);
+  stof_db *db = NULL;
+  TU_OK(m.ctx, stof_db_open(m.ctx, m.db, &db));
+  stof_template slow = {"slow", matches_layer_norm, auto_sched, NULL};
+  stof_tune_opts o = opts_of(&m, db);
+  o.budget_s = 20;
+  o.max_trials = 10;
+  o.skip_stage1 = 1;
+  o.ntemplate = 1;
+  o.templates = &slow;
+  o.inject_slow = "slow";
+  stof_plan *p = NULL;
+  stof_tune_result r;
+  TU_OK(m.ctx, stof_tune(m.g, 1, &m.out, &o, &p, &r));
+  int nst[STOF_STATUS_COUNT], uses = 0, bad = 0;
+  count_records(db, r.workload, nst, "slow", &uses, &bad);
+  assert_true(uses >= 1);
+  assert_int_equal(bad, 0);
+  assert_int_equal(r.cut_slow, uses); /* every one of them cut after one run */
+  for (int i = 0; i < stof_db_count(db); i++) {
+    stof_db_record rec;
+    assert_int_equal(stof_db_get(db, i, &rec), STOF_OK);
+    for (int k = 0; k < rec.nknob; k++)
+      if (strstr(rec.knob_name[k], "@slow")) assert_true(rec.median_ms > 3 * r.best_ms);
+  }
+  expect_correct(&m, p);
+  stof_plan_free(p);
+  stof_db_free(db);
+  mlp_free(&m);
+}
+
 /* A template whose segment cannot be compiled: it schedules as auto plus an annotation that
  * the C source carries (as a comment), and the test's C compiler, a wrapper around cc,
  * refuses any source that holds it. */
@@ -412,6 +448,7 @@ int run_tune_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(tune_finds_a_correct_plan_records_everything_and_resumes),
       cmocka_unit_test(tune_rejects_a_wrong_candidate),
+      cmocka_unit_test(tune_times_a_slow_candidate_once),
       cmocka_unit_test(tune_survives_a_candidate_that_fails_to_compile),
       cmocka_unit_test(two_processes_tuning_into_one_database_lose_nothing),
       cmocka_unit_test(bad_options_are_refused),
