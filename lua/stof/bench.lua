@@ -390,6 +390,108 @@ local function run(mask, o)
   return r
 end
 
+-- ---------------------------------------------------------------- the peers on the same mask
+
+bench.EXPORT_LIMIT = 2^30 -- bytes of bool instances written for the peers at most
+
+local function raise_peers(kind, fmt, ...)
+  error(setmetatable({msg = kind .. ": stof.bench.peers: " .. fmt:format(...)}, Raised), 0)
+end
+
+--- Writes the instances of mask at dims d ({B, H, Sq, Sk}) to the safetensors file path as
+--- bool tensors "m<b>_<h>" of shape [Sq, Sk] (mask_b x mask_h of them: one where the mask
+--- does not vary with b or h), what bench/peers_mask.py reads; returns their number.
+--- Refuses more than bench.EXPORT_LIMIT bytes (a ValueError naming the size).
+local function export_mask(mask, d, path)
+  mask = as_mask(mask, d)
+  local f = call(mask.format, mask, {d.Sq, d.Sk}, {tile = 64, batch = d.B, heads = d.H})
+  local n = f.mask_b * f.mask_h
+  local bytes = n * d.Sq * d.Sk
+  if bytes > bench.EXPORT_LIMIT then
+    f:close()
+    raise_peers("ValueError", "the peers need the mask as %d bool instance(s) of %d x %d: %.1f GiB, more than %.0f GiB",
+          n, d.Sq, d.Sk, bytes / 2^30, bench.EXPORT_LIMIT / 2^30)
+  end
+  local t = {}
+  for b = 0, f.mask_b - 1 do
+    for h = 0, f.mask_h - 1 do t[("m%d_%d"):format(b, h)] = call(f.expand, f, b, h) end
+  end
+  call(stof.save, path, t)
+  f:close()
+  for _, x in pairs(t) do x:close() end
+  return n
+end
+bench.export_mask = public(export_mask)
+
+-- One line of peers_mask.py's JSON ({"impl": .., "ms": .., "block_mask_ms": .., "error": ..}),
+-- or nil for any other line (a warning on the way).
+local function peer_line(line)
+  local impl = line:match('^%s*{"impl": "([^"]+)"')
+  if not impl then return nil end
+  local function num(key) return tonumber(line:match('"' .. key .. '": ([%d%.eE+-]+)')) end
+  return {impl = impl, ms = num("ms"), block_mask_ms = num("block_mask_ms"), error = line:match('"error": "(.*)"}%s*$')}
+end
+
+--- The peers on the same mask and dims, in this process's GPU, through the project's
+--- bench/peers_mask.py (FlexAttention with a block mask from the same mask, SDPA with the
+--- boolean mask, FlashAttention-2 and cuDNN where the mask is dense or causal): r is
+--- bench.attention's result (its ms gives the ratios). opts: script (the path of
+--- peers_mask.py, default "bench/peers_mask.py"), python ("python3"), reps (r.reps).
+--- Returns a list of {impl, ms, block_mask_ms, error, speedup = ms / r.ms}, fastest first.
+local function peers(mask, r, opts)
+  opts = opts or {}
+  local script, python = opts.script or "bench/peers_mask.py", opts.python or "python3"
+  local fh = io.open(script, "r")
+  if not fh then
+    raise_peers("ValueError", "%s not found (run from the stof checkout, or give the script's path)", script)
+  end
+  fh:close()
+  local d = {B = r.B, H = r.H, Hkv = r.Hkv, Sq = r.Sq, Sk = r.Sk, D = r.D}
+  local path = os.tmpname() .. ".safetensors"
+  export_mask(mask, d, path)
+  local cmd = ("%s %q --mask %q --B %d --H %d --Hkv %d --Sq %d --Sk %d --D %d --dtype %s --reps %d 2>&1"):format(
+    python, script, path, d.B, d.H, d.Hkv, d.Sq, d.Sk, d.D, r.dtype or "float16", opts.reps or r.reps or 30)
+  local p = io.popen(cmd, "r")
+  local out, res = {}, {}
+  for line in p:lines() do
+    local x = peer_line(line)
+    if x then
+      if x.ms then x.speedup = x.ms / r.ms end
+      res[#res + 1] = x
+    else
+      out[#out + 1] = line
+    end
+  end
+  local ok, _, code = p:close()
+  os.remove(path)
+  os.remove(path:sub(1, -13))
+  if not ok and #res == 0 then
+    raise_peers("PeerError", "%s exited with status %s: %s", script, tostring(code),
+          table.concat(out, "\n", math.max(1, #out - 5)))
+  end
+  table.sort(res, function(a, b)
+    if (a.ms == nil) ~= (b.ms == nil) then return a.ms ~= nil end
+    return (a.ms or 0) < (b.ms or 0)
+  end)
+  return res
+end
+bench.peers = public(peers)
+
+--- The text of bench.peers' list under bench.report's.
+function bench.peers_report(list)
+  local lines = {"  peers on the same GPU and mask (bench/peers_mask.py, median of CUDA-event timings):"}
+  for _, x in ipairs(list) do
+    if x.ms then
+      lines[#lines + 1] = ("    %-30s %9.4f ms%s  stof %.2fx"):format(x.impl, x.ms,
+        x.block_mask_ms and (" (block mask %.1f ms apart)"):format(x.block_mask_ms) or "", x.speedup)
+    else
+      lines[#lines + 1] = ("    %-30s failed: %s"):format(x.impl, x.error or "?")
+    end
+  end
+  if #list == 0 then lines[#lines + 1] = "    (none ran)" end
+  return table.concat(lines, "\n")
+end
+
 --- Checks, then times, attention with mask (a stof.Mask or a MASK expression) at the
 --- given dims (B 1, H 12, Hkv H, D 64, dtype float16 by default; S or Sq and Sk
 --- required) with the plan options kernel ("auto", "block", "row") and tile (64, 128),

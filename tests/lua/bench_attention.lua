@@ -227,4 +227,60 @@ else
   assert(not out:find("traceback"), out)
 end
 
+-- ---------------------------------------------------------------- --peers
+
+-- the mask as the peers get it: one bool instance per (b, h) where it varies, read back
+-- element by element against the mask; bench/peers_mask.py's reader (no PyTorch needed for
+-- it) gets the same instances and elements when python3 is here
+do
+  local path = os.tmpname() .. ".safetensors"
+  local doc = M.document({{5, 15}, {10, 10}})
+  assert(bench.export_mask(doc, {B = 2, H = 3, Sq = 20, Sk = 24}, path) == 2)
+  local t = stof.load(path)
+  assert(t.m0_0 and t.m1_0 and not t.m0_1, "one instance per b (the mask does not vary with h)")
+  local f = doc:format({20, 24}, {batch = 2, heads = 3})
+  for b = 0, 1 do
+    local x = t[("m%d_0"):format(b)]
+    assert(x:dtype() == "bool" and x:shape()[1] == 20 and x:shape()[2] == 24)
+    for i = 0, 19, 3 do
+      for j = 0, 23, 5 do assert(x[{i, j}] == f:get(b, 0, i, j), ("instance %d at (%d, %d)"):format(b, i, j)) end
+    end
+  end
+  assert(bench.export_mask("causal() & sliding(3)", {B = 4, H = 4, Sq = 16, Sk = 16}, path) == 1)
+  local py = io.popen("command -v python3 2>/dev/null"):read("l")
+  if py and py ~= "" then
+    local src = debug.getinfo(1, "S").source:match("^@(.*/)tests/lua/") or "./"
+    local cmd = ("python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import peers_mask as p; "
+                 .. "t = p.read_safetensors(sys.argv[2]); mb, mh, n = p.instances(t); "
+                 .. "s, d = t[n[0]]; print(mb, mh, s, d[5 * 16 + 3], d[5 * 16 + 1], d[3 * 16 + 5])' %s %s 2>&1")
+                :format(sh(src .. "bench"), sh(path))
+    local out = io.popen(cmd):read("a")
+    assert(out:find("^1 1 %(16, 16%) 1 0 0"), "peers_mask.py read: " .. out)
+  end
+  os.remove(path)
+  os.remove(path:sub(1, -13))
+  -- too large for the peers: refused before anything is written
+  U.raises(function() bench.export_mask("dense", {B = 1, H = 1, Sq = 40000, Sk = 40000}, path) end,
+           "ValueError: stof.bench.peers: the peers need the mask as 1 bool instance(s) of 40000 x 40000: 1.5 GiB")
+  U.raises(function() bench.peers("dense", {B = 1, H = 1, Hkv = 1, Sq = 8, Sk = 8, D = 64, ms = 1}, {script = "/nonexistent/p.py"}) end,
+           "ValueError: stof.bench.peers: /nonexistent/p.py not found")
+  -- a script that prints one result and a failure: parsed, ratios against stof's time
+  local fake = os.tmpname()
+  local fh = assert(io.open(fake, "w"))
+  fh:write('import sys\nprint("a warning")\nprint(\'{"impl": "flex_attention", "ms": 2.5, "block_mask_ms": 4.0}\')\n'
+           .. 'print(\'{"impl": "sdpa_mem_efficient_bool_mask", "error": "RuntimeError: no kernel"}\')\n')
+  fh:close()
+  if py and py ~= "" then
+    local res = bench.peers("causal", {B = 1, H = 2, Hkv = 2, Sq = 64, Sk = 64, D = 64, ms = 0.5, reps = 3},
+                            {script = fake})
+    assert(#res == 2 and res[1].impl == "flex_attention" and res[1].ms == 2.5 and res[1].block_mask_ms == 4.0)
+    assert(math.abs(res[1].speedup - 5) < 1e-12 and res[2].error == "RuntimeError: no kernel" and not res[2].ms)
+    local text = bench.peers_report(res)
+    assert(text:find("flex_attention%s+2%.5000 ms %(block mask 4%.0 ms apart%)  stof 5%.00x"), text)
+    assert(text:find("sdpa_mem_efficient_bool_mask%s+failed: RuntimeError: no kernel"), text)
+  end
+  os.remove(fake)
+end
+expect(1, "stof bench: --peers-script without --peers", "attention", "causal", "--seq", "64", "--peers-script", "x")
+
 print("bench_attention: ok")

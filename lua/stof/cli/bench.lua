@@ -8,10 +8,11 @@ local stof = require("stof")
 local common = require("stof.cli.common")
 local fail = common.fail
 
-local USAGE = [[
+local USAGE = [==[
 usage: stof bench attention MASK --seq S[,Sk] [--batch B] [--heads H] [--heads-kv Hkv]
                             [--dim D] [--dtype float16|bfloat16] [--kernel auto|block|row]
                             [--tile 64|128] [--reps N] [--check-rows N] [--json FILE]
+                            [--peers [--peers-script PATH]]
        stof bench --help
 
 Checks stof's sparse attention for MASK on the GPU against the CPU reference (float32
@@ -35,11 +36,18 @@ the density, and the kernel and tile the selector chose and why. Needs a GPU.
   --tile T        64 or 128 (default: the selector's)
   --reps N        timed runs (30); the median is printed
   --check-rows N  rows checked per sampled (b, h) pair (16; all rows when S <= N)
-  --json FILE     also append the result to FILE as one line of JSON
+  --json FILE     also append the result to FILE as one line of JSON (and with --peers,
+                  one line per peer)
+  --peers         then time the peers on the same GPU and mask (bench/peers_mask.py:
+                  FlexAttention with a block mask built from the mask, SDPA with it as a
+                  boolean mask, FlashAttention-2 and cuDNN where it is dense or causal) and
+                  print stof's speed-up over each; the mask travels as bool tensors, so at
+                  most 1 GiB of them (Sq x Sk per instance); needs PyTorch
+  --peers-script PATH   where peers_mask.py is (bench/peers_mask.py: run from the checkout)
   -h, --help      this text
 
 The same from Lua: stof.bench.attention(mask, {B=, H=, S=, D=, ...}) (docs/ATTENTION.md).
-example: stof bench attention "causal() & sliding(256)" --batch 8 --heads 12 --seq 4096]]
+example: stof bench attention "causal() & sliding(256)" --batch 8 --heads 12 --seq 4096 --peers]==]
 
 local DTYPES = {float16 = true, bfloat16 = true}
 local KERNELS = {auto = true, block = true, row = true}
@@ -72,14 +80,18 @@ local OPTIONS = {
     if o.tile ~= 64 and o.tile ~= 128 then fail("--tile: 64 or 128, got %d", o.tile) end
   end,
   ["--json"] = function(o, v) o.json = v end,
+  ["--peers-script"] = function(o, v) o.peers_script = v end,
 }
 
+local FLAGS = {["--peers"] = function(o) o.peers = true end}
+
 local function attention(args)
-  local o = common.parse_args(args, "bench attention", {}, OPTIONS, nil, {"expr"},
+  local o = common.parse_args(args, "bench attention", {}, OPTIONS, FLAGS, {"expr"},
                               "quote the MASK expression if it has spaces")
   if o.help then return print(USAGE) end
   if not o.expr then fail("missing MASK (see stof bench --help)") end
   if not o.Sq then fail("missing --seq S (the sequence length)") end
+  if o.peers_script and not o.peers then fail("--peers-script without --peers") end
   local mask = common.eval_mask(o.expr, o.Sq, o.Sk)
   local ok, r = pcall(stof.bench.attention, mask, {B = o.B, H = o.H, Hkv = o.Hkv, Sq = o.Sq, Sk = o.Sk, D = o.D,
                                                    dtype = o.dtype, kernel = o.kernel, tile = o.tile,
@@ -97,10 +109,26 @@ local function attention(args)
     fail("%s", msg)
   end
   print(stof.bench.report(r))
+  local peers
+  if o.peers then
+    local okp, res = pcall(stof.bench.peers, mask, r, {script = o.peers_script})
+    if not okp then
+      local msg = common.user_error(res)
+      if not msg then error(res, 0) end
+      fail("%s", msg)
+    end
+    peers = res
+    print(stof.bench.peers_report(peers))
+  end
   if o.json then
     local f, err = io.open(o.json, "a")
     if not f then fail("--json: %s", err) end
     f:write(stof.bench.json(r), "\n")
+    for _, x in ipairs(peers or {}) do
+      f:write(stof.bench.json({tool = x.impl, mask = r.mask, B = r.B, H = r.H, Hkv = r.Hkv, Sq = r.Sq, Sk = r.Sk,
+                               D = r.D, dtype = r.dtype, ms = x.ms, block_mask_ms = x.block_mask_ms,
+                               stof_ms = r.ms, speedup = x.speedup, error = x.error}), "\n")
+    end
     f:close()
     print("appended to " .. o.json)
   end
