@@ -455,31 +455,37 @@ static stof_status infer_forward(sched_bounds *bd, int b, sched_range *range) {
     }
   if (outside) return STOF_OK;
   /* every reader lies inside b's own nest (a write-back computed after b's loops, say a warp
-   * accumulator's epilogue filling a shared buffer): b computes what the readers of such a
-   * reader need of it, when that reader reads b at its own axes (its element (..) is b's) */
+   * accumulator's epilogue filling a shared buffer): b computes what the readers of those
+   * readers need of it, when every such reader reads b at its own axes (its element is b's),
+   * is not an output, and has readers, none of them inside b; otherwise b computes all of its
+   * axes (the range stays empty: the whole tensor) */
   for (int i = 0; i < nr; i++) {
     const sched_block *r = sched_block_at(s, readers[i]);
-    int map[STOF_MAX_DIMS], same = r->op->ndim == x->op->ndim;
+    int map[STOF_MAX_DIMS], same = r->op->ndim == x->op->ndim && !sched_is_output_op(s, r->out);
     for (int a = 0; same && a < x->op->ndim; a++) same = r->op->shape[a] == x->op->shape[a];
     if (same) sched_axis_map(s, readers[i], x->out, map);
     for (int a = 0; same && a < x->op->ndim; a++) same = map[a] == a;
-    if (!same) continue;
-    int r2[256], n2 = sched_readers(s, r->out, readers[i], r2, 256);
+    int r2[256], n2 = same ? sched_readers(s, r->out, readers[i], r2, 256) : 0;
     if (n2 > 256) return stof_ctx_error(bd->ctx, STOF_ERR_UNSUPPORTED, "lower: block %s has too many readers",
                                         sched_block_name(s, readers[i]));
+    if (n2 < 1) return STOF_OK;
     for (int k = 0; k < n2; k++) {
-      if (sched_attached_under(s, r2[k], b)) continue;
+      if (sched_attached_under(s, r2[k], b)) return STOF_OK;
       if (!sched_under_loop(s, r2[k], x->attach))
         return stof_ctx_error(bd->ctx, STOF_ERR_SCHEDULE,
                               "lower: block %s reads block %s outside loop %s, where %s (and %s, which it reads) "
                               "are computed",
                               sched_block_name(s, r2[k]), sched_block_name(s, readers[i]), sched_loop_name(s, x->attach),
                               sched_block_name(s, readers[i]), sched_block_name(s, b));
-      if ((st = infer(bd, r2[k]))) return st;
     }
-    sched_bounds_fix_scope(bd, encl, ne, r->scope);
+  }
+  for (int i = 0; i < nr; i++) {
+    const sched_block *r = sched_block_at(s, readers[i]);
+    int r2[256], n2 = sched_readers(s, r->out, readers[i], r2, 256);
     for (int k = 0; k < n2; k++)
-      if (!sched_attached_under(s, r2[k], b)) sched_read_ranges(bd, r2[k], r->out, range);
+      if ((st = infer(bd, r2[k]))) return st;
+    sched_bounds_fix_scope(bd, encl, ne, r->scope);
+    for (int k = 0; k < n2; k++) sched_read_ranges(bd, r2[k], r->out, range);
   }
   return STOF_OK;
 }

@@ -153,6 +153,27 @@ static int through_inner(const stof_sched *s, const stof_op *op, const stof_op *
     if ((st = (x))) return st;                                                                                         \
   } while (0)
 
+/* What one write-back of GEMM g's accumulator (block cb) cannot hold: g leaving the segment
+ * while another op of it reads g too, or an output reading g only through another output. */
+static stof_status writeback_outputs(stof_sched *s, const char *tmpl, int nb, const int *id, int cb, const stof_op *g) {
+  stof_ctx *ctx = stof_sched_ctx(s);
+  int gemm_out = is_output(s, g);
+  for (int b = 0; b < nb; b++) {
+    const stof_op *op = stof_sched_block_op(s, b);
+    if (id[b] == cb || !reads(op, g, NULL, 0, 0)) continue;
+    if (gemm_out)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                            "%s: GEMM %s leaves the segment and %s reads it inside too (one write-back per "
+                            "accumulator)",
+                            tmpl, g->name, op->name);
+    if (is_output(s, op) && !through_inner(s, op, g, 0))
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                            "%s: output %s reads GEMM %s only through another output of the segment", tmpl, op->name,
+                            g->name);
+  }
+  return STOF_OK;
+}
+
 /* A categorical knob over the candidates of cand[0..n) that divide extent (by unit * c). */
 static stof_status divisor_knob(stof_sched *s, const char *name, const int64_t *cand, int n, int64_t extent,
                                 int64_t unit, int *knob) {
@@ -166,7 +187,7 @@ static stof_status divisor_knob(stof_sched *s, const char *name, const int64_t *
     }
   if (!m) return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "tensorcore: no tile of %s divides %lld", name,
                                 (long long)extent);
-  return stof_sched_sample_categorical(s, name, m, ok, p, -1, knob);
+  return stof_sched_sample_categorical(s, name, m, ok, p, 0, knob); /* fixed first decision (see pick_knob) */
 }
 
 /* The shared tile of input `input` of block cb at loop at, fetched by all the threads
@@ -252,19 +273,7 @@ stof_status search_tc_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
   /* the accumulator in the warps' registers (float32); the epilogue reads it */
   TRY(stof_sched_cache_write(s, cb, "warp", &copy));
   int gemm_out = is_output(s, g);
-  for (int b = 0; b < nb; b++) { /* what the write-back cannot hold */
-    const stof_op *op = stof_sched_block_op(s, b);
-    if (id[b] == cb || !reads(op, g, NULL, 0, 0)) continue;
-    if (gemm_out)
-      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
-                            "tensorcore: GEMM %s leaves the segment and %s reads it inside too (one write-back "
-                            "per accumulator)",
-                            g->name, op->name);
-    if (is_output(s, op) && !through_inner(s, op, g, 0))
-      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
-                            "tensorcore: output %s reads GEMM %s only through another output of the segment",
-                            op->name, g->name);
-  }
+  TRY(writeback_outputs(s, tc_name, nb, id, cb, g));
   if (!gemm_out) TRY(stof_sched_compute_inline(s, copy));
   for (int b = 0; b < nb; b++) { /* every injective op after the GEMM folds into the write-back */
     const stof_op *op = stof_sched_block_op(s, b);
@@ -414,6 +423,23 @@ static int tcn_split(int nop, const stof_op *const *ops, tcn_parts *p) {
   return 1;
 }
 
+/* The knobs' values (wm: 1, 2; tm: 32, 64; wn: 2, 4) for which every combination with the
+ * others divides the GEMM and fits shared memory; 1 when each has one. The largest
+ * combination is (max wm, tm, max wn): the domains are built from the largest legal values. */
+static const int64_t wmc[2] = {1, 2}, tmc[2] = {32, 64}, wnc[2] = {2, 4};
+static int tcn_domains(int64_t rows, int64_t cols, int64_t es, int okm[2], int okt[2], int okn[2]) {
+  int64_t wn_max = 0, wm_max = 0;
+  for (int i = 0; i < 2; i++)
+    if ((okn[i] = cols % (32 * wnc[i]) == 0 && tcn_smem(32, wnc[i], cols, es) <= TCN_SMEM)) wn_max = wnc[i];
+  for (int i = 0; i < 2; i++)
+    if ((okm[i] = wn_max && rows % (32 * wmc[i]) == 0 && tcn_smem(32 * wmc[i], wn_max, cols, es) <= TCN_SMEM))
+      wm_max = wmc[i];
+  int any = 0;
+  for (int i = 0; i < 2; i++)
+    any |= okt[i] = wm_max && rows % (wm_max * tmc[i]) == 0 && tcn_smem(wm_max * tmc[i], wn_max, cols, es) <= TCN_SMEM;
+  return any;
+}
+
 int search_tcn_matches(void *ud, const stof_plan_seg_req *r) {
   (void)ud;
   tcn_parts p;
@@ -422,13 +448,13 @@ int search_tcn_matches(void *ud, const stof_plan_seg_req *r) {
   int dt = tensorizable(g);
   if (dt != STOF_DTYPE_F16 && dt != STOF_DTYPE_BF16) return 0;
   int64_t rows = g->shape[g->ndim - 2], cols = g->shape[g->ndim - 1], depth = g->body->u.reduce.axis[0]->extent;
-  /* the smallest tile (32 rows, 2 warps along the columns) must divide and fit */
-  return rows % 32 == 0 && cols % 64 == 0 && depth % TC_BK == 0 &&
-         tcn_smem(32, 2, cols, stof_dtype_size(p.h->dtype)) <= TCN_SMEM;
+  int okm[2], okt[2], okn[2];
+  return depth % TC_BK == 0 && tcn_domains(rows, cols, stof_dtype_size(p.h->dtype), okm, okt, okn);
 }
 
 /* A categorical knob over the values of cand[0..n) with ok[i] set (n at most 8); its first
- * decision drawn at random, or the largest value (last: 1). */
+ * decision the smallest value, or the largest (last: 1): fixed, so that a default
+ * configuration replays the same plan (the search sets the others). */
 static stof_status pick_knob(stof_sched *s, const char *name, const int64_t *cand, const int *ok, int n, int last,
                              int *knob) {
   int64_t v[8];
@@ -440,7 +466,7 @@ static stof_status pick_knob(stof_sched *s, const char *name, const int64_t *can
       pr[m++] = 1;
     }
   if (!m) return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "%s: no value divides the GEMM and fits", name);
-  return stof_sched_sample_categorical(s, name, m, v, pr, last ? m - 1 : -1, knob);
+  return stof_sched_sample_categorical(s, name, m, v, pr, last ? m - 1 : 0, knob);
 }
 
 /* Splits the last two loops of block b (placed at the row tile) into warps over rows and
@@ -492,15 +518,8 @@ stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   int64_t vec = cols % 256 == 0 ? 8 : cols % 128 == 0 ? 4 : 2;
   if (vec * (int64_t)es > 16) vec = 16 / es;
   /* the knobs: every combination divides and fits */
-  static const int64_t wmc[2] = {1, 2}, tmc[2] = {32, 64}, wnc[2] = {2, 4};
-  int okn[2], okm[2], okt[2];
-  int64_t wn_max = 2, wm_max = 1;
-  for (int i = 0; i < 2; i++)
-    if ((okn[i] = cols % (32 * wnc[i]) == 0)) wn_max = wnc[i];
-  for (int i = 0; i < 2; i++)
-    if ((okm[i] = rows % (32 * wmc[i]) == 0 && tcn_smem(32 * wmc[i], wn_max, cols, es) <= TCN_SMEM)) wm_max = wmc[i];
-  for (int i = 0; i < 2; i++)
-    okt[i] = rows % (wm_max * tmc[i]) == 0 && tcn_smem(wm_max * tmc[i], wn_max, cols, es) <= TCN_SMEM;
+  int okm[2], okt[2], okn[2];
+  tcn_domains(rows, cols, es, okm, okt, okn);
   int kwm, ktm, kwn;
   TRY(pick_knob(s, "tcn.wm", wmc, okm, 2, 0, &kwm));
   TRY(pick_knob(s, "tcn.tm", tmc, okt, 2, 0, &ktm));
@@ -667,6 +686,22 @@ static int64_t tgg_smem(int64_t R, int64_t P, int64_t k1, int64_t es) {
   return (R * (k1 + 8) + R * TGG_FC + TGG_FC * (TC_BK + 8) + P * (TGG_FC + 8)) * es;
 }
 
+/* The knobs' values (rows: 16, 32; wn: 4, 8; tn: 16 .. 128) for which every combination
+ * divides and fits (P = wn * tn at most 8 * tn; shared memory at the largest rows); 1 when
+ * each has one. */
+static const int64_t tgg_rc[2] = {16, 32}, tgg_wc[2] = {4, 8}, tgg_tc[6] = {16, 32, 48, 64, 96, 128};
+static int tgg_domains(int64_t rows, int64_t cols, int64_t k1, int64_t es, int okr[2], int okw[2], int okt[6]) {
+  int64_t r_max = 0;
+  for (int i = 0; i < 2; i++)
+    if ((okr[i] = rows % tgg_rc[i] == 0 && tgg_smem(tgg_rc[i], 8 * 16, k1, es) <= TCN_SMEM)) r_max = tgg_rc[i];
+  okw[0] = okw[1] = 1;
+  int any = 0;
+  for (int i = 0; i < 6; i++)
+    any |= okt[i] = r_max && cols % (4 * tgg_tc[i]) == 0 && cols % (8 * tgg_tc[i]) == 0 &&
+                    tgg_smem(r_max, 8 * tgg_tc[i], k1, es) <= TCN_SMEM;
+  return any;
+}
+
 int search_tgg_matches(void *ud, const stof_plan_seg_req *r) {
   (void)ud;
   tgg_parts p;
@@ -676,8 +711,8 @@ int search_tgg_matches(void *ud, const stof_plan_seg_req *r) {
   int nd = p.g2->ndim;
   int64_t rows = p.g2->shape[nd - 2], cols = p.g2->shape[nd - 1], f = p.g1->shape[nd - 1],
           k1 = p.g1->body->u.reduce.axis[0]->extent;
-  return rows % 16 == 0 && cols % 128 == 0 && f % TGG_FC == 0 && k1 % TC_BK == 0 &&
-         tgg_smem(16, 128, k1, stof_dtype_size((stof_dtype)dt)) <= TCN_SMEM;
+  int okr[2], okw[2], okt[6];
+  return f % TGG_FC == 0 && k1 % TC_BK == 0 && tgg_domains(rows, cols, k1, stof_dtype_size((stof_dtype)dt), okr, okw, okt);
 }
 
 /* The cooperative fill of a staged tile (threadIdx.y x threadIdx.x, 16 bytes a copy). */
@@ -727,20 +762,18 @@ stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   }
   if (mb == c1)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: the second GEMM reads the first directly (no op between)");
+  TRY(writeback_outputs(s, tgg_name, nb, id, c2, p.g2));
   int nd = p.g2->ndim;
   int64_t rows = p.g2->shape[nd - 2], cols = p.g2->shape[nd - 1], k1 = p.g1->body->u.reduce.axis[0]->extent,
           es = (int64_t)stof_dtype_size(p.mid->dtype);
   /* the knobs: every combination divides and fits (P = wn * tn columns per CUDA block) */
-  static const int64_t rc[2] = {16, 32}, wc[2] = {4, 8}, tc[6] = {16, 32, 48, 64, 96, 128};
-  int okr[2], okw[2] = {1, 1}, okt[6];
-  for (int i = 0; i < 6; i++)
-    okt[i] = cols % (4 * tc[i]) == 0 && cols % (8 * tc[i]) == 0 && tgg_smem(32, 8 * tc[i], k1, es) <= TCN_SMEM;
-  for (int i = 0; i < 2; i++) okr[i] = rows % rc[i] == 0;
+  int okr[2], okw[2], okt[6];
+  tgg_domains(rows, cols, k1, es, okr, okw, okt);
   int krow, kwn, ktn;
   /* first: the largest tile (the first GEMM computed the fewest times) */
-  TRY(pick_knob(s, "tgg.rows", rc, okr, 2, 1, &krow));
-  TRY(pick_knob(s, "tgg.wn", wc, okw, 2, 1, &kwn));
-  TRY(pick_knob(s, "tgg.tn", tc, okt, 6, 1, &ktn));
+  TRY(pick_knob(s, "tgg.rows", tgg_rc, okr, 2, 1, &krow));
+  TRY(pick_knob(s, "tgg.wn", tgg_wc, okw, 2, 1, &kwn));
+  TRY(pick_knob(s, "tgg.tn", tgg_tc, okt, 6, 1, &ktn));
   /* accumulators in the warps' registers; the second GEMM's epilogue in its write-back, the
    * ops between the GEMMs in the first's, which fills the intermediate's shared tile */
   TRY(stof_sched_cache_write(s, c2, "warp", &copy));

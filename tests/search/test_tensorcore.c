@@ -394,6 +394,11 @@ static void tensorcore_norm_runs_layer_norm_and_rms_norm(void **state) {
   norm_build(&t, STOF_DTYPE_BF16, 2, 64, 256, 64, 1);
   norm_check(&t, 1, &t.out, 3);
   norm_free(&t);
+  /* rows of 3,072 halves: only 2 warps along the columns fit a 32-row tile in shared memory;
+   * matched, and scheduled with what fits (review: it matched, then no knob value fitted) */
+  norm_build(&t, STOF_DTYPE_F16, 1, 32, 3072, 64, 1);
+  norm_check(&t, 1, &t.out, 3);
+  norm_free(&t);
   /* the residual sum leaves the segment too (pre-LN: the residual stream) */
   norm_build(&t, STOF_DTYPE_F16, 1, 128, 128, 64, 0);
   const stof_op *outs[2] = {t.h, t.out};
@@ -546,6 +551,22 @@ static void tensorcore_ffn_keeps_the_intermediate_on_chip(void **state) {
   norm_free(&t);
   ffn_build(&t, STOF_DTYPE_BF16, 1, 64, 128, 256);
   ffn_check(&t);
+  norm_free(&t);
+  /* rows that only half the tile fits in shared memory (x's rows of 4,096 halves): taken
+   * only because a tile fits, and every combination of what it offers builds (review) */
+  ffn_build(&t, STOF_DTYPE_F16, 1, 16, 4096, 64);
+  ffn_check(&t);
+  /* outputs one write-back cannot hold, refused by the schedule: the second GEMM's bias and
+   * the residual add after it; the GEMM itself and the add */
+  stof_plan_seg_req q = {0, "cuda", "gemm+gemm", t.nop, t.ops, NULL};
+  stof_sched *s;
+  const stof_op *o1[2] = {t.ops[4], t.out}, *o2[2] = {t.ops[3], t.out};
+  TU_OK(t.ctx, stof_sched_new(t.g, 2, o1, &s));
+  TU_ERR(t.ctx, search_tgg_schedule(NULL, &q, s), STOF_ERR_UNSUPPORTED, "only through another output");
+  stof_sched_free(s);
+  TU_OK(t.ctx, stof_sched_new(t.g, 2, o2, &s));
+  TU_ERR(t.ctx, search_tgg_schedule(NULL, &q, s), STOF_ERR_UNSUPPORTED, "leaves the segment and");
+  stof_sched_free(s);
   norm_free(&t);
   /* not taken: a layer norm after it (a reduction), columns that 128 does not divide */
   ffn_build(&t, STOF_DTYPE_F16, 1, 64, 192, 256);
