@@ -153,6 +153,20 @@ static int through_inner(const stof_sched *s, const stof_op *op, const stof_op *
     if ((st = (x))) return st;                                                                                         \
   } while (0)
 
+/* The segment's blocks handed out by name (ids a trace replays) and their ops; at most 60. */
+static stof_status seg_blocks(stof_sched *s, const char *tmpl, int *nb, int id[64], const stof_op *ops[64]) {
+  stof_status st;
+  *nb = stof_sched_nblock(s);
+  if (*nb > 60) return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "%s: a segment of %d blocks", tmpl, *nb);
+  for (int b = 0; b < *nb; b++) {
+    char name[256];
+    snprintf(name, sizeof name, "%s", stof_sched_block_name(s, b));
+    TRY(stof_sched_get_block(s, name, &id[b]));
+    ops[b] = stof_sched_block_op(s, b);
+  }
+  return STOF_OK;
+}
+
 /* What one write-back of GEMM g's accumulator (block cb) cannot hold: g leaving the segment
  * while another op of it reads g too, or an output reading g only through another output. */
 static stof_status writeback_outputs(stof_sched *s, const char *tmpl, int nb, const int *id, int cb, const stof_op *g) {
@@ -494,15 +508,9 @@ stof_status search_tcn_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   (void)r;
   stof_ctx *ctx = stof_sched_ctx(s);
   stof_status st;
-  int nb = stof_sched_nblock(s), id[64];
-  if (nb > 60) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: a segment of %d blocks", nb);
+  int nb, id[64];
   const stof_op *ops[64] = {0};
-  for (int b = 0; b < nb; b++) {
-    char name[256];
-    snprintf(name, sizeof name, "%s", stof_sched_block_name(s, b));
-    TRY(stof_sched_get_block(s, name, &id[b]));
-    ops[b] = stof_sched_block_op(s, b);
-  }
+  TRY(seg_blocks(s, tcn_name, &nb, id, ops));
   tcn_parts p;
   if (!tcn_split(nb, ops, &p))
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_norm: the segment is not a GEMM, its epilogue and a row normalisation");
@@ -739,15 +747,9 @@ stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   (void)r;
   stof_ctx *ctx = stof_sched_ctx(s);
   stof_status st;
-  int nb = stof_sched_nblock(s), id[64];
-  if (nb > 60) return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: a segment of %d blocks", nb);
+  int nb, id[64];
   const stof_op *ops[64] = {0};
-  for (int b = 0; b < nb; b++) {
-    char name[256];
-    snprintf(name, sizeof name, "%s", stof_sched_block_name(s, b));
-    TRY(stof_sched_get_block(s, name, &id[b]));
-    ops[b] = stof_sched_block_op(s, b);
-  }
+  TRY(seg_blocks(s, tgg_name, &nb, id, ops));
   tgg_parts p;
   if (!tgg_split(nb, ops, &p))
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "tensorcore_ffn: the segment is not two GEMMs with injective ops between and after");
