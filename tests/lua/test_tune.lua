@@ -91,6 +91,8 @@ U.raises(function() stof.search.template("a.b", {schedule = noop}) end, "ValueEr
 U.raises(function() stof.search.template("s@1", {schedule = noop}) end, "no '@', '.'")
 U.raises(function() stof.search.template("auto", {schedule = noop}) end, "\"auto\" is taken by a built-in template")
 U.raises(function() stof.search.template("tensorcore", {schedule = noop}) end, "\"tensorcore\" is taken by a built-in template")
+U.raises(function() stof.search.template("tensorcore_norm", {schedule = noop}) end, "\"tensorcore_norm\" is taken by a built-in template")
+U.raises(function() stof.search.template("tensorcore_ffn", {schedule = noop}) end, "\"tensorcore_ffn\" is taken by a built-in template")
 U.raises(function() stof.search.template("x", {}) end, "TypeError: stof.search.template: template x: schedule must be a function")
 U.raises(function() stof.search.template("x", {schedule = noop, matches = 3}) end, "matches must be a function")
 U.raises(function() stof.search.template("x", {schedule = noop, sched = noop}) end,
