@@ -11,6 +11,11 @@
  * 32 * wn), each offering only values that divide the GEMM's extents, so that no
  * candidate needs a guard in the tensorized nest (the pruning rule: a segment whose rows,
  * columns or depth are not multiples of 64, 64 and 32 does not match at all).
+ *
+ * The file also holds the two templates built on the same nest (mma_nest): tensorcore_norm
+ * (the GEMM, its epilogue and a row normalisation, whole rows per CUDA block) and
+ * tensorcore_ffn (two GEMMs with the intermediate in shared memory); each has its own
+ * section below. All three match only where every knob value they would offer is legal.
  */
 #include <stdio.h>
 #include <string.h>
