@@ -94,14 +94,17 @@ static const stof_expr *expr_or_die(prog *p, stof_status st, const stof_expr *e,
   return e;
 }
 
+/* (the builder runs before its result is read: the order of a call's arguments is not) */
 static const stof_expr *absx(prog *p, const stof_expr *x) {
-  const stof_expr *e;
-  return expr_or_die(p, stof_te_unary(p->g, STOF_EXPR_ABS, x, &e), e, "abs");
+  const stof_expr *e = NULL;
+  stof_status st = stof_te_unary(p->g, STOF_EXPR_ABS, x, &e);
+  return expr_or_die(p, st, e, "abs");
 }
 
 static const stof_expr *maxx(prog *p, const stof_expr *x, const stof_expr *y) {
-  const stof_expr *e;
-  return expr_or_die(p, stof_te_binary(p->g, STOF_EXPR_MAX, x, y, &e), e, "max");
+  const stof_expr *e = NULL;
+  stof_status st = stof_te_binary(p->g, STOF_EXPR_MAX, x, y, &e);
+  return expr_or_die(p, st, e, "max");
 }
 
 /* The shadow op of t, or NULL (a placeholder: its own magnitude). */
@@ -120,8 +123,49 @@ static const stof_expr *mag_load(prog *p, const stof_op *t, int nax, const stof_
 /* The shadow of compute op (the op just made from a and b; b unused when yb is 0, then the
  * constant y is; cmul the constant a was multiplied by, or NULL; reduce: a reduction over a's
  * last axis). */
+static const stof_expr *binx(prog *p, stof_expr_kind k, const stof_expr *x, const stof_expr *y) {
+  const stof_expr *e = NULL;
+  stof_status st = stof_te_binary(p->g, k, x, y, &e);
+  return expr_or_die(p, st, e, "shadow arithmetic");
+}
+
+static const stof_expr *unx(prog *p, stof_expr_kind k, const stof_expr *x) {
+  const stof_expr *e = NULL;
+  stof_status st = stof_te_unary(p->g, k, x, &e);
+  return expr_or_die(p, st, e, "shadow function");
+}
+
+static const stof_expr *f32c(prog *p, double v) {
+  const stof_expr *e = NULL;
+  stof_status st = stof_te_float(p->g, v, STOF_DTYPE_F32, &e);
+  return expr_or_die(p, st, e, "shadow constant");
+}
+
+/* What an operand's allowance becomes through an ill-conditioned function near zero: an
+ * absolute error dx of x moves log(x) by dx / |x|, sqrt(x) by dx / (2 sqrt|x|), rsqrt(x) by
+ * dx / (2 |x|^1.5), x / y by dx / |y| + |x| dy / y^2. So after a cancellation (x = T1 - T2,
+ * a few ULPs of T1 apart on the two sides) log(x) keeps an allowance in proportion (found by
+ * fuzzing: log(sigmoid(v) - float16(sigmoid(v)))). Capped at 1e30 (float's range). NULL: none. */
+static const stof_expr *cond_mag(prog *p, stof_expr_kind kind, const stof_expr *x, const stof_expr *ma,
+                                 const stof_expr *y, const stof_expr *my) {
+  const stof_expr *ax = absx(p, x), *e = NULL;
+  switch (kind) {
+  case STOF_EXPR_LOG: e = binx(p, STOF_EXPR_DIV, ma, ax); break;
+  case STOF_EXPR_SQRT: e = binx(p, STOF_EXPR_DIV, ma, unx(p, STOF_EXPR_SQRT, ax)); break;
+  case STOF_EXPR_RSQRT: e = binx(p, STOF_EXPR_DIV, ma, binx(p, STOF_EXPR_MUL, ax, unx(p, STOF_EXPR_SQRT, ax))); break;
+  case STOF_EXPR_DIV: {
+    const stof_expr *ay = absx(p, y);
+    e = binx(p, STOF_EXPR_ADD, binx(p, STOF_EXPR_DIV, ma, ay),
+             binx(p, STOF_EXPR_DIV, binx(p, STOF_EXPR_MUL, ax, my), binx(p, STOF_EXPR_MUL, ay, ay)));
+    break;
+  }
+  default: return NULL;
+  }
+  return binx(p, STOF_EXPR_MIN, e, f32c(p, 1e30));
+}
+
 static const stof_op *make_mag(prog *p, const stof_op *op, const stof_op *a, const stof_op *b, int yb,
-                               const stof_expr *y, const stof_expr *cmul, int reduce) {
+                               const stof_expr *y, const stof_expr *cmul, int reduce, stof_expr_kind kind) {
   stof_graph *g = p->g;
   const stof_expr *ax[STOF_MAX_DIMS], *m;
   const stof_op *from = NULL;
@@ -148,11 +192,11 @@ static const stof_op *make_mag(prog *p, const stof_op *op, const stof_op *a, con
   } else {
     const stof_expr *ma = mag_load(p, a, op->ndim, ax);
     m = maxx(p, m, ma);
-    if (cmul) {
-      const stof_expr *e;
-      m = maxx(p, m, expr_or_die(p, stof_te_binary(g, STOF_EXPR_MUL, ma, absx(p, cmul), &e), e, "mul"));
-    }
-    m = maxx(p, m, yb ? mag_load(p, b, op->ndim, ax) : absx(p, y));
+    if (cmul) m = maxx(p, m, binx(p, STOF_EXPR_MUL, ma, absx(p, cmul)));
+    const stof_expr *my = yb ? mag_load(p, b, op->ndim, ax) : absx(p, y);
+    m = maxx(p, m, my);
+    const stof_expr *c = cond_mag(p, kind, load(p, a, op->ndim, ax), ma, yb ? load(p, b, op->ndim, ax) : y, my);
+    if (c) m = maxx(p, m, c);
   }
   const stof_op *out;
   snprintf(name, sizeof name, "M%d", p->nop);
@@ -264,7 +308,7 @@ static int add_compute(prog *p) {
     fz_check_error(p->ctx, st, "stof_te_compute");
     return 0;
   }
-  p->mag[p->nop] = make_mag(p, op, a, b, yb, y, cmul, kind == 5);
+  p->mag[p->nop] = make_mag(p, op, a, b, yb, y, cmul, kind == 5, body->kind);
   p->op[p->nop++] = op;
   return 1;
 }
