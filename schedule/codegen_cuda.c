@@ -1092,8 +1092,9 @@ static void emit_warp_reader(cgen *g, const lir_stmt *st, const stof_op *w, int 
   }
   stof_buf *o = g->b;
   /* a write-back into shared memory (a row-complete tile that later blocks reduce): the
-   * other warps read it, so it is fenced like any block filling shared memory */
-  int sync = sched_cg_shared_writer(g, st->block) && !g->in_pipeline;
+   * other warps read it, so it is fenced like any block filling shared memory, inside a
+   * pipelined loop too (the pipeline's barriers order its own copies, not this buffer) */
+  int sync = sched_cg_shared_writer(g, st->block);
   if (sync) sched_cg_sync(g, st->block, depth, "the threads are done with the previous contents");
   int64_t nt = cols / 8, tiles = rows / 16 * nt;
   if (g->layout[wb - (const lir_buf *)g->l->bufs.data] == SCHED_LAYOUT_WGACC) tiles = nt; /* its warp's 16 rows */

@@ -505,7 +505,7 @@ static int trial(tuner *t, double *ms_out) {
   }
   if (!st && t->best_plan && t->best_ms > 0) {
     /* far slower than the best so far (a generated GEMM where cuBLASLt runs, at a large
-     * shape: seconds a run): one timed run says so, and the budget is not spent on more */
+     * shape: seconds a run): two timed runs say so, and the budget is not spent on more */
     double probe = 0, again = 0;
     st = stof_plan_time(p, 1, 1, &probe);
     warmup = warmup > 2 ? warmup - 2 : 0; /* those two runs were part of the warm-up */
