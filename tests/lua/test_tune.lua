@@ -226,6 +226,18 @@ for _, rec in ipairs(used) do
 end
 os.remove(pw)
 
+-- a template whose candidates are far slower than the best (fault injection: timed 10x):
+-- timed twice only (cut_slow), recorded, never chosen
+local ps = tmp()
+local plan_s, rs = stof.tune(y, opts({db = ps, workload = "slow", templates = {"wrong"}, stage1 = false,
+                                      inject_slow = "wrong", budget = 20, trials = 6}))
+check(plan_s, "with a slow template")
+assert(not plan_s:describe():find("template wrong", 1, true), plan_s:describe())
+local _, used_s = records(ps, rs.workload, "wrong")
+assert(#used_s >= 1 and rs.cut_slow == #used_s, ("%d cut, %d records"):format(rs.cut_slow, #used_s))
+for _, rec in ipairs(used_s) do assert(rec.status == "OK" and rec.median_ms > 3 * rs.best_ms, rec.status) end
+os.remove(ps)
+
 -- the search without a database, stage 1 only; the plan keeps its feed alive (the CPU
 -- backend borrows the tensors it is bound to)
 local plan5, r6

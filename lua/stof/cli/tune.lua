@@ -77,9 +77,10 @@ local function tune(args)
     print(("  from the best record of %s (workload %s), rebuilt in %.2f s; --force searches again"):format(o.db,
       res.workload, res.seconds))
   else
-    print(("  %d candidates measured (%d failed%s, %d rejected by the check) in %.1f s%s; workload %s"):format(
+    print(("  %d candidates measured (%d failed%s, %d rejected by the check%s) in %.1f s%s; workload %s"):format(
       res.trials, res.failed, res.pruned > 0 and (", %d of them pruned before compiling"):format(res.pruned) or "",
-      res.rejected, res.seconds, o.db and (", recorded in " .. o.db) or "", res.workload))
+      res.rejected, (res.cut_slow or 0) > 0 and (", %d over 3x the best timed twice only"):format(res.cut_slow) or "",
+      res.seconds, o.db and (", recorded in " .. o.db) or "", res.workload))
     print(("  ablation: default %.3f ms, after stage 1 (fusion) %.3f ms, after stage 2 (templates, knobs) %.3f ms"):format(
       res.default_ms, res.stage1_ms, res.best_ms))
     if res.setup_s >= (o.budget or 30) * 0.9 then
