@@ -12,10 +12,10 @@
  * candidate needs a guard in the tensorized nest (the pruning rule: a segment whose rows,
  * columns or depth are not multiples of 64, 64 and 32 does not match at all).
  *
- * The file also holds the two templates built on the same nest (mma_nest): tensorcore_norm
- * (the GEMM, its epilogue and a row normalisation, whole rows per CUDA block) and
- * tensorcore_ffn (two GEMMs with the intermediate in shared memory); each has its own
- * section below. All three match only where every knob value they would offer is legal.
+ * The file also holds two templates built from the same pieces (the staged tiles, stage;
+ * the matching helpers): tensorcore_norm (the GEMM, its epilogue and a row normalisation,
+ * whole rows per CUDA block; the same mma nest, mma_nest) and tensorcore_ffn (two GEMMs with
+ * the intermediate in shared memory); each has its own section below. All three match only where every knob value they would offer is legal.
  */
 #include <stdio.h>
 #include <string.h>
@@ -210,7 +210,7 @@ static stof_status divisor_knob(stof_sched *s, const char *name, const int64_t *
 }
 
 /* The shared tile of input `input` of block cb at loop at, fetched by all the threads
- * (wm x wn warps) 16 bytes per copy, rows padded by 8 elements. */
+ * (wm x wn warps; kwm < 0: wn warps only) 16 bytes per copy, rows padded by 8 elements. */
 static stof_status stage(stof_sched *s, int cb, int input, int at, int kwm, int kwn) {
   stof_status st;
   int sh, l[4], n, c[2], f, p[4];
@@ -223,12 +223,15 @@ static stof_status stage(stof_sched *s, int cb, int input, int at, int kwm, int 
   TRY(stof_sched_split(s, l[n - 1], 2, fc, c));
   int fl[3] = {l[0], n == 3 ? l[1] : c[0], c[0]};
   TRY(stof_sched_fuse(s, n, fl, &f));
-  stof_factor fp[4] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwm), stof_factor_knob(kwn),
+  /* (serial, [wm warps on threadIdx.z,] wn warps on threadIdx.y, 32 lanes) */
+  int z = kwm >= 0, np = 3 + z;
+  stof_factor fp[4] = {stof_factor_const(STOF_INFER), stof_factor_knob(z ? kwm : kwn), stof_factor_knob(kwn),
                        stof_factor_const(32)};
-  TRY(stof_sched_split(s, f, 4, fp, p));
-  TRY(stof_sched_bind(s, p[1], "threadIdx.z"));
-  TRY(stof_sched_bind(s, p[2], "threadIdx.y"));
-  TRY(stof_sched_bind(s, p[3], "threadIdx.x"));
+  if (!z) fp[2] = stof_factor_const(32);
+  TRY(stof_sched_split(s, f, np, fp, p));
+  if (z) TRY(stof_sched_bind(s, p[1], "threadIdx.z"));
+  TRY(stof_sched_bind(s, p[np - 2], "threadIdx.y"));
+  TRY(stof_sched_bind(s, p[np - 1], "threadIdx.x"));
   TRY(stof_sched_vectorize(s, c[1]));
   return stof_sched_annotate_block(s, sh, "pad", "8");
 }
@@ -728,25 +731,6 @@ int search_tgg_matches(void *ud, const stof_plan_seg_req *r) {
   return f % TGG_FC == 0 && k1 % TC_BK == 0 && tgg_domains(rows, cols, k1, stof_dtype_size((stof_dtype)dt), okr, okw, okt);
 }
 
-/* The cooperative fill of a staged tile (threadIdx.y x threadIdx.x, 16 bytes a copy). */
-static stof_status tgg_fill(stof_sched *s, int sh, int kwn) {
-  stof_status st;
-  int l[4], n, c[2], f, p[3];
-  TRY(stof_sched_get_loops(s, sh, 4, l, &n));
-  if (n < 2 || n > 3)
-    return stof_ctx_error(stof_sched_ctx(s), STOF_ERR_UNSUPPORTED, "tensorcore_ffn: a staged tile with %d loops", n);
-  stof_factor fc[2] = {stof_factor_const(STOF_INFER), stof_factor_const(8)};
-  TRY(stof_sched_split(s, l[n - 1], 2, fc, c));
-  int fl[3] = {l[0], n == 3 ? l[1] : c[0], c[0]};
-  TRY(stof_sched_fuse(s, n, fl, &f));
-  stof_factor fp[3] = {stof_factor_const(STOF_INFER), stof_factor_knob(kwn), stof_factor_const(32)};
-  TRY(stof_sched_split(s, f, 3, fp, p));
-  TRY(stof_sched_bind(s, p[1], "threadIdx.y"));
-  TRY(stof_sched_bind(s, p[2], "threadIdx.x"));
-  TRY(stof_sched_vectorize(s, c[1]));
-  return stof_sched_annotate_block(s, sh, "pad", "8");
-}
-
 stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched *s) {
   (void)ud;
   (void)r;
@@ -821,10 +805,7 @@ stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   TRY(stof_sched_bind(s, jw[0], "threadIdx.y"));
   TRY(stof_sched_unroll(s, k[1]));
   TRY(stof_sched_tensorize(s, i[1], "mma_m16n8k16"));
-  int w2s;
-  TRY(stof_sched_cache_read(s, c2, 1, "shared", &w2s));
-  TRY(stof_sched_compute_at(s, w2s, k[0]));
-  TRY(tgg_fill(s, w2s, kwn));
+  TRY(stage(s, c2, 1, k[0], -1, kwn));
   /* the intermediate's chunk at each step, computed by the same warps */
   TRY(stof_sched_compute_at(s, mb, k[0]));
   TRY(stof_sched_compute_at(s, c1, k[0]));
@@ -841,13 +822,8 @@ stof_status search_tgg_schedule(void *ud, const stof_plan_seg_req *r, stof_sched
   TRY(stof_sched_bind(s, gc[0], "threadIdx.y"));
   TRY(stof_sched_unroll(s, gk[1]));
   TRY(stof_sched_tensorize(s, gr, "mma_m16n8k16"));
-  int xs, w1s;
-  TRY(stof_sched_cache_read(s, c1, 0, "shared", &xs));
-  TRY(stof_sched_compute_at(s, xs, j[0])); /* x's rows once per CUDA block */
-  TRY(tgg_fill(s, xs, kwn));
-  TRY(stof_sched_cache_read(s, c1, 1, "shared", &w1s));
-  TRY(stof_sched_compute_at(s, w1s, gk[0]));
-  TRY(tgg_fill(s, w1s, kwn));
+  TRY(stage(s, c1, 0, j[0], -1, kwn)); /* x's rows once per CUDA block */
+  TRY(stage(s, c1, 1, gk[0], -1, kwn));
   TRY(stof_sched_reverse_compute_at(s, mb, gc[0]));
   /* the write-back of the second GEMM (after its warp loop): its copy when it leaves the
    * segment, each output (a move renumbers loops: the warp loop is found again each time) */

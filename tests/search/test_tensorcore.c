@@ -283,21 +283,22 @@ static void norm_free(norm_graph *t) {
   tu_ctx_free(t->ctx, &t->heap);
 }
 
-/* Schedules the segment with tensorcore_norm, runs it on the C backend against the
- * interpreter (outputs poisoned), and compiles its CUDA source (NVRTC; the build stops there
- * without a GPU). */
-static void norm_check(norm_graph *t, int nout, const stof_op *const *outs, int expect_knobs) {
+/* Schedules t's segment (outputs outs) with a template's schedule function, then: its
+ * knobs (3, named knob[0..3)); the C backend against the interpreter (outputs poisoned);
+ * the CUDA source (NVRTC compiles it; it holds the strings in src[0..nsrc)); every
+ * combination of the knobs' values replayed, passing the CUDA rules and computing the first
+ * output the same on the C backend (the search samples them all); and on a GPU the kernels'
+ * outputs, poisoned first, against the interpreter's (without one the build stops after
+ * compiling, saying so). */
+typedef stof_status (*tmpl_schedule)(void *, const stof_plan_seg_req *, stof_sched *);
+static void template_check(norm_graph *t, int nout, const stof_op *const *outs, tmpl_schedule schedule,
+                           const char *const knob[3], const char *const *src_has, int nsrc) {
   stof_ctx *ctx = t->ctx;
-  stof_plan_seg_req r = {0, "cuda", "gemm+norm", t->nop, t->ops, NULL};
-  assert_true(search_tcn_matches(NULL, &r));
-  assert_false(search_tc_matches(NULL, &r)); /* not an injective epilogue */
-  r.target = "c";
-  assert_false(search_tcn_matches(NULL, &r));
-  r.target = "cuda";
+  stof_plan_seg_req r = {0, "cuda", "segment", t->nop, t->ops, NULL};
   stof_sched *s;
   TU_OK(ctx, stof_sched_new(t->g, nout, outs, &s));
-  TU_OK(ctx, search_tcn_schedule(NULL, &r, s));
-  assert_int_equal(stof_sched_nknob(s), expect_knobs);
+  TU_OK(ctx, schedule(NULL, &r, s));
+  assert_int_equal(stof_sched_nknob(s), 3);
   const stof_op *args[8];
   int na = 0;
   for (int i = 0; i < t->nin; i++) args[na++] = t->in[i];
@@ -306,6 +307,7 @@ static void norm_check(norm_graph *t, int nout, const stof_op *const *outs, int 
   TU_OK(ctx, stof_build(s, na, args, "c", &f));
   uint64_t seed = 11;
   stof_tensor *call[8], *want[2];
+  double *w[2];
   for (int i = 0; i < t->nin; i++)
     call[i] = tu_tensor_uniform(ctx, args[i]->dtype, args[i]->ndim, args[i]->shape, &seed, -1, 1);
   for (int i = 0; i < nout; i++) {
@@ -315,29 +317,24 @@ static void norm_check(norm_graph *t, int nout, const stof_op *const *outs, int 
   TU_OK(ctx, stof_func_call(f, na, call));
   for (int i = 0; i < nout; i++) {
     TU_OK(ctx, stof_interp_eval(t->g, 1, &outs[i], t->nin, args, (const stof_tensor *const *)call, &want[i]));
-    double *w = tu_values(want[i]);
-    tu_check_close(call[t->nin + i], w, (size_t)stof_tensor_numel(want[i]), 1e-2);
-    free(w);
+    w[i] = tu_values(want[i]);
+    tu_check_close(call[t->nin + i], w[i], (size_t)stof_tensor_numel(want[i]), 1e-2);
   }
   char *src = NULL;
   TU_OK(ctx, stof_build_source(s, na, args, "cuda", &src));
-  assert_non_null(strstr(src, "stof_mma_"));
-  assert_non_null(strstr(src, "every warp's fragments are written")); /* h's tile fenced before it is reduced */
-  assert_non_null(strstr(src, "all-reduce (sum)"));
+  for (int i = 0; i < nsrc; i++)
+    if (!strstr(src, src_has[i])) fail_msg("the CUDA source lacks \"%s\"", src_has[i]);
   stof_ctx_dealloc(ctx, src, strlen(src) + 1);
-  /* every combination of the knobs' values replays and passes the CUDA rules (the search
-   * samples them all); the first output on the C backend the same */
   stof_trace *tr;
   TU_OK(ctx, stof_sched_trace(s, &tr));
   int nk[3];
   for (int q = 0; q < 3; q++) TU_OK(ctx, stof_sched_knob_info(s, q, NULL, &nk[q], NULL, NULL));
-  double *w0 = tu_values(want[0]);
   for (int a = 0; a < nk[0]; a++)
     for (int b = 0; b < nk[1]; b++)
       for (int c = 0; c < nk[2]; c++) {
-        TU_OK(ctx, stof_trace_set_decision(tr, "tcn.wm", a));
-        TU_OK(ctx, stof_trace_set_decision(tr, "tcn.tm", b));
-        TU_OK(ctx, stof_trace_set_decision(tr, "tcn.wn", c));
+        TU_OK(ctx, stof_trace_set_decision(tr, knob[0], a));
+        TU_OK(ctx, stof_trace_set_decision(tr, knob[1], b));
+        TU_OK(ctx, stof_trace_set_decision(tr, knob[2], c));
         stof_sched *s2;
         TU_OK(ctx, stof_sched_new(t->g, nout, outs, &s2));
         TU_OK(ctx, stof_sched_replay(tr, s2));
@@ -347,11 +344,10 @@ static void norm_check(norm_graph *t, int nout, const stof_op *const *outs, int 
         TU_OK(ctx, stof_build(s2, na, args, "c", &f2));
         stof_tensor_fill(call[t->nin], NAN);
         TU_OK(ctx, stof_func_call(f2, na, call));
-        tu_check_close(call[t->nin], w0, (size_t)stof_tensor_numel(want[0]), 1e-2);
+        tu_check_close(call[t->nin], w[0], (size_t)stof_tensor_numel(want[0]), 1e-2);
         stof_func_free(f2);
         stof_sched_free(s2);
       }
-  free(w0);
   stof_trace_free(tr);
   stof_func *fc = NULL;
   stof_status st = stof_build(s, na, args, "cuda", &fc);
@@ -359,7 +355,7 @@ static void norm_check(norm_graph *t, int nout, const stof_op *const *outs, int 
     assert_int_equal(st, STOF_ERR_NO_DEVICE);
     TU_MSG(ctx, "the CUDA source compiled");
     stof_ctx_clear_error(ctx);
-  } else { /* on a GPU: the kernel's outputs (poisoned first) against the interpreter's */
+  } else {
     stof_tensor *dev[8];
     for (int i = 0; i < na; i++) {
       if (i >= t->nin) stof_tensor_fill(call[i], NAN);
@@ -369,18 +365,32 @@ static void norm_check(norm_graph *t, int nout, const stof_op *const *outs, int 
     for (int i = 0; i < nout; i++) {
       stof_tensor *back;
       TU_OK(ctx, stof_tensor_to(dev[t->nin + i], STOF_DEVICE_CPU, &back));
-      double *w = tu_values(want[i]);
-      tu_check_close(back, w, (size_t)stof_tensor_numel(want[i]), 1e-2);
-      free(w);
+      tu_check_close(back, w[i], (size_t)stof_tensor_numel(want[i]), 1e-2);
       stof_tensor_free(back);
     }
     for (int i = 0; i < na; i++) stof_tensor_free(dev[i]);
     stof_func_free(fc);
   }
-  for (int i = 0; i < nout; i++) stof_tensor_free(want[i]);
+  for (int i = 0; i < nout; i++) {
+    free(w[i]);
+    stof_tensor_free(want[i]);
+  }
   for (int i = 0; i < na; i++) stof_tensor_free(call[i]);
   stof_func_free(f);
   stof_sched_free(s);
+}
+
+/* tensorcore_norm takes the segment (CUDA only; not tensorcore: a reduction after the GEMM),
+ * and template_check holds: h's tile fenced before it is reduced, rows reduced across lanes. */
+static void norm_check(norm_graph *t, int nout, const stof_op *const *outs) {
+  stof_plan_seg_req r = {0, "cuda", "gemm+norm", t->nop, t->ops, NULL};
+  assert_true(search_tcn_matches(NULL, &r));
+  assert_false(search_tc_matches(NULL, &r));
+  r.target = "c";
+  assert_false(search_tcn_matches(NULL, &r));
+  static const char *const knob[3] = {"tcn.wm", "tcn.tm", "tcn.wn"};
+  static const char *const has[3] = {"stof_mma_", "every warp's fragments are written", "all-reduce (sum)"};
+  template_check(t, nout, outs, search_tcn_schedule, knob, has, 3);
 }
 
 static void tensorcore_norm_runs_layer_norm_and_rms_norm(void **state) {
@@ -388,21 +398,21 @@ static void tensorcore_norm_runs_layer_norm_and_rms_norm(void **state) {
   norm_graph t;
   /* layer norm (BERT: bias, residual, mean and var), float16, 2 x 64 rows of 256 */
   norm_build(&t, STOF_DTYPE_F16, 2, 64, 256, 128, 0);
-  norm_check(&t, 1, &t.out, 3);
+  norm_check(&t, 1, &t.out);
   norm_free(&t);
   /* RMS norm (LLaMA: no bias), bfloat16 */
   norm_build(&t, STOF_DTYPE_BF16, 2, 64, 256, 64, 1);
-  norm_check(&t, 1, &t.out, 3);
+  norm_check(&t, 1, &t.out);
   norm_free(&t);
   /* rows of 3,072 halves: only 2 warps along the columns fit a 32-row tile in shared memory;
    * matched, and scheduled with what fits (review: it matched, then no knob value fitted) */
   norm_build(&t, STOF_DTYPE_F16, 1, 32, 3072, 64, 1);
-  norm_check(&t, 1, &t.out, 3);
+  norm_check(&t, 1, &t.out);
   norm_free(&t);
   /* the residual sum leaves the segment too (pre-LN: the residual stream) */
   norm_build(&t, STOF_DTYPE_F16, 1, 128, 128, 64, 0);
   const stof_op *outs[2] = {t.h, t.out};
-  norm_check(&t, 2, outs, 3);
+  norm_check(&t, 2, outs);
   norm_free(&t);
 }
 
@@ -459,88 +469,18 @@ static void ffn_build(norm_graph *t, stof_dtype dt, int64_t B, int64_t S, int64_
   t->h = NULL;
 }
 
+/* tensorcore_ffn takes the segment (CUDA only; neither other template: two GEMMs), and
+ * template_check holds: the intermediate's tile fenced before the second GEMM reads it. */
 static void ffn_check(norm_graph *t) {
-  stof_ctx *ctx = t->ctx;
   stof_plan_seg_req r = {0, "cuda", "gemm+gemm", t->nop, t->ops, NULL};
   assert_true(search_tgg_matches(NULL, &r));
-  assert_false(search_tc_matches(NULL, &r)); /* two GEMMs */
+  assert_false(search_tc_matches(NULL, &r));
   assert_false(search_tcn_matches(NULL, &r));
   r.target = "c";
   assert_false(search_tgg_matches(NULL, &r));
-  r.target = "cuda";
-  stof_sched *s;
-  TU_OK(ctx, stof_sched_new(t->g, 1, &t->out, &s));
-  TU_OK(ctx, search_tgg_schedule(NULL, &r, s));
-  assert_int_equal(stof_sched_nknob(s), 3);
-  const stof_op *args[8];
-  int na = 0;
-  for (int i = 0; i < t->nin; i++) args[na++] = t->in[i];
-  args[na++] = t->out;
-  stof_func *f;
-  TU_OK(ctx, stof_build(s, na, args, "c", &f));
-  uint64_t seed = 5;
-  stof_tensor *call[8], *want;
-  for (int i = 0; i < t->nin; i++)
-    call[i] = tu_tensor_uniform(ctx, args[i]->dtype, args[i]->ndim, args[i]->shape, &seed, -1, 1);
-  TU_OK(ctx, stof_tensor_new(ctx, t->out->dtype, t->out->ndim, t->out->shape, STOF_DEVICE_CPU, &call[t->nin]));
-  stof_tensor_fill(call[t->nin], NAN);
-  TU_OK(ctx, stof_func_call(f, na, call));
-  TU_OK(ctx, stof_interp_eval(t->g, 1, &t->out, t->nin, args, (const stof_tensor *const *)call, &want));
-  double *w = tu_values(want);
-  tu_check_close(call[t->nin], w, (size_t)stof_tensor_numel(want), 1e-2);
-  char *src = NULL;
-  TU_OK(ctx, stof_build_source(s, na, args, "cuda", &src));
-  assert_non_null(strstr(src, "every warp's fragments are written")); /* the intermediate fenced */
-  stof_ctx_dealloc(ctx, src, strlen(src) + 1);
-  /* every combination of the knobs' values replays, passes the CUDA rules and computes the
-   * same on the C backend (the search samples them all) */
-  stof_trace *tr;
-  TU_OK(ctx, stof_sched_trace(s, &tr));
-  int nk[3];
-  for (int q = 0; q < 3; q++) TU_OK(ctx, stof_sched_knob_info(s, q, NULL, &nk[q], NULL, NULL));
-  for (int a = 0; a < nk[0]; a++)
-    for (int b = 0; b < nk[1]; b++)
-      for (int c = 0; c < nk[2]; c++) {
-        TU_OK(ctx, stof_trace_set_decision(tr, "tgg.rows", a));
-        TU_OK(ctx, stof_trace_set_decision(tr, "tgg.wn", b));
-        TU_OK(ctx, stof_trace_set_decision(tr, "tgg.tn", c));
-        stof_sched *s2;
-        TU_OK(ctx, stof_sched_new(t->g, 1, &t->out, &s2));
-        TU_OK(ctx, stof_sched_replay(tr, s2));
-        TU_OK(ctx, stof_build_source(s2, na, args, "cuda", &src));
-        stof_ctx_dealloc(ctx, src, strlen(src) + 1);
-        stof_func *f2;
-        TU_OK(ctx, stof_build(s2, na, args, "c", &f2));
-        stof_tensor_fill(call[t->nin], NAN);
-        TU_OK(ctx, stof_func_call(f2, na, call));
-        tu_check_close(call[t->nin], w, (size_t)stof_tensor_numel(want), 1e-2);
-        stof_func_free(f2);
-        stof_sched_free(s2);
-      }
-  stof_trace_free(tr);
-  stof_func *fc = NULL;
-  stof_status st = stof_build(s, na, args, "cuda", &fc);
-  if (st) {
-    assert_int_equal(st, STOF_ERR_NO_DEVICE);
-    TU_MSG(ctx, "the CUDA source compiled");
-    stof_ctx_clear_error(ctx);
-  } else { /* on a GPU: against the interpreter, the output poisoned */
-    stof_tensor *dev[8];
-    stof_tensor_fill(call[t->nin], NAN);
-    for (int i = 0; i < na; i++) TU_OK(ctx, stof_tensor_to(call[i], STOF_DEVICE_CUDA, &dev[i]));
-    TU_OK(ctx, stof_func_call(fc, na, dev));
-    stof_tensor *back;
-    TU_OK(ctx, stof_tensor_to(dev[t->nin], STOF_DEVICE_CPU, &back));
-    tu_check_close(back, w, (size_t)stof_tensor_numel(want), 1e-2);
-    stof_tensor_free(back);
-    for (int i = 0; i < na; i++) stof_tensor_free(dev[i]);
-    stof_func_free(fc);
-  }
-  free(w);
-  stof_tensor_free(want);
-  for (int i = 0; i < na; i++) stof_tensor_free(call[i]);
-  stof_func_free(f);
-  stof_sched_free(s);
+  static const char *const knob[3] = {"tgg.rows", "tgg.wn", "tgg.tn"};
+  static const char *const has[2] = {"stof_mma_", "every warp's fragments are written"};
+  template_check(t, 1, &t->out, search_tgg_schedule, knob, has, 2);
 }
 
 static void tensorcore_ffn_keeps_the_intermediate_on_chip(void **state) {
