@@ -10,7 +10,9 @@
 # Needs build-gpu/ (make gpu-build) and .peers/peers.py (a copy of shared/bench/peers.py).
 # Writes $OUT/e2e-stof.jsonl, $OUT/e2e-peers.jsonl, per-job logs and $OUT/progress.log, then
 # the tables of bench/e2e_report.py. Workers start with setsid: they outlive a caller that
-# returns early (wait.sh-style polling of progress.log then collects them).
+# returns early (wait.sh-style polling of progress.log then collects them). VERIFY="command"
+# is run by GPU 0's worker before it takes a job (correctness checks before the timing, in
+# the same run), its output in $OUT/verify.log.
 set -u
 ngpu=${1:?number of GPUs}
 models=${2:-t5,llama,bert-large,bert-base,gpt2,vit}
@@ -41,6 +43,9 @@ fi
 g=$E2E_WORKER; t0=$(cat "$q/t0")
 export CUDA_VISIBLE_DEVICES=$g STOF_CACHE_DIR=/tmp/stof-cache-$g TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-$g PYTHONUNBUFFERED=1
 log() { echo "$(( $(date +%s) - t0 )) gpu$g $*" >> "$out/progress.log"; }
+if [ "$g" = 0 ] && [ -n "${VERIFY:-}" ]; then
+  log "start verify"; bash -c "$VERIFY" > "$out/verify.log" 2>&1; log "end verify rc=$?"
+fi
 while true; do
   job=$(flock "$q/lock" bash -c 'n=$(wc -l < "$1/taken"); l=$(sed -n "$((n + 1))p" "$1/jobs"); [ -n "$l" ] && echo "$l" >> "$1/taken"; echo "$l"' _ "$q")
   [ -z "$job" ] && break
