@@ -363,6 +363,36 @@ stof_status stof_plan_time(stof_plan *p, int reps, int warmup, double *ms) {
   return st;
 }
 
+stof_status stof_plan_run_bounded(stof_plan *p, double limit_ms, double *ms, int *complete) {
+  *ms = 0;
+  *complete = 0;
+  if (!(limit_ms > 0)) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "run_bounded: limit %g ms (> 0)", limit_ms);
+  stof_status st = check_bound(p);
+  if (!st) st = stof_plan_sync(p);
+  if (st) return st;
+  stof_ctx *ctx = p->ctx;
+  stof_cuda_stream *prev = p->cuda ? stof_cuda_current_stream(ctx) : NULL;
+  if (p->cuda) stof_cuda_set_stream(ctx, p->stream);
+  double t0 = now_ms();
+  int i = 0;
+  for (; i < p->nseg && !st && now_ms() - t0 <= limit_ms; i++) {
+    st = exec_launch_segment(p, i);
+    if (!st) st = stof_plan_sync(p);
+    if (st && st != STOF_ERR_NOMEM) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", stof_ctx_message(ctx));
+      stof_ctx_error(ctx, st, "plan: segment %d (%s, op %s): %s", i, p->seg[i].tmpl, p->seg[i].op[0]->name, msg);
+    }
+  }
+  if (p->cuda) stof_cuda_set_stream(ctx, prev);
+  *ms = now_ms() - t0;
+  if (!st && i == p->nseg) {
+    *complete = 1;
+    p->ran = 1;
+  }
+  return st;
+}
+
 stof_status stof_plan_time_segments(stof_plan *p, int reps, double *ms) {
   if (reps < 1 || reps > 100000) return stof_ctx_error(p->ctx, STOF_ERR_ARG, "time_segments: reps = %d", reps);
   stof_status st = check_bound(p);

@@ -260,7 +260,7 @@ static stof_status cb_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
 
 static const char *const tune_keys[] = {"feed",   "target", "budget", "trials", "db",    "workload",
                                         "stage1", "stage2", "force",  "reps",   "warmup", "seed",
-                                        "threads", "verbose", "templates", "inject_wrong", "inject_slow", NULL};
+                                        "threads", "verbose", "trace", "templates", "inject_wrong", "inject_slow", NULL};
 
 /* An optional integer option key of the table at idx, in [lo, hi] (def when absent). */
 static int opt_int(lua_State *L, int idx, const char *fname, const char *key, int def, int lo, int hi) {
@@ -488,6 +488,7 @@ static int l_tune(lua_State *L) {
   o.skip_stage2 = !opt_bool(L, 2, fname, "stage2", 1);
   o.force = opt_bool(L, 2, fname, "force", 0);
   o.verbose = opt_bool(L, 2, fname, "verbose", 0);
+  o.trace = opt_bool(L, 2, fname, "trace", 0);
   int t = lua_getfield(L, 2, "db");
   if (t == LUA_TSTRING) {
     size_t len;

@@ -497,17 +497,37 @@ static int trial(tuner *t, double *ms_out) {
   if (seen_before(t)) return -2; /* measured already: not again */
   t->res.trials++;
   t->pruning = 0;
+  t->tr_build = t->tr_time = t->tr_check = 0;
+  double c0 = search_now();
   stof_status st = search_build(t, code, &p);
   if (!st) st = search_learn(t, p);
+  t->tr_build = search_now() - c0;
+  c0 = search_now();
   for (int i = 0; !st && i < t->nseg; i++) {
     int ch = t->segs[i].owner == i ? search_cur_choice(t, i) : -1;
     if (ch >= 0) t->segs[i].tried[ch] = 1;
   }
   if (!st && t->best_plan && t->best_ms > 0) {
-    /* far slower than the best so far (a generated GEMM where cuBLASLt runs, at a large
-     * shape: seconds a run): two timed runs say so, and the budget is not spent on more */
-    double probe = 0, again = 0;
-    st = stof_plan_time(p, 1, 1, &probe);
+    /* far slower than the best so far (a generated GEMM where cuBLASLt runs, a fused
+     * segment whose generated kernel recomputes its producers, at a large shape: seconds,
+     * even minutes, a run): a first run segment by segment is abandoned past twice the cut
+     * (it costs one slow segment, not a whole forward); then two timed runs say so, and
+     * the budget is not spent on more */
+    double probe = 0, again = 0, wall = 0;
+    int complete = 0;
+    c0 = search_now();
+    st = stof_plan_run_bounded(p, 2 * SLOW_FACTOR * t->best_ms + PROBE_SLACK_MS, &wall, &complete);
+    if (!st && !complete) {
+      *ms_out = wall; /* a lower bound: the run was abandoned */
+      t->tr_time = search_now() - c0;
+      snprintf(t->what, sizeof t->what, "abandoned after %.1f ms of one run (best %.4f ms)", wall, t->best_ms);
+      t->res.cut_slow++;
+      record(t, code, wall, STOF_OK, NULL);
+      stof_plan_free(p);
+      search_progress(t);
+      return 0;
+    }
+    if (!st) st = stof_plan_time(p, 1, 0, &probe);
     warmup = warmup > 2 ? warmup - 2 : 0; /* those two runs were part of the warm-up */
     if (!st && uses_template(t, t->o->inject_slow)) probe *= 10;
     if (!st && probe > SLOW_FACTOR * t->best_ms) { /* once more, so one noisy run cuts nothing */
@@ -517,6 +537,8 @@ static int trial(tuner *t, double *ms_out) {
     }
     if (!st && probe > SLOW_FACTOR * t->best_ms) {
       *ms_out = probe;
+      t->tr_time = search_now() - c0;
+      snprintf(t->what, sizeof t->what, "cut: %.4f ms, over %dx the best", probe, SLOW_FACTOR);
       t->res.cut_slow++;
       record(t, code, probe, STOF_OK, NULL);
       stof_plan_free(p);
@@ -526,6 +548,7 @@ static int trial(tuner *t, double *ms_out) {
   }
   if (!st) st = stof_plan_time(p, reps, warmup, &ms);
   if (!st && uses_template(t, t->o->inject_slow)) ms *= 10;
+  t->tr_time = search_now() - c0;
   if (st) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", st == STOF_ERR_NOMEM ? "out of memory" : stof_ctx_message(t->ctx));
@@ -552,7 +575,9 @@ static int trial(tuner *t, double *ms_out) {
   }
   char why[512];
   stof_status cst = STOF_OK;
+  c0 = search_now();
   int ok = check(t, p, why, sizeof why, &cst);
+  t->tr_check = search_now() - c0;
   if (ok < 0) { /* it could not run: a failed candidate, not a wrong one */
     *ms_out = 0;
     return failed(t, p, code, cst, why);
@@ -578,6 +603,25 @@ static int trial(tuner *t, double *ms_out) {
   return 1;
 }
 
+/* The trace's line for the trial just made (r and ms: search_trial's). */
+static void trace_trial(const tuner *t, int r, double ms, double secs) {
+  char cfgs[512];
+  size_t n = 0;
+  cfgs[0] = 0;
+  for (int i = 0; i < t->nseg && n + 64 < sizeof cfgs; i++) { /* the classes off their default */
+    const cfg *c = &t->cur[i];
+    if (t->segs[i].owner != i || (c->tmpl == DEFAULT && !c->n)) continue;
+    n += (size_t)snprintf(cfgs + n, sizeof cfgs - n, " %d:%s", i, tmpl_name(t, c->tmpl));
+    for (int k = 0; k < c->n && n + 32 < sizeof cfgs; k++)
+      n += (size_t)snprintf(cfgs + n, sizeof cfgs - n, "%s%.20s=%d", k ? "," : "(", c->name[k], c->dec[k]);
+    if (c->n && n + 2 < sizeof cfgs) n += (size_t)snprintf(cfgs + n, sizeof cfgs - n, ")");
+  }
+  fprintf(stderr, "stof tune: trace: %6.2f s stage %d trial %d: %s %.4f ms; %.2f s (build %.2f, time %.2f, check %.2f)%s%s\n",
+          search_elapsed(t), t->stage, t->res.trials, r == 1 ? "best" : r == 0 ? "ran" : "failed", ms, secs, t->tr_build,
+          t->tr_time, t->tr_check, cfgs[0] ? "; off default:" : "", cfgs);
+  if (r < 0) fprintf(stderr, "stof tune: trace:   %s\n", t->what);
+}
+
 /* Builds, measures and records the candidate (t->code / t->cur / t->inval); when faster
  * than the best (or the first), checks it and takes it. Returns 1 when it became the best,
  * 0 when not, -1 when it failed, -2 when it was measured before (then nothing is done);
@@ -586,6 +630,7 @@ int search_trial(tuner *t, double *ms_out) {
   double start = search_now();
   int r = trial(t, ms_out);
   if (r != -2) t->trial_s = fmax(t->trial_s, search_now() - start);
+  if (r != -2 && t->o->trace) trace_trial(t, r, *ms_out, search_now() - start);
   return r;
 }
 
@@ -633,6 +678,9 @@ void search_compile_jobs(tuner *t) {
     if (stof_compile_jobs(t->ctx, t->njob, t->jobs, nthread, NULL) != STOF_OK) stof_ctx_clear_error(t->ctx);
     t->res.compile_s += search_now() - t0;
     t->res.compiled += t->njob;
+    if (t->o->trace)
+      fprintf(stderr, "stof tune: trace: %6.2f s stage %d: %d kernels compiled ahead on %d threads in %.2f s\n",
+              search_elapsed(t), t->stage, t->njob, nthread, search_now() - t0);
   }
   for (int i = 0; i < t->njob; i++) stof_compile_job_free(t->jobs[i]);
   t->njob = 0;

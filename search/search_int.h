@@ -18,6 +18,8 @@
 #define DEFAULT (-2) /* the template: the vendor GEMM where it can run, else "auto" */
 #define VENDOR (-1)
 #define SLOW_FACTOR 3 /* a candidate this many times slower than the best, timed once: it is not measured further */
+#define PROBE_SLACK_MS 20.0 /* a candidate's first run, segment by segment, is abandoned past
+                               2 * SLOW_FACTOR * best + this (launch and wait overheads) */
 
 typedef struct dom { /* the knobs a template made for a segment */
   int known, n;
@@ -83,6 +85,7 @@ typedef struct tuner {
   double prep_s;           /* seconds per candidate of the last round compiled ahead */
   int stage;
   char what[256];
+  double tr_build, tr_time, tr_check; /* the last trial's seconds (the trace) */
   char workload[128], device[256];
   int last_bar;
   char label[NAMEL + 16];

@@ -240,6 +240,11 @@ static stof_status stage1(tuner *t, double stage_budget) {
     if (nmove) t->prep_s = (search_now() - p0) / nmove;
     for (int m = 0; m < nmove && !improved && search_elapsed(t) < stage_budget && !search_out_of_budget(t); m++) {
       memcpy(t->code, codes + no * (size_t)m, sizeof *t->code * no);
+      if (t->o->trace) {
+        int i = seg_first(t, base, mat[m]), j = seg_last(t, base, mat[m] + 1 < nseg ? mat[m] + 1 : mat[m]);
+        fprintf(stderr, "stof tune: trace: %6.2f s stage 1: %s at segment %d (ops %s .. %s)\n", search_elapsed(t),
+                move_names[mkind[m]], mat[m], i >= 0 ? t->ops[i]->name : "?", j >= 0 ? t->ops[j]->name : "?");
+      }
       double ms, before = t->best_ms;
       measure_scheme(t, &ms);
       snprintf(t->what, sizeof t->what, "%s at segment %d: %.4f ms", move_names[mkind[m]], mat[m], ms);

@@ -151,6 +151,10 @@ typedef struct stof_tune_opts {
   void (*progress)(void *ud, const stof_tune_progress *p);
   void *progress_ud;
   int verbose;
+  /* one line per candidate on stderr (where the budget goes): its stage, seconds building
+   * (compiling included), timing and checking, its result and the templates it ran beside
+   * the defaults; and one per batch compiled ahead */
+  int trace;
   /* fault injection for tests: candidates that use the template of this name compute a
    * wrong value (output 0's first element), as a miscompiled kernel would */
   const char *inject_wrong;

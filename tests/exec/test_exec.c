@@ -648,6 +648,52 @@ static stof_status twice_cpu(stof_ctx *ctx, int n, const stof_tensor *const *in,
   return STOF_OK;
 }
 
+/* A run segment by segment that stops launching past its wall-clock limit (the search's
+ * first run of a candidate): past the limit before the first segment, nothing runs (the
+ * poisoned output stays NaN) and it says so; with room, every segment runs and the output
+ * is the interpreter's; a limit that is not positive is refused. */
+static void bounded_run_stops_past_its_limit(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  stof_graph *g = f.g;
+  const stof_op *x = tu_ph(g, "x", STOF_DTYPE_F32, 2, TU_SHAPE(8, 16));
+  const stof_op *w = tu_ph(g, "w", STOF_DTYPE_F32, 2, TU_SHAPE(16, 32));
+  const stof_op *b = tu_ph(g, "b", STOF_DTYPE_F32, 1, TU_SHAPE(32));
+  const stof_op *y = act(g, "fc.relu", ACT_RELU, bias_add(g, "fc.bias", gemm(g, "fc", x, w, 0), b));
+  const stof_op *gamma = tu_ph(g, "gamma", STOF_DTYPE_F32, 1, TU_SHAPE(32));
+  const stof_op *beta = tu_ph(g, "beta", STOF_DTYPE_F32, 1, TU_SHAPE(32));
+  const stof_op *out = layer_norm(g, "ln", y, gamma, beta);
+  stof_plan *p = plan_run_check(g, 1, &out, 3); /* ran once: its output can be read */
+  assert_int_equal(stof_plan_nsegment(p), 2);
+  feed fd = {0};
+  feed_rand(f.ctx, p, &fd, 4); /* bound to tensors this test holds */
+  stof_tensor *want = NULL;
+  TU_OK(f.ctx, stof_interp_eval(g, 1, &out, fd.n, fd.op, (const stof_tensor *const *)fd.t, &want));
+  double ms = -1;
+  int complete = -1;
+  TU_ERR(f.ctx, stof_plan_run_bounded(p, 0, &ms, &complete), STOF_ERR_ARG, "limit 0 ms");
+  TU_OK(f.ctx, stof_plan_poison(p));
+  TU_OK(f.ctx, stof_plan_run_bounded(p, 1e-12, &ms, &complete));
+  assert_int_equal(complete, 0);
+  assert_true(ms >= 0);
+  stof_tensor *got = NULL;
+  TU_OK(f.ctx, stof_plan_output(p, 0, &got));
+  for (int64_t i = 0; i < stof_tensor_numel(got); i++) assert_true(isnan(stof_tensor_load(got, i)));
+  stof_tensor_free(got);
+  TU_OK(f.ctx, stof_plan_run_bounded(p, 1e9, &ms, &complete));
+  assert_int_equal(complete, 1);
+  TU_OK(f.ctx, stof_plan_output(p, 0, &got));
+  double e = INFINITY;
+  TU_OK(f.ctx, stof_tensor_rel_l2(got, want, &e));
+  assert_true(e < 1e-5);
+  stof_tensor_free(got);
+  stof_tensor_free(want);
+  feed_free(&fd);
+  stof_plan_free(p);
+  fx_free(&f);
+}
+
 static void extern_without_intrinsic_is_refused(void **state) {
   (void)state;
   fx f;
@@ -1114,6 +1160,7 @@ int main(void) {
       cmocka_unit_test(identical_layers_share),
       cmocka_unit_test(memory_is_shared),
       cmocka_unit_test(bind_and_argument_errors),
+      cmocka_unit_test(bounded_run_stops_past_its_limit),
       cmocka_unit_test(extern_without_intrinsic_is_refused),
       cmocka_unit_test(rebinding_cpu_input_gives_new_results),
       cmocka_unit_test(allocation_failures_are_clean),

@@ -26,6 +26,9 @@ options:
   --force            search even when the database holds a best record
   --explain          print the winning plan's segments (kind, template, knobs) and its
                      fusion scheme
+  --trace            one line per candidate on stderr: seconds building (compiling
+                     included), timing and checking it, its result and the templates it
+                     ran off the default (where the budget goes)
   -q                 no progress bar
 
 example: stof tune gpt2 --layers 1 --seq 64 --target c --db tune.jsonl --budget 60s]]
@@ -46,7 +49,7 @@ local function parse(args)
     ["--budget"] = function(x, v, flag) x.budget = seconds(flag, v) end,
     ["--trials"] = function(x, v, flag) x.trials = zoo.int(flag, v) end,
     ["--reps"] = function(x, v, flag) x.reps = zoo.int(flag, v) end,
-  }, {["--force"] = set("force", true), ["--explain"] = set("explain", true), ["-q"] = set("verbose", false)})
+  }, {["--force"] = set("force", true), ["--explain"] = set("explain", true), ["--trace"] = set("trace", true), ["-q"] = set("verbose", false)})
 end
 
 local function tune(args)
@@ -58,7 +61,7 @@ local function tune(args)
   local workload = r:workload():gsub("/[^/]*$", "") -- the target: the search's key adds it
   local ok, plan, res = pcall(stof.tune, {r.model.output}, {
     feed = r:feed(), target = o.target, budget = o.budget, trials = o.trials, reps = o.reps, db = o.db,
-    workload = workload, force = o.force, verbose = o.verbose})
+    workload = workload, force = o.force, verbose = o.verbose, trace = o.trace})
   if not ok then
     local msg = common.user_error(plan)
     if msg then common.fail("%s", msg) end
