@@ -260,7 +260,7 @@ static stof_status cb_schedule(void *ud, const stof_plan_seg_req *r, stof_sched 
 
 static const char *const tune_keys[] = {"feed",   "target", "budget", "trials", "db",    "workload",
                                         "stage1", "stage2", "force",  "reps",   "warmup", "seed",
-                                        "threads", "verbose", "trace", "templates", "inject_wrong", "inject_slow", NULL};
+                                        "threads", "verbose", "trace", "templates", "inject_wrong", "inject_slow", "inject_hang", NULL};
 
 /* An optional integer option key of the table at idx, in [lo, hi] (def when absent). */
 static int opt_int(lua_State *L, int idx, const char *fname, const char *key, int def, int lo, int hi) {
@@ -374,6 +374,8 @@ static void push_result(lua_State *L, const stof_tune_result *r) {
   lua_setfield(L, -2, "rejected");
   lua_pushinteger(L, r->cut_slow);
   lua_setfield(L, -2, "cut_slow");
+  lua_pushinteger(L, r->abandoned);
+  lua_setfield(L, -2, "abandoned");
   lua_pushboolean(L, r->from_db);
   lua_setfield(L, -2, "from_db");
   lua_pushnumber(L, r->seconds);
@@ -463,6 +465,7 @@ static int l_tune(lua_State *L) {
   o.workload = opt_str(L, 2, fname, "workload");
   o.inject_wrong = opt_str(L, 2, fname, "inject_wrong");
   o.inject_slow = opt_str(L, 2, fname, "inject_slow");
+  o.inject_hang = opt_str(L, 2, fname, "inject_hang");
   if (lua_getfield(L, 2, "budget") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TNUMBER)
       return slua_error(L, "TypeError", "%s: option budget must be a number of seconds, got %s", fname,

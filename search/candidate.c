@@ -498,6 +498,7 @@ static int trial(tuner *t, double *ms_out) {
   t->res.trials++;
   t->pruning = 0;
   t->tr_build = t->tr_time = t->tr_check = 0;
+  t->abandoned = t->cut = 0;
   double c0 = search_now();
   stof_status st = search_build(t, code, &p);
   if (!st) st = search_learn(t, p);
@@ -516,13 +517,19 @@ static int trial(tuner *t, double *ms_out) {
     double probe = 0, again = 0, wall = 0;
     int complete = 0;
     c0 = search_now();
-    st = stof_plan_run_bounded(p, 2 * SLOW_FACTOR * t->best_ms + PROBE_SLACK_MS, &wall, &complete);
+    double limit = uses_template(t, t->o->inject_hang) ? 1e-9 : 2 * SLOW_FACTOR * t->best_ms + PROBE_SLACK_MS;
+    st = stof_plan_run_bounded(p, limit, &wall, &complete);
     if (!st && !complete) {
-      *ms_out = wall; /* a lower bound: the run was abandoned */
+      /* recorded with a lower bound of its time: the run had taken over twice the cut */
+      *ms_out = fmax(wall, 2 * SLOW_FACTOR * t->best_ms);
       t->tr_time = search_now() - c0;
-      snprintf(t->what, sizeof t->what, "abandoned after %.1f ms of one run (best %.4f ms)", wall, t->best_ms);
+      snprintf(t->what, sizeof t->what, "abandoned after %.1f ms of its first run (best %.4f ms): at least %.4f ms",
+               wall, t->best_ms, *ms_out);
       t->res.cut_slow++;
-      record(t, code, wall, STOF_OK, NULL);
+      t->res.abandoned++;
+      t->cut = 1;
+      t->abandoned = 1;
+      record(t, code, *ms_out, STOF_OK, t->what);
       stof_plan_free(p);
       search_progress(t);
       return 0;
@@ -540,6 +547,7 @@ static int trial(tuner *t, double *ms_out) {
       t->tr_time = search_now() - c0;
       snprintf(t->what, sizeof t->what, "cut: %.4f ms, over %dx the best", probe, SLOW_FACTOR);
       t->res.cut_slow++;
+      t->cut = 1;
       record(t, code, probe, STOF_OK, NULL);
       stof_plan_free(p);
       search_progress(t);
@@ -617,7 +625,8 @@ static void trace_trial(const tuner *t, int r, double ms, double secs) {
     if (c->n && n + 2 < sizeof cfgs) n += (size_t)snprintf(cfgs + n, sizeof cfgs - n, ")");
   }
   fprintf(stderr, "stof tune: trace: %6.2f s stage %d trial %d: %s %.4f ms; %.2f s (build %.2f, time %.2f, check %.2f)%s%s\n",
-          search_elapsed(t), t->stage, t->res.trials, r == 1 ? "best" : r == 0 ? "ran" : "failed", ms, secs, t->tr_build,
+          search_elapsed(t), t->stage, t->res.trials,
+          r == 1 ? "best" : r < 0 ? "failed" : t->abandoned ? "abandoned, at least" : t->cut ? "cut" : "ran", ms, secs, t->tr_build,
           t->tr_time, t->tr_check, cfgs[0] ? "; off default:" : "", cfgs);
   if (r < 0) fprintf(stderr, "stof tune: trace:   %s\n", t->what);
 }

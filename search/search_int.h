@@ -86,6 +86,8 @@ typedef struct tuner {
   int stage;
   char what[256];
   double tr_build, tr_time, tr_check; /* the last trial's seconds (the trace) */
+  int abandoned;           /* the last trial's first run was abandoned (stof_plan_run_bounded) */
+  int cut;                 /* the last trial was cut as slow (abandoned or timed twice only) */
   char workload[128], device[256];
   int last_bar;
   char label[NAMEL + 16];

@@ -118,8 +118,12 @@ static void measure_scheme(tuner *t, double *ms) {
         if (tunable(t, i)) sample_class(t, i);
       sample_intrinsics(t);
     }
-    if (search_trial(t, &m) >= 0 && m > 0 && (best == 0 || m < best)) best = m;
+    int r = search_trial(t, &m);
+    if (r >= 0 && m > 0 && !t->abandoned && (best == 0 || m < best)) best = m;
     if (k == 0 && m == 0) break; /* the scheme does not build */
+    /* its default configuration so slow that its first run was abandoned: no knob setting
+     * is likely to win that back, and each sample would cost that much again */
+    if (k == 0 && r == 0 && t->abandoned) break;
   }
   memcpy(t->code, code0, sizeof *code0 * (size_t)t->nop);
   stof_ctx_dealloc(t->ctx, code0, sizeof *code0 * (size_t)t->nop);

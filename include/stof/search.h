@@ -161,6 +161,9 @@ typedef struct stof_tune_opts {
   /* ... and candidates that use the template of this name are timed 10 times slower than
    * they run (a slow candidate without waiting for one) */
   const char *inject_slow;
+  /* ... and candidates that use the template of this name have their first run abandoned
+   * at once, as one far past the slow cut is (a hang without waiting for one) */
+  const char *inject_hang;
 } stof_tune_opts;
 
 typedef struct stof_tune_result {
@@ -173,6 +176,8 @@ typedef struct stof_tune_result {
                           generated code on the GPU without a template that takes it) */
   int rejected;        /* candidates faster than the best that failed the correctness check */
   int cut_slow;        /* candidates timed once only: that run took over 3x the best so far */
+  int abandoned;       /* of which abandoned during their first run (segment by segment):
+                          past twice the cut before it ended; recorded with a lower bound */
   int from_db;         /* 1: the plan was rebuilt from the database's best record */
   double seconds;      /* wall time of the search */
   double compile_s;    /* of which compiling ahead (rounds' candidates, in parallel) */

@@ -238,6 +238,23 @@ assert(#used_s >= 1 and rs.cut_slow == #used_s, ("%d cut, %d records"):format(rs
 for _, rec in ipairs(used_s) do assert(rec.status == "OK" and rec.median_ms > 3 * rs.best_ms, rec.status) end
 os.remove(ps)
 
+-- a template whose candidates hang (fault injection: their first run is abandoned at once):
+-- counted as abandoned (and cut), recorded with a lower bound and why, never chosen; the
+-- trace prints a line per candidate (its output is not checked here: stderr)
+local ph = tmp()
+local plan_h, rh = stof.tune(y, opts({db = ph, workload = "hang", templates = {"wrong"}, stage1 = false,
+                                      inject_hang = "wrong", budget = 20, trials = 6, trace = true}))
+check(plan_h, "with a hanging template")
+assert(not plan_h:describe():find("template wrong", 1, true), plan_h:describe())
+local _, used_h = records(ph, rh.workload, "wrong")
+assert(#used_h >= 1 and rh.abandoned == #used_h and rh.cut_slow >= rh.abandoned,
+       ("%d abandoned, %d cut, %d records"):format(rh.abandoned, rh.cut_slow, #used_h))
+for _, rec in ipairs(used_h) do
+  assert(rec.status == "OK" and rec.median_ms >= 6 * rh.best_ms * 0.999 and rec.message:find("abandoned", 1, true),
+         rec.status)
+end
+os.remove(ph)
+
 -- the search without a database, stage 1 only; the plan keeps its feed alive (the CPU
 -- backend borrows the tensors it is bound to)
 local plan5, r6

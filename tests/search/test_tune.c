@@ -284,6 +284,48 @@ static void tune_times_a_slow_candidate_once(void **state) {
   mlp_free(&m);
 }
 
+/* A candidate whose first run is abandoned (a hang, by injection: its run segment by segment
+ * stops at once) costs no full run: it is recorded with a lower bound of its time (twice
+ * the slow cut) and a message saying so, counted, and never returned. */
+static void tune_abandons_a_hanging_candidate(void **state) {
+  (void)state;
+  mlp m;
+  mlp_new(&m, 32, 32, 64);
+  stof_db *db = NULL;
+  TU_OK(m.ctx, stof_db_open(m.ctx, m.db, &db));
+  stof_template hang = {"hang", matches_layer_norm, auto_sched, NULL};
+  stof_tune_opts o = opts_of(&m, db);
+  o.budget_s = 20;
+  o.max_trials = 10;
+  o.skip_stage1 = 1;
+  o.ntemplate = 1;
+  o.templates = &hang;
+  o.inject_hang = "hang";
+  stof_plan *p = NULL;
+  stof_tune_result r;
+  TU_OK(m.ctx, stof_tune(m.g, 1, &m.out, &o, &p, &r));
+  int nst[STOF_STATUS_COUNT], uses = 0, bad = 0;
+  count_records(db, r.workload, nst, "hang", &uses, &bad);
+  assert_true(uses >= 1);
+  assert_int_equal(bad, 0);
+  assert_int_equal(r.abandoned, uses);
+  assert_true(r.cut_slow >= r.abandoned);
+  for (int i = 0; i < stof_db_count(db); i++) {
+    stof_db_record rec;
+    assert_int_equal(stof_db_get(db, i, &rec), STOF_OK);
+    for (int k = 0; k < rec.nknob; k++)
+      if (strstr(rec.knob_name[k], "@hang")) {
+        assert_true(rec.median_ms >= 2 * 3 * r.best_ms * 0.999);
+        assert_non_null(rec.message);
+        assert_non_null(strstr(rec.message, "abandoned"));
+      }
+  }
+  expect_correct(&m, p);
+  stof_plan_free(p);
+  stof_db_free(db);
+  mlp_free(&m);
+}
+
 /* A template whose segment cannot be compiled: it schedules as auto plus an annotation that
  * the C source carries (as a comment), and the test's C compiler, a wrapper around cc,
  * refuses any source that holds it. */
@@ -449,6 +491,7 @@ int run_tune_tests(void) {
       cmocka_unit_test(tune_finds_a_correct_plan_records_everything_and_resumes),
       cmocka_unit_test(tune_rejects_a_wrong_candidate),
       cmocka_unit_test(tune_times_a_slow_candidate_once),
+      cmocka_unit_test(tune_abandons_a_hanging_candidate),
       cmocka_unit_test(tune_survives_a_candidate_that_fails_to_compile),
       cmocka_unit_test(two_processes_tuning_into_one_database_lose_nothing),
       cmocka_unit_test(bad_options_are_refused),
