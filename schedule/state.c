@@ -628,6 +628,26 @@ stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, 
   return STOF_OK;
 }
 
+void stof_sched_serial_nest(const stof_sched *s, int *block, int64_t *iters) {
+  *block = -1;
+  *iters = 0;
+  for (int b = 0; b < s->blocks.len; b++) {
+    const sched_block *x = sched_block_at(s, b);
+    if (x->state != SCHED_B_LIVE || x->attach >= 0) continue;
+    int bound = 0;
+    int64_t n = 1;
+    for (int i = 0; i < x->nloop && !bound; i++) {
+      const sched_loop *l = sched_loop_at(s, x->loop[i]);
+      bound = l->ann == STOF_ANN_THREAD;
+      n = l->extent > 0 && n > INT64_MAX / l->extent ? INT64_MAX : n * (l->extent > 0 ? l->extent : 1);
+    }
+    if (!bound && n > *iters) {
+      *block = b;
+      *iters = n;
+    }
+  }
+}
+
 stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *out) {
   if (loop < 0 || loop >= s->loops.len)
     return stof_ctx_error(s->ctx, STOF_ERR_ARG, "loop_info: no loop %d in this schedule", loop);

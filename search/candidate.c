@@ -105,6 +105,19 @@ static int hook_generate_gemm(void *ud, const stof_plan_seg_req *r) {
   return k >= 0;
 }
 
+/* Whether segment r is one of the default scheme's (the same ops): the default plan runs it
+ * as it is, so the pruning rule below leaves it alone. */
+static int default_segment(const tuner *t, const stof_plan_seg_req *r) {
+  int v = -1;
+  for (int i = 0; i < r->nop; i++) {
+    int id = r->op[i]->id, k = id >= 0 && id < t->nid ? t->op_index[id] : -1;
+    if (k < 0) return 0;
+    if (i == 0) v = t->def_code[k];
+    else if (t->def_code[k] != v) return 0;
+  }
+  return v >= 0 && v < t->nop && t->def_count[v] == r->nop;
+}
+
 static int choice_of(const seg *s, int tmpl) {
   for (int c = 0; c < s->nchoice; c++)
     if (s->tmpl[c] == tmpl) return c;
@@ -160,6 +173,18 @@ static stof_status hook_schedule(void *ud, stof_plan_seg_req *r, stof_sched *s) 
   if ((st = stof_sched_trace(clone, &tr))) goto done;
   for (int i = 0; i < c->n && !st; i++) st = stof_trace_set_decision(tr, c->name[i], c->dec[i]);
   if (!st) st = stof_sched_replay(tr, s);
+  if (!st && t->cuda && t->def_code && !default_segment(t, r)) {
+    int blk;
+    int64_t iters;
+    stof_sched_serial_nest(s, &blk, &iters);
+    if (blk >= 0 && iters > SERIAL_MAX) {
+      t->pruning = 1;
+      st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "tune: pruned: segment %d (%s): template %s leaves block %s serial on the GPU (%lld "
+                          "iterations on one thread)",
+                          r->index, r->name, t->t[k].name, stof_sched_block_name(s, blk), (long long)iters);
+    }
+  }
   snprintf(t->label, sizeof t->label, "template %s", t->t[k].name);
   r->label = t->label;
 done:

@@ -18,6 +18,8 @@
 #define DEFAULT (-2) /* the template: the vendor GEMM where it can run, else "auto" */
 #define VENDOR (-1)
 #define SLOW_FACTOR 3 /* a candidate this many times slower than the best, timed once: it is not measured further */
+#define SERIAL_MAX 16384 /* GPU: a new segment whose template leaves a nest of more iterations
+                            serial (one thread) is pruned before compiling */
 #define PROBE_SLACK_MS 20.0 /* a candidate's first run, segment by segment, is abandoned past
                                2 * SLOW_FACTOR * best + this (launch and wait overheads) */
 
@@ -95,6 +97,12 @@ typedef struct tuner {
   int pruning;             /* a hook refused the candidate by a pruning rule */
   int njob, capjob;        /* compile jobs collected ahead of a round */
   stof_compile_job **jobs;
+  /* the default scheme's segments (GPU): a segment of it may keep a serial nest (the default
+   * plan has it anyway); a segment a move made may not (the pruning rule of hook_schedule) */
+  int *def_code;           /* per op (t->ops order): its segment in the default scheme */
+  int *def_count;          /* per default segment: its ops */
+  int *op_index;           /* per graph op id: its index in t->ops (-1: not one) */
+  int nid;                 /* entries of op_index */
   int nseen, capseen;      /* hashes of the candidates measured */
   uint64_t *seen;
 } tuner;

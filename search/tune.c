@@ -534,9 +534,30 @@ static stof_status workload_key(tuner *t) {
   return STOF_OK;
 }
 
+/* The default scheme's segments, for the serial-nest pruning rule (t->code holds it). */
+static stof_status remember_default(tuner *t) {
+  size_t no = (size_t)(t->nop ? t->nop : 1);
+  t->nid = stof_graph_nop(t->g);
+  t->def_code = stof_ctx_alloc(t->ctx, sizeof *t->def_code * no);
+  t->def_count = stof_ctx_alloc(t->ctx, sizeof *t->def_count * no);
+  t->op_index = stof_ctx_alloc(t->ctx, sizeof *t->op_index * (size_t)(t->nid > 0 ? t->nid : 1));
+  if (!t->def_code || !t->def_count || !t->op_index) return STOF_ERR_NOMEM;
+  memset(t->def_count, 0, sizeof *t->def_count * no);
+  for (int i = 0; i < t->nid; i++) t->op_index[i] = -1;
+  for (int i = 0; i < t->nop; i++) {
+    t->def_code[i] = t->code[i];
+    if (t->code[i] >= 0 && t->code[i] < t->nop) t->def_count[t->code[i]]++;
+    if (t->ops[i]->id >= 0 && t->ops[i]->id < t->nid) t->op_index[t->ops[i]->id] = i;
+  }
+  return STOF_OK;
+}
+
 static void free_tuner(tuner *t) {
   stof_ctx *ctx = t->ctx;
   size_t ns = (size_t)(t->nslot ? t->nslot : 1), no = (size_t)(t->nop ? t->nop : 1);
+  if (t->def_code) stof_ctx_dealloc(ctx, t->def_code, sizeof *t->def_code * no);
+  if (t->def_count) stof_ctx_dealloc(ctx, t->def_count, sizeof *t->def_count * no);
+  if (t->op_index) stof_ctx_dealloc(ctx, t->op_index, sizeof *t->op_index * (size_t)(t->nid > 0 ? t->nid : 1));
   if (t->ref)
     for (int i = 0; i < t->nout; i++)
       if (t->ref[i]) stof_tensor_free(t->ref[i]);
@@ -668,6 +689,7 @@ stof_status stof_tune(stof_graph *g, int nout, const stof_op *const *outputs, co
   }
   stof_plan_free(def);
   def = NULL;
+  if (t->cuda && (st = remember_default(t))) goto fail;
   /* the default scheme and configuration, measured and checked (it must pass) */
   t->stage = 1;
   double ms0;

@@ -202,6 +202,14 @@ stof_status stof_sched_get_block(stof_sched *s, const char *name, int *block);
 stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, int *nloop);
 /** Describes loop. STOF_ERR_ARG for an id out of range. */
 stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *out);
+/**
+ * The largest serial root nest of s: a live block at the root none of whose loops is bound
+ * to a GPU block or thread index (on CUDA its kernel runs on one thread). *block gets it
+ * (-1: none), *iters the product of its loops' extents (saturating at INT64_MAX; 1 for a
+ * block without loops). What the search's pruning rule reads: a template that leaves a large
+ * nest serial on the GPU makes a kernel thousands of times slower than a parallel one.
+ */
+void stof_sched_serial_nest(const stof_sched *s, int *block, int64_t *iters);
 
 /* ---------------------------------------------------------------- loop transforms */
 

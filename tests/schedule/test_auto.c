@@ -168,6 +168,12 @@ static void segment_on_cuda(void **state) {
     fail_msg("%s: %d kernels, expected %d", c->name, count(src, "extern \"C\" __global__"), c->kernels);
   }
   assert_int_equal(global_temps(s), c->temps);
+  /* every root nest on the GPU's threads: none left serial (one thread) */
+  int serial = 0;
+  int64_t iters = 0;
+  stof_sched_serial_nest(s, &serial, &iters);
+  if (serial >= 0)
+    fail_msg("%s: block %s left serial (%lld iterations)", c->name, stof_sched_block_name(s, serial), (long long)iters);
   for (int i = 0; i < 4 && c->snippets[i]; i++) sh_expect_snippets(src, &c->snippets[i], 1);
   sh_check_numeric(&G, s); /* the C backend runs the CUDA schedule serially */
   replays_to_same_source(&G, s, src);
@@ -283,6 +289,41 @@ static void errors_leave_schedule_unchanged(void **state) {
   sh_done(&G);
 }
 
+/* stof_sched_serial_nest: a fresh RMS norm's nests are serial (the largest: the output's
+ * 8 x 32 loops, or a reduction's 8 x 32); one bound to a block index is not; the C target's
+ * auto leaves them serial (the C backend's threads are not the GPU's), CUDA's binds them. */
+static void serial_nests_are_reported(void **state) {
+  (void)state;
+  sh_graph G;
+  sh_seg_rmsnorm(&G, 8, 32, STOF_DTYPE_F32);
+  stof_sched *s = sh_sched(&G);
+  int b = -2;
+  int64_t n = -1;
+  stof_sched_serial_nest(s, &b, &n);
+  assert_true(b >= 0);
+  assert_int_equal(n, 8 * 32);
+  int blk, loops[STOF_SCHED_MAX_LOOPS], nl;
+  SH_OK(G.ctx, stof_sched_get_block(s, stof_sched_block_name(s, b), &blk));
+  SH_OK(G.ctx, stof_sched_get_loops(s, blk, STOF_SCHED_MAX_LOOPS, loops, &nl));
+  SH_OK(G.ctx, stof_sched_bind(s, loops[0], "blockIdx.x"));
+  int b2 = -2;
+  int64_t n2 = -1;
+  stof_sched_serial_nest(s, &b2, &n2);
+  assert_true(b2 != b); /* that one is parallel now; another may be left */
+  assert_true(n2 <= n);
+  stof_sched_free(s);
+  s = sh_auto(&G, "c");
+  stof_sched_serial_nest(s, &b, &n);
+  assert_true(b >= 0 && n >= 32);
+  stof_sched_free(s);
+  s = sh_auto(&G, "cuda");
+  stof_sched_serial_nest(s, &b, &n);
+  assert_int_equal(b, -1);
+  assert_int_equal(n, 0);
+  stof_sched_free(s);
+  sh_done(&G);
+}
+
 /* The C build of a 64 x 64 layer norm runs in well under a few milliseconds. */
 static void c_target_is_quick(void **state) {
   (void)state;
@@ -327,6 +368,7 @@ int run_auto_tests(void) {
       cmocka_unit_test(options_override_defaults),
       cmocka_unit_test(other_decisions_replay),
       cmocka_unit_test(knobs_per_kernel),
+      cmocka_unit_test(serial_nests_are_reported),
       cmocka_unit_test(errors_leave_schedule_unchanged),
       cmocka_unit_test(c_target_is_quick),
   };
