@@ -559,8 +559,10 @@ static int trial(tuner *t, double *ms_out) {
       search_progress(t);
       return 0;
     }
-    if (!st) st = stof_plan_time(p, 1, 0, &probe);
-    warmup = warmup > 2 ? warmup - 2 : 0; /* those two runs were part of the warm-up */
+    /* one untimed run first: on the GPU it captures the CUDA graph, which the bounded run
+     * (kernel by kernel) did not, and a timed run that captured would count the capture */
+    if (!st) st = stof_plan_time(p, 1, 1, &probe);
+    warmup = warmup > 3 ? warmup - 3 : 0; /* those three runs were part of the warm-up */
     if (!st && uses_template(t, t->o->inject_slow)) probe *= 10;
     if (!st && probe > SLOW_FACTOR * t->best_ms) { /* once more, so one noisy run cuts nothing */
       st = stof_plan_time(p, 1, 0, &again);
