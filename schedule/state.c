@@ -628,24 +628,64 @@ stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, 
   return STOF_OK;
 }
 
-void stof_sched_serial_nest(const stof_sched *s, int *block, int64_t *iters) {
-  *block = -1;
+static int64_t sat_mul(int64_t a, int64_t b) { return b > 0 && a > INT64_MAX / b ? INT64_MAX : a * (b > 0 ? b : 1); }
+
+/* The product of block x's loops up to and including loop `upto` (-1: all of them); *bound
+ * gets whether one of those is bound to a GPU index. */
+static int64_t loops_product(const stof_sched *s, const sched_block *x, int upto, int *bound) {
+  int64_t n = 1;
+  for (int i = 0; i < x->nloop; i++) {
+    const sched_loop *l = sched_loop_at(s, x->loop[i]);
+    *bound |= l->ann == STOF_ANN_THREAD;
+    n = sat_mul(n, l->extent);
+    if (x->loop[i] == upto) break;
+  }
+  return n;
+}
+
+stof_status stof_sched_serial_nest(const stof_sched *s0, int64_t *iters, char *name, size_t cap) {
   *iters = 0;
+  if (name && cap) name[0] = 0;
+  stof_sched *fused = NULL;
+  stof_status st = sched_fuse_groups(s0, &fused);
+  if (st == STOF_ERR_NOMEM) return st;
+  if (st) stof_ctx_clear_error(s0->ctx); /* the groups do not fold: the build says why */
+  const stof_sched *s = fused ? fused : s0;
+  size_t nb = (size_t)(s->blocks.len ? s->blocks.len : 1);
+  int64_t *work = stof_ctx_alloc(s->ctx, sizeof *work * nb);
+  unsigned char *bound = stof_ctx_alloc(s->ctx, nb);
+  if (!work || !bound) {
+    st = STOF_ERR_NOMEM;
+    goto done;
+  }
+  memset(work, 0, sizeof *work * nb);
+  memset(bound, 0, nb);
   for (int b = 0; b < s->blocks.len; b++) {
     const sched_block *x = sched_block_at(s, b);
-    if (x->state != SCHED_B_LIVE || x->attach >= 0) continue;
-    int bound = 0;
-    int64_t n = 1;
-    for (int i = 0; i < x->nloop && !bound; i++) {
-      const sched_loop *l = sched_loop_at(s, x->loop[i]);
-      bound = l->ann == STOF_ANN_THREAD;
-      n = l->extent > 0 && n > INT64_MAX / l->extent ? INT64_MAX : n * (l->extent > 0 ? l->extent : 1);
+    if (x->state != SCHED_B_LIVE) continue;
+    int bnd = 0, root = b;
+    int64_t n = loops_product(s, x, -1, &bnd);
+    /* up the chain of blocks it is computed at (at most one step per block) */
+    for (int step = 0; sched_block_at(s, root)->attach >= 0 && step < s->blocks.len; step++) {
+      int at = sched_block_at(s, root)->attach, parent = sched_loop_at(s, at)->block;
+      if (parent < 0 || parent >= s->blocks.len) break;
+      n = sat_mul(n, loops_product(s, sched_block_at(s, parent), at, &bnd));
+      root = parent;
     }
-    if (!bound && n > *iters) {
-      *block = b;
-      *iters = n;
-    }
+    work[root] = work[root] > INT64_MAX - n ? INT64_MAX : work[root] + n;
+    bound[root] |= (unsigned char)bnd;
   }
+  for (int b = 0; b < s->blocks.len; b++) {
+    const sched_block *x = sched_block_at(s, b);
+    if (x->state != SCHED_B_LIVE || x->attach >= 0 || bound[b] || work[b] <= *iters) continue;
+    *iters = work[b];
+    if (name && cap) snprintf(name, cap, "%s", sched_block_name(s, b));
+  }
+done:
+  if (work) stof_ctx_dealloc(s->ctx, work, sizeof *work * nb);
+  if (bound) stof_ctx_dealloc(s->ctx, bound, nb);
+  if (fused) stof_sched_free(fused);
+  return st;
 }
 
 stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *out) {

@@ -173,16 +173,16 @@ static stof_status hook_schedule(void *ud, stof_plan_seg_req *r, stof_sched *s) 
   if ((st = stof_sched_trace(clone, &tr))) goto done;
   for (int i = 0; i < c->n && !st; i++) st = stof_trace_set_decision(tr, c->name[i], c->dec[i]);
   if (!st) st = stof_sched_replay(tr, s);
-  if (!st && t->cuda && t->def_code && !default_segment(t, r)) {
-    int blk;
+  if (!st && t->cuda && t->def_code && !(k == default_tmpl(t, sg) && default_segment(t, r))) {
     int64_t iters;
-    stof_sched_serial_nest(s, &blk, &iters);
-    if (blk >= 0 && iters > SERIAL_MAX) {
+    char blk[NAMEL];
+    st = stof_sched_serial_nest(s, &iters, blk, sizeof blk);
+    if (!st && iters > SERIAL_MAX) {
       t->pruning = 1;
       st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "tune: pruned: segment %d (%s): template %s leaves block %s serial on the GPU (%lld "
                           "iterations on one thread)",
-                          r->index, r->name, t->t[k].name, stof_sched_block_name(s, blk), (long long)iters);
+                          r->index, r->name, t->t[k].name, blk, (long long)iters);
     }
   }
   snprintf(t->label, sizeof t->label, "template %s", t->t[k].name);
@@ -542,8 +542,8 @@ static int trial(tuner *t, double *ms_out) {
     double probe = 0, again = 0, wall = 0;
     int complete = 0;
     c0 = search_now();
-    double limit = uses_template(t, t->o->inject_hang) ? 1e-9 : 2 * SLOW_FACTOR * t->best_ms + PROBE_SLACK_MS;
-    st = stof_plan_run_bounded(p, limit, &wall, &complete);
+    if (!uses_template(t, t->o->inject_hang)) /* injected: abandoned before anything runs */
+      st = stof_plan_run_bounded(p, 2 * SLOW_FACTOR * t->best_ms + PROBE_SLACK_MS, &wall, &complete);
     if (!st && !complete) {
       /* recorded with a lower bound of its time: the run had taken over twice the cut */
       *ms_out = fmax(wall, 2 * SLOW_FACTOR * t->best_ms);
@@ -653,7 +653,13 @@ static void trace_trial(const tuner *t, int r, double ms, double secs) {
   }
   fprintf(stderr, "stof tune: trace: %6.2f s stage %d trial %d: %s %.4f ms; %.2f s (build %.2f, time %.2f, check %.2f)%s%s\n",
           search_elapsed(t), t->stage, t->res.trials,
-          r == 1 ? "best" : r < 0 ? "failed" : t->abandoned ? "abandoned, at least" : t->cut ? "cut" : "ran", ms, secs, t->tr_build,
+          r == 1   ? "best"
+          : r < 0  ? "failed"
+          : t->abandoned ? "abandoned, at least"
+          : t->cut ? "cut"
+          : !strncmp(t->what, "rejected", 8) ? "rejected"
+                   : "ran",
+          ms, secs, t->tr_build,
           t->tr_time, t->tr_check, cfgs[0] ? "; off default:" : "", cfgs);
   if (r < 0) fprintf(stderr, "stof tune: trace:   %s\n", t->what);
 }

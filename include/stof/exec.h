@@ -149,8 +149,10 @@ stof_status stof_plan_time(stof_plan *p, int reps, int warmup, double *ms);
 /** Runs the plan once, segment by segment, waiting for each (a kernel cannot be stopped
  *  once launched): launches no further segment once limit_ms of wall time have passed since
  *  the start. *complete gets 1 when every segment ran (the outputs hold a run's result),
- *  0 when it stopped early; *ms the wall milliseconds spent. For the search: a candidate
- *  thousands of times slower than the best costs one segment's run, not a whole forward. */
+ *  0 when it stopped early (the outputs then hold what the segments that ran wrote, over
+ *  the previous run's values or the poison: read none); *ms the wall milliseconds spent.
+ *  For the search: a candidate thousands of times slower than the best costs one segment's
+ *  run, not a whole forward. */
 stof_status stof_plan_run_bounded(stof_plan *p, double limit_ms, double *ms, int *complete);
 /** Times each segment on its own (kernel by kernel, after one run): ms[i] for segment i
  *  (median of reps), for the time split by kind. ms has stof_plan_nsegment entries. */

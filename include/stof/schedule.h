@@ -203,13 +203,16 @@ stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, 
 /** Describes loop. STOF_ERR_ARG for an id out of range. */
 stof_status stof_sched_loop_info(const stof_sched *s, int loop, stof_loop_info *out);
 /**
- * The largest serial root nest of s: a live block at the root none of whose loops is bound
- * to a GPU block or thread index (on CUDA its kernel runs on one thread). *block gets it
- * (-1: none), *iters the product of its loops' extents (saturating at INT64_MAX; 1 for a
- * block without loops). What the search's pruning rule reads: a template that leaves a large
- * nest serial on the GPU makes a kernel thousands of times slower than a parallel one.
+ * The largest serial root nest of s as code generation sees it (groups folded into their
+ * anchors first): a root block such that no loop of it, nor of any block computed under it,
+ * is bound to a GPU block or thread index (on CUDA its kernel runs on one thread). *iters gets
+ * its work: the iterations of every block's body in the nest (each block's loops times the
+ * loops around where it is computed; saturating at INT64_MAX), 0 when every nest is bound;
+ * its block's name goes to name[0..cap) ("" when none). What the search's pruning rule reads:
+ * a template that leaves a large nest serial on the GPU makes a kernel thousands of times
+ * slower than a parallel one. STOF_ERR_NOMEM only.
  */
-void stof_sched_serial_nest(const stof_sched *s, int *block, int64_t *iters);
+stof_status stof_sched_serial_nest(const stof_sched *s, int64_t *iters, char *name, size_t cap);
 
 /* ---------------------------------------------------------------- loop transforms */
 

@@ -175,7 +175,8 @@ typedef struct stof_tune_result {
   int pruned;          /* of which refused by a pruning rule before compiling (a GEMM in
                           generated code on the GPU without a template that takes it) */
   int rejected;        /* candidates faster than the best that failed the correctness check */
-  int cut_slow;        /* candidates timed once only: that run took over 3x the best so far */
+  int cut_slow;        /* candidates measured no further: two timed runs both over 3x the
+                          best so far, or their first run abandoned (below) */
   int abandoned;       /* of which abandoned during their first run (segment by segment):
                           past twice the cut before it ended; recorded with a lower bound */
   int from_db;         /* 1: the plan was rebuilt from the database's best record */

@@ -655,8 +655,8 @@ static stof_status twice_cpu(stof_ctx *ctx, int n, const stof_tensor *const *in,
 }
 
 /* A run segment by segment that stops launching past its wall-clock limit (the search's
- * first run of a candidate): past the limit before the first segment, nothing runs (the
- * poisoned output stays NaN) and it says so; with room, every segment runs and the output
+ * first run of a candidate): past the limit at once, the layer norm (the second segment,
+ * which writes the output) never runs (the poisoned output stays NaN) and it says so; with room, every segment runs and the output
  * is the interpreter's; a limit that is not positive is refused. */
 static void bounded_run_stops_past_its_limit(void **state) {
   (void)state;

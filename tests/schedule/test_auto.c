@@ -169,11 +169,10 @@ static void segment_on_cuda(void **state) {
   }
   assert_int_equal(global_temps(s), c->temps);
   /* every root nest on the GPU's threads: none left serial (one thread) */
-  int serial = 0;
-  int64_t iters = 0;
-  stof_sched_serial_nest(s, &serial, &iters);
-  if (serial >= 0)
-    fail_msg("%s: block %s left serial (%lld iterations)", c->name, stof_sched_block_name(s, serial), (long long)iters);
+  int64_t iters = -1;
+  char serial[64];
+  SH_OK(G.ctx, stof_sched_serial_nest(s, &iters, serial, sizeof serial));
+  if (iters != 0) fail_msg("%s: block %s left serial (%lld iterations)", c->name, serial, (long long)iters);
   for (int i = 0; i < 4 && c->snippets[i]; i++) sh_expect_snippets(src, &c->snippets[i], 1);
   sh_check_numeric(&G, s); /* the C backend runs the CUDA schedule serially */
   replays_to_same_source(&G, s, src);
@@ -289,37 +288,71 @@ static void errors_leave_schedule_unchanged(void **state) {
   sh_done(&G);
 }
 
-/* stof_sched_serial_nest: a fresh RMS norm's nests are serial (the largest: the output's
- * 8 x 32 loops, or a reduction's 8 x 32); one bound to a block index is not; the C target's
- * auto leaves them serial (the C backend's threads are not the GPU's), CUDA's binds them. */
+static int64_t serial_iters(sh_graph *G, stof_sched *s, char *name) {
+  int64_t n = -1;
+  SH_OK(G->ctx, stof_sched_serial_nest(s, &n, name, 64));
+  return n;
+}
+
+static int loop_of(sh_graph *G, stof_sched *s, const char *block, int i, int *blk) {
+  int loops[STOF_SCHED_MAX_LOOPS], nl;
+  SH_OK(G->ctx, stof_sched_get_block(s, block, blk));
+  SH_OK(G->ctx, stof_sched_get_loops(s, *blk, STOF_SCHED_MAX_LOOPS, loops, &nl));
+  assert_true(i < nl);
+  return loops[i];
+}
+
+/* stof_sched_serial_nest: a fresh RMS norm's nests are serial (the largest: 8 x 32); one
+ * bound to a block index is not; the C target's auto leaves them serial, CUDA's binds them.
+ * A block computed at a serial nest's loop adds its work there (C = A @ W at D's row loop:
+ * 64 x 512 x 512 iterations, not D's 64 x 512); a group member folds into its anchor at
+ * code generation, so a bound anchor makes it parallel (review: it was reported serial). */
 static void serial_nests_are_reported(void **state) {
   (void)state;
   sh_graph G;
+  char name[64];
   sh_seg_rmsnorm(&G, 8, 32, STOF_DTYPE_F32);
   stof_sched *s = sh_sched(&G);
-  int b = -2;
-  int64_t n = -1;
-  stof_sched_serial_nest(s, &b, &n);
-  assert_true(b >= 0);
-  assert_int_equal(n, 8 * 32);
-  int blk, loops[STOF_SCHED_MAX_LOOPS], nl;
-  SH_OK(G.ctx, stof_sched_get_block(s, stof_sched_block_name(s, b), &blk));
-  SH_OK(G.ctx, stof_sched_get_loops(s, blk, STOF_SCHED_MAX_LOOPS, loops, &nl));
-  SH_OK(G.ctx, stof_sched_bind(s, loops[0], "blockIdx.x"));
-  int b2 = -2;
-  int64_t n2 = -1;
-  stof_sched_serial_nest(s, &b2, &n2);
-  assert_true(b2 != b); /* that one is parallel now; another may be left */
-  assert_true(n2 <= n);
+  assert_int_equal(serial_iters(&G, s, name), 8 * 32);
+  int blk, l = loop_of(&G, s, name, 0, &blk);
+  SH_OK(G.ctx, stof_sched_bind(s, l, "blockIdx.x"));
+  char name2[64];
+  int64_t n2 = serial_iters(&G, s, name2);
+  assert_true(strcmp(name, name2) != 0 && n2 <= 8 * 32); /* that one is parallel now */
   stof_sched_free(s);
   s = sh_auto(&G, "c");
-  stof_sched_serial_nest(s, &b, &n);
-  assert_true(b >= 0 && n >= 32);
+  assert_true(serial_iters(&G, s, name) >= 32);
   stof_sched_free(s);
   s = sh_auto(&G, "cuda");
-  stof_sched_serial_nest(s, &b, &n);
-  assert_int_equal(b, -1);
-  assert_int_equal(n, 0);
+  assert_int_equal(serial_iters(&G, s, name), 0);
+  assert_string_equal(name, "");
+  stof_sched_free(s);
+  sh_done(&G);
+
+  sh_matmul_bias_relu(&G, 64, 512, 512);
+  s = sh_sched(&G);
+  int e, c, row = loop_of(&G, s, "D", 0, &e);
+  loop_of(&G, s, "C", 0, &c);
+  SH_OK(G.ctx, stof_sched_compute_at(s, c, row));
+  assert_true(serial_iters(&G, s, name) >= (int64_t)64 * 512 * 512);
+  assert_string_equal(name, "D");
+  stof_sched_free(s);
+  /* D (bias) and E (relu) grouped; E's and C's loops bound: D folds into E's kernel */
+  s = sh_sched(&G);
+  int d;
+  SH_OK(G.ctx, stof_sched_get_block(s, "D", &d));
+  const stof_op *ops[2] = {stof_sched_block_op(s, d), NULL};
+  SH_OK(G.ctx, stof_sched_get_block(s, "E", &e));
+  ops[1] = stof_sched_block_op(s, e);
+  assert_int_equal(serial_iters(&G, s, name), (int64_t)64 * 512 * 512); /* C, unbound */
+  int g;
+  SH_OK(G.ctx, stof_sched_group(s, 2, ops, &g));
+  for (int k = 0; k < 2; k++) {
+    const char *b = k ? "C" : "E";
+    SH_OK(G.ctx, stof_sched_bind(s, loop_of(&G, s, b, 0, &blk), "blockIdx.x"));
+    SH_OK(G.ctx, stof_sched_bind(s, loop_of(&G, s, b, 1, &blk), "threadIdx.x"));
+  }
+  assert_int_equal(serial_iters(&G, s, name), 0);
   stof_sched_free(s);
   sh_done(&G);
 }

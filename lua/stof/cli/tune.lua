@@ -82,8 +82,8 @@ local function tune(args)
   else
     print(("  %d candidates measured (%d failed%s, %d rejected by the check%s) in %.1f s%s; workload %s"):format(
       res.trials, res.failed, res.pruned > 0 and (", %d of them pruned before compiling"):format(res.pruned) or "",
-      res.rejected, (res.cut_slow or 0) > 0 and (", %d over 3x the best timed twice only%s"):format(res.cut_slow,
-        (res.abandoned or 0) > 0 and (" (%d abandoned during their first run)"):format(res.abandoned) or "") or "",
+      res.rejected, (res.cut_slow or 0) > 0 and (", %d cut as over 3x the best%s"):format(res.cut_slow,
+        (res.abandoned or 0) > 0 and (" (%d of them abandoned during their first run)"):format(res.abandoned) or "") or "",
       res.seconds, o.db and (", recorded in " .. o.db) or "", res.workload))
     print(("  ablation: default %.3f ms, after stage 1 (fusion) %.3f ms, after stage 2 (templates, knobs) %.3f ms"):format(
       res.default_ms, res.stage1_ms, res.best_ms))
