@@ -121,13 +121,16 @@ int search_tc_matches(void *ud, const stof_plan_seg_req *r) {
   if (dt != STOF_DTYPE_F16 && dt != STOF_DTYPE_BF16) return 0;
   int64_t rows = g->shape[g->ndim - 2], cols = g->shape[g->ndim - 1], depth = g->body->u.reduce.axis[0]->extent;
   if (rows % 64 || cols % 64 || depth % TC_BK) return 0;
-  /* the ops after the GEMM: its shape, reading it (and each other) at their own axes */
+  /* the ops after the GEMM: its shape, reading it (and each other) at their own axes; an op
+   * that does not read it (a prologue: a layer norm's last op before the GEMM) is not taken:
+   * the schedule would leave it a nest of its own on one GPU thread (seconds a forward) */
   const stof_op *dep[64];
   int ndep = 0;
   dep[ndep++] = g;
   for (int i = 0; i < r->nop; i++) {
     const stof_op *o = r->op[i];
-    if (o == g || !reads(o, g, r->op, r->nop, 0)) continue;
+    if (o == g) continue;
+    if (!reads(o, g, r->op, r->nop, 0)) return 0;
     if (ndep == 64 || o->ndim != g->ndim || memcmp(o->shape, g->shape, sizeof *o->shape * (size_t)o->ndim) ||
         !own_axes(o, o->body, dep, ndep, 0))
       return 0;

@@ -71,6 +71,26 @@ static void tensorcore_takes_a_gemm_and_its_epilogue_on_cuda_only(void **state) 
     assert_false(search_tc_matches(NULL, &r));
     seg_free(&t);
   }
+  /* an op before the GEMM (a prologue: the residual sum a layer norm normalises): not
+   * taken (it was, and the schedule left it a nest of 4,194,304 iterations on one GPU
+   * thread: the acceptance run's candidates of seconds a forward) */
+  {
+    seg_graph u;
+    u.ctx = tu_ctx_new(&u.heap);
+    TU_OK(u.ctx, stof_graph_new(u.ctx, &u.g));
+    const stof_op *h = tu_ph(u.g, "h", STOF_DTYPE_F16, 3, TU_SHAPE(2, 128, 128));
+    const stof_op *res = tu_ph(u.g, "r", STOF_DTYPE_F16, 3, TU_SHAPE(2, 128, 128));
+    const stof_op *w = tu_ph(u.g, "w", STOF_DTYPE_F16, 2, TU_SHAPE(128, 128));
+    const stof_op *x = residual_add(u.g, "pro", h, res);
+    const stof_op *y = gemm(u.g, "fc", x, w, 1);
+    const stof_op *ops[2] = {x, y};
+    stof_plan_seg_req q = {0, "cuda", "prologue+gemm", 2, ops, NULL};
+    assert_false(search_tc_matches(NULL, &q));
+    stof_plan_seg_req q1 = {0, "cuda", "gemm", 1, &y, NULL}; /* the GEMM alone is */
+    assert_true(search_tc_matches(NULL, &q1));
+    stof_graph_free(u.g);
+    tu_ctx_free(u.ctx, &u.heap);
+  }
   /* a reduction after the GEMM (a layer norm's statistics, say): not an epilogue */
   seg_build(&t, 2, 128, 128, 64, 1);
   r = seg_req(&t, "cuda");
