@@ -1,6 +1,6 @@
 #!/bin/bash
 # The correctness checks run before the end-to-end timing, in the same run (bench/e2e-gpus.sh:
-# VERIFY="bash bench/e2e-verify.sh"): the search's and the schedule language's GPU tests, Hugging
+# VERIFY="bash bench/e2e-verify.sh"): the runtime's, the search's and the schedule language's GPU tests, Hugging
 # Face parity (--ref32), and `stof bench attention --peers` on five masks (each checked against
 # the CPU reference first; BENCH_PEERS=0 skips them: about 200 of the 340 s on an H100). Logs
 # and JSON under $OUT/verify (default /tmp/e2e/verify); hf_compare's exported models (GBs) go
@@ -8,6 +8,8 @@
 set -u
 O=${OUT:-/tmp/e2e}/verify; mkdir -p $O
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+el test_exec
+timeout 300 build-gpu/tests/test_exec > $O/exec.log 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|ERROR" $O/exec.log | tail -4
 el test_search
 timeout 300 build-gpu/tests/test_search > $O/search.log 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|ERROR" $O/search.log | tail -8
 el test_schedule_gpu

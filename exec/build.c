@@ -6,6 +6,7 @@
  * intrinsic on the same shapes and parameters, structurally equal subgraphs) share one
  * implementation: the first owns it, the others point at it (shared_with).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,41 @@ static void measure_algos(stof_plan *p, const stof_gemm_desc *d, int nalgo, int 
   (void)stof_cuda_synchronize(ctx);
 }
 
+/* The algorithm measured for each GEMM description on each kind of GPU, kept for the
+ * process: every later plan (a search's candidates, a default plan built beside them) takes
+ * the same one, so that two plans of the same configuration are the same plan and the
+ * search's candidates differ only in what it changed, not in a build's timing noise (the
+ * tenth session's acceptance run: the search's default-configuration plan 0-3.5% slower than
+ * the default plan built before it). Full: measured each time, as before. */
+#define ALGO_MEMO 256
+typedef struct algo_memo {
+  stof_gemm_desc d;
+  char dev[64];
+  int nalgo, best;
+  double t_best, t_first;
+} algo_memo;
+static algo_memo memo[ALGO_MEMO];
+static int nmemo;
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int memo_find(const stof_gemm_desc *d, const char *dev, int nalgo, algo_memo *out) {
+  int found = 0;
+  pthread_mutex_lock(&memo_lock);
+  for (int i = 0; i < nmemo && !found; i++)
+    if (memo[i].nalgo == nalgo && !memcmp(&memo[i].d, d, sizeof *d) && !strcmp(memo[i].dev, dev)) {
+      *out = memo[i];
+      found = 1;
+    }
+  pthread_mutex_unlock(&memo_lock);
+  return found;
+}
+
+static void memo_add(const algo_memo *m) {
+  pthread_mutex_lock(&memo_lock);
+  if (nmemo < ALGO_MEMO) memo[nmemo++] = *m;
+  pthread_mutex_unlock(&memo_lock);
+}
+
 static stof_status build_gemm(stof_plan *p, int si) {
   exec_seg *s = &p->seg[si];
   exec_gemm *g = &s->g;
@@ -146,9 +182,23 @@ static stof_status build_gemm(stof_plan *p, int si) {
   if (!p->cuda) return STOF_OK;
   st = stof_gemm_plan_new(p->ctx, d, 0, &g->plan);
   if (st) return st;
-  int nalgo = stof_gemm_plan_nalgo(g->plan), best = 0;
+  int nalgo = stof_gemm_plan_nalgo(g->plan), best = 0, memoed = 0;
   double t_best = -1, t_first = -1;
-  if (nalgo > 1 && !p->opts.no_gemm_tune) measure_algos(p, d, nalgo, &best, &t_best, &t_first);
+  if (nalgo > 1 && !p->opts.no_gemm_tune) {
+    algo_memo m = {.d = *d, .nalgo = nalgo};
+    stof_cuda_props pr;
+    if (stof_cuda_props_get(p->ctx, &pr) == STOF_OK)
+      snprintf(m.dev, sizeof m.dev, "%.63s", pr.name);
+    else
+      stof_ctx_clear_error(p->ctx);
+    if (m.dev[0] && memo_find(d, m.dev, nalgo, &m)) {
+      best = m.best, t_best = m.t_best, t_first = m.t_first, memoed = 1;
+    } else {
+      measure_algos(p, d, nalgo, &best, &t_best, &t_first);
+      m.best = best, m.t_best = t_best, m.t_first = t_first;
+      if (m.dev[0] && t_best > 0) memo_add(&m);
+    }
+  }
   if (best != 0) {
     stof_gemm_plan *q;
     if (stof_gemm_plan_new(p->ctx, d, best, &q) == STOF_OK) {
@@ -165,8 +215,8 @@ static stof_status build_gemm(stof_plan *p, int si) {
   size_t len = strlen(s->detail);
   if (t_best > 0)
     snprintf(s->detail + len, sizeof s->detail - len,
-             "; cuBLASLt algorithm %d of %d the heuristic proposed, measured %.4f ms (its first: %.4f ms)", best, nalgo,
-             t_best, t_first);
+             "; cuBLASLt algorithm %d of %d the heuristic proposed, measured %.4f ms (its first: %.4f ms)%s", best,
+             nalgo, t_best, t_first, memoed ? " by an earlier plan of this process" : "");
   else
     snprintf(s->detail + len, sizeof s->detail - len, "; cuBLASLt algorithm 0 of %d", nalgo);
   return STOF_OK;

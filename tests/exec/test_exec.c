@@ -694,6 +694,41 @@ static void bounded_run_stops_past_its_limit(void **state) {
   fx_free(&f);
 }
 
+/* GPU only (else it says so and passes): the cuBLASLt algorithm measured for a GEMM by the
+ * first plan is the one every later plan of the process takes for the same description
+ * (its detail says so), so two builds of one configuration are one plan. */
+static void gemm_algorithm_is_kept_for_the_process(void **state) {
+  (void)state;
+  fx f;
+  fx_new(&f);
+  if (stof_cuda_init(f.ctx) != STOF_OK) {
+    stof_ctx_clear_error(f.ctx);
+    print_message("no GPU: the algorithm memo is not exercised\n");
+    fx_free(&f);
+    return;
+  }
+  const stof_op *x = tu_ph(f.g, "x", STOF_DTYPE_F16, 2, TU_SHAPE(1024, 768));
+  const stof_op *w = tu_ph(f.g, "w", STOF_DTYPE_F16, 2, TU_SHAPE(3072, 768));
+  const stof_op *y = gemm(f.g, "fc", x, w, 1);
+  stof_plan_opts o = {.target = "cuda"};
+  int64_t algo[2] = {-1, -1};
+  const char *detail[2] = {NULL, NULL};
+  stof_plan *p[2];
+  for (int k = 0; k < 2; k++) {
+    TU_OK(f.ctx, stof_plan_new(f.g, 1, &y, &o, &p[k]));
+    stof_seg_info si = seg(p[k], 0);
+    assert_int_equal(si.kind, STOF_SEG_GEMM);
+    for (int i = 0; i < si.nknob; i++)
+      if (!strcmp(si.knob_name[i], "algo")) algo[k] = si.knob_value[i];
+    detail[k] = si.detail;
+  }
+  assert_true(algo[0] >= 0);
+  assert_int_equal(algo[0], algo[1]);
+  if (strstr(detail[0], "measured")) assert_non_null(strstr(detail[1], "by an earlier plan of this process"));
+  for (int k = 0; k < 2; k++) stof_plan_free(p[k]);
+  fx_free(&f);
+}
+
 static void extern_without_intrinsic_is_refused(void **state) {
   (void)state;
   fx f;
@@ -1161,6 +1196,7 @@ int main(void) {
       cmocka_unit_test(memory_is_shared),
       cmocka_unit_test(bind_and_argument_errors),
       cmocka_unit_test(bounded_run_stops_past_its_limit),
+      cmocka_unit_test(gemm_algorithm_is_kept_for_the_process),
       cmocka_unit_test(extern_without_intrinsic_is_refused),
       cmocka_unit_test(rebinding_cpu_input_gives_new_results),
       cmocka_unit_test(allocation_failures_are_clean),
