@@ -384,7 +384,60 @@ done:
 
 /* ---------------------------------------------------------------- resuming */
 
-/* Rebuilds the best record of this workload, if any: 1 when t->best_plan holds it. */
+/* Reads record r's scheme and configuration into t->code / t->cur / t->inval: NULL when it
+ * fits this search, else why not. */
+static const char *record_config(tuner *t, const stof_db_record *r) {
+  const char *sc = r->scheme;
+  for (int i = 0; i < t->nop; i++) {
+    char *end;
+    long v = strtol(sc, &end, 10);
+    if (end == sc || v < 0 || v >= t->nslot) return "its scheme does not fit this graph";
+    t->code[i] = (int)v;
+    sc = end;
+  }
+  while (*sc == ' ') sc++;
+  if (*sc) return "its scheme has more entries than this graph has ops";
+  for (int k = 0; k < r->nknob; k++) {
+    const char *nm = r->knob_name[k];
+    if (!strncmp(nm, "intrin.", 7)) {
+      const char *dot = strchr(nm + 7, '.');
+      if (!dot) return "a knob name it holds is not one the search writes";
+      int found = 0;
+      for (int i = 0; i < t->nin && !found; i++)
+        if (strlen(t->in[i]->name) == (size_t)(dot - nm - 7) && !strncmp(t->in[i]->name, nm + 7, (size_t)(dot - nm - 7)))
+          for (int j = 0; j < t->in[i]->nknob; j++)
+            if (!strcmp(t->in[i]->knob[j].name, dot + 1)) t->inval[i][j] = (int)r->knob_value[k], found = 1;
+      if (!found) return "it sets an intrinsic knob this build does not have";
+      continue;
+    }
+    char *end;
+    long s = nm[0] == 's' ? strtol(nm + 1, &end, 10) : -1;
+    if (s < 0 || s >= t->nslot || end == nm + 1) return "a knob name it holds is not one the search writes";
+    cfg *c = &t->cur[s];
+    if (*end == '@') {
+      const char *tn = end + 1;
+      if (!strcmp(tn, "vendor")) {
+        c->tmpl = VENDOR;
+      } else {
+        int found = -1;
+        for (int j = 0; j < t->nt; j++)
+          if (!strcmp(t->t[j].name, tn)) found = j;
+        if (found < 0) return "it uses a template this search does not have";
+        c->tmpl = found;
+      }
+    } else if (*end == '.' && c->n < MAXK && strlen(end + 1) < NAMEL) {
+      snprintf(c->name[c->n], NAMEL, "%s", end + 1);
+      c->dec[c->n++] = (int)r->knob_value[k];
+    } else {
+      return "a knob name it holds is not one the search writes";
+    }
+  }
+  return NULL;
+}
+
+/* Rebuilds the best record of this workload, if any: 1 when t->best_plan holds it. A record
+ * that does not fit or no longer builds is noted on stderr and leaves nothing behind (the
+ * configuration it set is reset): the search runs as if there were none. */
 static int resume(tuner *t) {
   int idx;
   if (!t->o->db || t->o->force) return 0;
@@ -397,62 +450,28 @@ static int resume(tuner *t) {
     stof_ctx_clear_error(t->ctx);
     return 0;
   }
-  const char *sc = r.scheme;
-  for (int i = 0; i < t->nop; i++) {
-    char *end;
-    long v = strtol(sc, &end, 10);
-    if (end == sc || v < 0 || v >= t->nslot) return 0;
-    t->code[i] = (int)v;
-    sc = end;
-  }
   reset_cfg(t);
   memset(t->segs, 0, sizeof *t->segs * (size_t)t->nslot);
-  for (int k = 0; k < r.nknob; k++) {
-    const char *nm = r.knob_name[k];
-    if (!strncmp(nm, "intrin.", 7)) {
-      const char *dot = strchr(nm + 7, '.');
-      if (!dot) return 0;
-      int found = 0;
-      for (int i = 0; i < t->nin && !found; i++)
-        if (strlen(t->in[i]->name) == (size_t)(dot - nm - 7) && !strncmp(t->in[i]->name, nm + 7, (size_t)(dot - nm - 7)))
-          for (int j = 0; j < t->in[i]->nknob; j++)
-            if (!strcmp(t->in[i]->knob[j].name, dot + 1)) t->inval[i][j] = (int)r.knob_value[k], found = 1;
-      if (!found) return 0;
-      continue;
-    }
-    char *end;
-    long s = nm[0] == 's' ? strtol(nm + 1, &end, 10) : -1;
-    if (s < 0 || s >= t->nslot || end == nm + 1) return 0;
-    cfg *c = &t->cur[s];
-    if (*end == '@') {
-      const char *tn = end + 1;
-      if (!strcmp(tn, "vendor")) {
-        c->tmpl = VENDOR;
-      } else {
-        int found = -1;
-        for (int j = 0; j < t->nt; j++)
-          if (!strcmp(t->t[j].name, tn)) found = j;
-        if (found < 0) {
-          fprintf(stderr, "stof tune: the best record uses template %s, which this search does not have: searching again\n", tn);
-          return 0;
-        }
-        c->tmpl = found;
-      }
-    } else if (*end == '.' && c->n < MAXK && strlen(end + 1) < NAMEL) {
-      snprintf(c->name[c->n], NAMEL, "%s", end + 1);
-      c->dec[c->n++] = (int)r.knob_value[k];
-    } else {
-      return 0;
-    }
-  }
+  const char *why = record_config(t, &r);
   stof_plan *p = NULL;
-  stof_status st = search_build(t, t->code, &p);
-  if (!st) st = search_learn(t, p);
-  if (st) {
-    fprintf(stderr, "stof tune: the best record of %s no longer builds (%s): searching again\n", t->workload,
-            stof_ctx_message(t->ctx));
-    stof_ctx_clear_error(t->ctx);
-    stof_plan_free(p);
+  if (!why) {
+    stof_status st = search_build(t, t->code, &p);
+    if (!st) st = search_learn(t, p);
+    if (st) {
+      fprintf(stderr, "stof tune: the best record of %s no longer builds (%s): searching again\n", t->workload,
+              stof_ctx_message(t->ctx));
+      stof_ctx_clear_error(t->ctx);
+      stof_plan_free(p);
+      p = NULL;
+    }
+  } else {
+    fprintf(stderr, "stof tune: the best record of %s does not fit this search (%s): searching again\n", t->workload,
+            why);
+  }
+  if (!p) { /* nothing of the record stays */
+    reset_cfg(t);
+    memset(t->segs, 0, sizeof *t->segs * (size_t)t->nslot);
+    t->nseg = 0;
     return 0;
   }
   t->best_plan = p;
