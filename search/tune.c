@@ -284,7 +284,14 @@ static stof_status stage2(tuner *t) {
   stof_status st = search_build(t, t->code, &p);
   if (!st) st = search_learn(t, p);
   stof_plan_free(p);
-  if (st) return st; /* the best scheme built before: this is not a candidate's failure */
+  if (st == STOF_ERR_NOMEM) return st;
+  if (st) {
+    /* it built before: a template that does not do the same twice (a user's Lua function
+     * may not); the best plan so far stands, without stage 2 */
+    fprintf(stderr, "stof tune: the best scheme does not build again (%s): stage 2 skipped\n", stof_ctx_message(ctx));
+    stof_ctx_clear_error(ctx);
+    return STOF_OK;
+  }
   int n = t->nseg;
   int ncls = 0, intr = t->cuda && t->nin > 0; /* the intrinsics' knobs: one more class */
   int *cls = stof_ctx_alloc(ctx, sizeof *cls * (size_t)(n + 1));
