@@ -17,6 +17,8 @@ stof_status stof_shape_check(stof_ctx *ctx, const char *what, int ndim, const in
   if (ndim < 0 || ndim > STOF_MAX_DIMS)
     return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: %d dimensions (at most %d allowed)", what,
                           ndim, STOF_MAX_DIMS);
+  /* the product of the nonzero extents: an empty tensor's strides still multiply the others
+   * (a shape {0, 2^62, 2^62} overflowed them) */
   int64_t n = 1;
   for (int d = 0; d < ndim; d++) {
     if (shape[d] < 0)
@@ -24,7 +26,7 @@ stof_status stof_shape_check(stof_ctx *ctx, const char *what, int ndim, const in
                             (long long)shape[d], d);
     if (shape[d] > 0 && n > (INT64_MAX / 16) / shape[d])
       return stof_ctx_error(ctx, STOF_ERR_SHAPE, "%s: shape too large", what);
-    n *= shape[d];
+    if (shape[d] > 0) n *= shape[d];
   }
   return STOF_OK;
 }

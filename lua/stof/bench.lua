@@ -80,6 +80,12 @@ end
 --- row at each end of a tile and inside), then rows drawn from seed, up to n distinct.
 --- Sorted, 0-based.
 function bench.sample_rows(Sq, n, seed)
+  if math.type(Sq) ~= "integer" or Sq < 1 then
+    error(("ValueError: stof.bench.sample_rows: Sq must be a positive integer, got %s"):format(tostring(Sq)), 2)
+  end
+  if math.type(n) ~= "integer" or n < 1 then
+    error(("ValueError: stof.bench.sample_rows: n must be a positive integer, got %s"):format(tostring(n)), 2)
+  end
   local rows, seen = {}, {}
   local function add(i)
     if #rows < n and i >= 0 and i < Sq and not seen[i] then

@@ -72,6 +72,10 @@ static void shape_check_rejects_negative_extent_and_too_many_dims(void **state) 
   TU_ERR(ctx, stof_shape_check(ctx, "kv_cache", 9, TU_SHAPE(1, 1, 1, 1, 1, 1, 1, 1, 1)),
          STOF_ERR_SHAPE, "kv_cache");
   TU_ERR(ctx, stof_shape_check(ctx, "kv_cache", -1, TU_SHAPE(1)), STOF_ERR_SHAPE, "kv_cache");
+  /* an empty tensor whose other extents overflow its strides: refused (it was let through
+   * once one extent was 0; UBSan caught the strides' overflow) */
+  TU_ERR(ctx, stof_shape_check(ctx, "x", 3, TU_SHAPE(0, (int64_t)1 << 62, (int64_t)1 << 62)), STOF_ERR_SHAPE,
+         "shape too large");
   tu_ctx_free(ctx, &h);
 }
 

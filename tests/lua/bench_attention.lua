@@ -71,6 +71,11 @@ do
   -- Sq // 2 + 7 past the end at tiny Sq is dropped, not clamped twice
   r = bench.sample_rows(8, 6, 1)
   assert(#r == 6 and r[1] == 0 and r[6] == 7)
+  -- what is not a positive integer is refused (a NaN Sq looped for ever: new-user review)
+  for _, bad in ipairs({{0 / 0, 16}, {0, 16}, {2.5, 16}, {16, 0}, {16, "4"}}) do
+    local ok, err = pcall(bench.sample_rows, bad[1], bad[2], 1)
+    assert(not ok and tostring(err):find("must be a positive integer", 1, true), tostring(err))
+  end
 end
 
 -- pairs: all when B * H <= 4, else first, last, middle

@@ -85,6 +85,10 @@ function M.resolve(o)
   local overrides
   if o.layers then
     if weights then common.fail("--layers applies to named configs, not to a directory's weights") end
+    local have = models.module(o.name).config(o.name).num_hidden_layers
+    if have and o.layers > have then
+      common.fail("--layers %d: %s has %d layers (--layers keeps the first N)", o.layers, o.name, have)
+    end
     overrides = {num_hidden_layers = o.layers}
   end
   return spec, weights, overrides
