@@ -471,8 +471,12 @@ static int l_tune(lua_State *L) {
       return slua_error(L, "TypeError", "%s: option budget must be a number of seconds, got %s", fname,
                         slua_typename(L, -1));
     o.budget_s = lua_tonumber(L, -1);
-    if (!(o.budget_s > 0 && o.budget_s <= 1e7))
-      return slua_error(L, "ValueError", "%s: option budget = %f seconds must be positive", fname, o.budget_s);
+    if (!(o.budget_s > 0 && o.budget_s <= 1e7)) {
+      char num[64];
+      snprintf(num, sizeof num, "%g", o.budget_s);
+      return slua_error(L, "ValueError", "%s: option budget = %s seconds: it must be positive and at most 1e7 (115 days)",
+                        fname, num);
+    }
   }
   lua_pop(L, 1);
   o.max_trials = opt_int(L, 2, fname, "trials", 0, 0, 1 << 30);

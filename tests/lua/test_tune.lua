@@ -105,6 +105,8 @@ U.raises(function() stof.tune(y, {target = "c"}) end, "TypeError: stof.tune: opt
 U.raises(function() stof.tune(y) end, "TypeError: stof.tune: bad argument #2 (options table (feed is required) expected")
 U.raises(function() stof.tune(y, opts({target = "tpu"})) end, "ValueError: stof.tune: option target must be \"c\" or \"cuda\"")
 U.raises(function() stof.tune(y, opts({budget = -1})) end, "ValueError: stof.tune: option budget")
+U.raises(function() stof.tune(y, opts({budget = 6e21})) end,
+         "ValueError: stof.tune: option budget = 6e+21 seconds: it must be positive and at most 1e7")
 U.raises(function() stof.tune(y, opts({trials = 1.5})) end, "TypeError: stof.tune: option trials must be an integer")
 U.raises(function() stof.tune(y, opts({stage1 = "no"})) end, "TypeError: stof.tune: option stage1 must be a boolean")
 U.raises(function() stof.tune(y, opts({db = 3})) end, "TypeError: stof.tune: option db must be a stof.Db or a path")
