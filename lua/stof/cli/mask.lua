@@ -147,4 +147,8 @@ local function list()
   print("canonical suite: " .. table.concat(M.suite_names(), ", "))
 end
 
-common.main("mask", USAGE, {show = show, explain = explain, list = list}, ...)
+-- run as `stof explain` (lua/stof/cli/explain.lua), errors say "stof explain: ..."
+local args = {...}
+local name = "mask"
+if type(args[1]) == "table" then name = table.remove(args, 1).as end
+common.main(name, USAGE, {show = show, explain = explain, list = list}, table.unpack(args))
