@@ -99,17 +99,18 @@ stof_status exec_launch_segment(stof_plan *p, int i) {
   }
 }
 
+/* Segment i's failure st, named ("plan: segment 3 (layer_norm, op ln.mean): ..."). */
+static stof_status segment_error(stof_plan *p, int i, stof_status st) {
+  if (st == STOF_ERR_NOMEM) return st;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", stof_ctx_message(p->ctx));
+  return stof_ctx_error(p->ctx, st, "plan: segment %d (%s, op %s): %s", i, p->seg[i].tmpl, p->seg[i].op[0]->name, msg);
+}
+
 stof_status exec_launch_all(stof_plan *p) {
   stof_status st = STOF_OK;
-  for (int i = 0; i < p->nseg && !st; i++) {
-    st = exec_launch_segment(p, i);
-    if (st) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", stof_ctx_message(p->ctx));
-      if (st != STOF_ERR_NOMEM)
-        stof_ctx_error(p->ctx, st, "plan: segment %d (%s, op %s): %s", i, p->seg[i].tmpl, p->seg[i].op[0]->name, msg);
-    }
-  }
+  for (int i = 0; i < p->nseg && !st; i++)
+    if ((st = exec_launch_segment(p, i))) st = segment_error(p, i, st);
   return st;
 }
 
@@ -386,11 +387,7 @@ stof_status stof_plan_run_bounded(stof_plan *p, double limit_ms, double *ms, int
   for (; i < p->nseg && !st && ms_since(&t0) <= limit_ms; i++) {
     st = exec_launch_segment(p, i);
     if (!st) st = stof_plan_sync(p);
-    if (st && st != STOF_ERR_NOMEM) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", stof_ctx_message(ctx));
-      stof_ctx_error(ctx, st, "plan: segment %d (%s, op %s): %s", i, p->seg[i].tmpl, p->seg[i].op[0]->name, msg);
-    }
+    if (st) st = segment_error(p, i, st);
   }
   if (p->cuda) stof_cuda_set_stream(ctx, prev);
   *ms = ms_since(&t0);

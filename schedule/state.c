@@ -628,7 +628,11 @@ stof_status stof_sched_get_loops(stof_sched *s, int block, int cap, int *loops, 
   return STOF_OK;
 }
 
-static int64_t sat_mul(int64_t a, int64_t b) { return b > 0 && a > INT64_MAX / b ? INT64_MAX : a * (b > 0 ? b : 1); }
+/* a * b (b < 1 counts as 1), INT64_MAX past it */
+static int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b > 0 ? b : 1, &r) ? INT64_MAX : r;
+}
 
 /* The product of block x's loops up to and including loop `upto` (-1: all of them); *bound
  * gets whether one of those is bound to a GPU index. */
@@ -672,7 +676,7 @@ stof_status stof_sched_serial_nest(const stof_sched *s0, int64_t *iters, char *n
       n = sat_mul(n, loops_product(s, sched_block_at(s, parent), at, &bnd));
       root = parent;
     }
-    work[root] = work[root] > INT64_MAX - n ? INT64_MAX : work[root] + n;
+    if (__builtin_add_overflow(work[root], n, &work[root])) work[root] = INT64_MAX;
     bound[root] |= (unsigned char)bnd;
   }
   for (int b = 0; b < s->blocks.len; b++) {

@@ -523,7 +523,7 @@ static int trial(tuner *t, double *ms_out) {
   t->res.trials++;
   t->pruning = 0;
   t->tr_build = t->tr_time = t->tr_check = 0;
-  t->abandoned = t->cut = 0;
+  t->outcome = TRIAL_RAN;
   double c0 = search_now();
   stof_status st = search_build(t, code, &p);
   if (!st) st = search_learn(t, p);
@@ -552,8 +552,7 @@ static int trial(tuner *t, double *ms_out) {
                wall, t->best_ms, *ms_out);
       t->res.cut_slow++;
       t->res.abandoned++;
-      t->cut = 1;
-      t->abandoned = 1;
+      t->outcome = TRIAL_ABANDONED;
       record(t, code, *ms_out, STOF_OK, t->what);
       stof_plan_free(p);
       search_progress(t);
@@ -574,7 +573,7 @@ static int trial(tuner *t, double *ms_out) {
       t->tr_time = search_now() - c0;
       snprintf(t->what, sizeof t->what, "cut: %.4f ms, over %dx the best", probe, SLOW_FACTOR);
       t->res.cut_slow++;
-      t->cut = 1;
+      t->outcome = TRIAL_CUT;
       record(t, code, probe, STOF_OK, NULL);
       stof_plan_free(p);
       search_progress(t);
@@ -620,6 +619,7 @@ static int trial(tuner *t, double *ms_out) {
   mark_checked(t, ok);
   if (!ok) {
     t->res.rejected++;
+    t->outcome = TRIAL_REJECTED;
     snprintf(t->what, sizeof t->what, "rejected: %.200s", why);
     record(t, code, ms, STOF_ERR_CHECK, why);
     stof_plan_free(p);
@@ -638,6 +638,8 @@ static int trial(tuner *t, double *ms_out) {
   return 1;
 }
 
+static const char *const outcome_names[] = {"ran", "cut", "abandoned, at least", "rejected"};
+
 /* The trace's line for the trial just made (r and ms: search_trial's). */
 static void trace_trial(const tuner *t, int r, double ms, double secs) {
   char cfgs[512];
@@ -653,14 +655,8 @@ static void trace_trial(const tuner *t, int r, double ms, double secs) {
   }
   fprintf(stderr, "stof tune: trace: %6.2f s stage %d trial %d: %s %.4f ms; %.2f s (build %.2f, time %.2f, check %.2f)%s%s\n",
           search_elapsed(t), t->stage, t->res.trials,
-          r == 1   ? "best"
-          : r < 0  ? "failed"
-          : t->abandoned ? "abandoned, at least"
-          : t->cut ? "cut"
-          : !strncmp(t->what, "rejected", 8) ? "rejected"
-                   : "ran",
-          ms, secs, t->tr_build,
-          t->tr_time, t->tr_check, cfgs[0] ? "; off default:" : "", cfgs);
+          r == 1 ? "best" : r < 0 ? "failed" : outcome_names[t->outcome], ms, secs, t->tr_build, t->tr_time,
+          t->tr_check, cfgs[0] ? "; off default:" : "", cfgs);
   if (r < 0) fprintf(stderr, "stof tune: trace:   %s\n", t->what);
 }
 

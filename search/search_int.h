@@ -50,6 +50,11 @@ typedef struct cfg {
   int dec[MAXK];     /* decisions by knob name */
 } cfg;
 
+/* How a trial that ran ended, besides its time (search_trial's return value says best or
+ * failed): measured in full, cut after two timed runs, abandoned during its first run
+ * (stof_plan_run_bounded), or rejected by the check. */
+typedef enum trial_outcome { TRIAL_RAN, TRIAL_CUT, TRIAL_ABANDONED, TRIAL_REJECTED } trial_outcome;
+
 typedef struct tuner {
   stof_ctx *ctx;
   stof_graph *g;
@@ -88,8 +93,7 @@ typedef struct tuner {
   int stage;
   char what[256];
   double tr_build, tr_time, tr_check; /* the last trial's seconds (the trace) */
-  int abandoned;           /* the last trial's first run was abandoned (stof_plan_run_bounded) */
-  int cut;                 /* the last trial was cut as slow (abandoned or timed twice only) */
+  trial_outcome outcome;   /* of the last trial that ran (the trace; stage 1's sampling) */
   char workload[128], device[256];
   int last_bar;
   char label[NAMEL + 16];

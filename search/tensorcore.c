@@ -706,8 +706,8 @@ static int64_t tgg_smem(int64_t R, int64_t P, int64_t k1, int64_t es) {
 }
 
 /* The knobs' values (rows: 16, 32; wn: 4, 8; tn: 16 .. 128) for which every combination
- * divides and fits (P = wn * tn at most 8 * tn; shared memory at the largest rows); 1 when
- * each has one. */
+ * divides and fits (P = wn * tn at most 8 * tn, which dividing the columns divides them for
+ * wn = 4 too; shared memory at the largest rows); 1 when each has one. */
 static const int64_t tgg_rc[2] = {16, 32}, tgg_wc[2] = {4, 8}, tgg_tc[6] = {16, 32, 48, 64, 96, 128};
 static int tgg_domains(int64_t rows, int64_t cols, int64_t k1, int64_t es, int okr[2], int okw[2], int okt[6]) {
   int64_t r_max = 0;
@@ -716,8 +716,7 @@ static int tgg_domains(int64_t rows, int64_t cols, int64_t k1, int64_t es, int o
   okw[0] = okw[1] = 1;
   int any = 0;
   for (int i = 0; i < 6; i++)
-    any |= okt[i] = r_max && cols % (4 * tgg_tc[i]) == 0 && cols % (8 * tgg_tc[i]) == 0 &&
-                    tgg_smem(r_max, 8 * tgg_tc[i], k1, es) <= TCN_SMEM;
+    any |= okt[i] = r_max && cols % (8 * tgg_tc[i]) == 0 && tgg_smem(r_max, 8 * tgg_tc[i], k1, es) <= TCN_SMEM;
   return any;
 }
 

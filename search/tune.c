@@ -119,11 +119,11 @@ static void measure_scheme(tuner *t, double *ms) {
       sample_intrinsics(t);
     }
     int r = search_trial(t, &m);
-    if (r >= 0 && m > 0 && !t->abandoned && (best == 0 || m < best)) best = m;
+    if (r >= 0 && m > 0 && t->outcome != TRIAL_ABANDONED && (best == 0 || m < best)) best = m;
     if (k == 0 && m == 0) break; /* the scheme does not build */
     /* its default configuration so slow that its first run was abandoned: no knob setting
      * is likely to win that back, and each sample would cost that much again */
-    if (k == 0 && r == 0 && t->abandoned) break;
+    if (k == 0 && r == 0 && t->outcome == TRIAL_ABANDONED) break;
   }
   memcpy(t->code, code0, sizeof *code0 * (size_t)t->nop);
   stof_ctx_dealloc(t->ctx, code0, sizeof *code0 * (size_t)t->nop);
