@@ -23,8 +23,8 @@ local nn = {}
 nn.TAGS = {
   "embedding", "add", "gemm", "bias_add", "gelu", "gelu_tanh", "relu", "silu",
   "residual_add", "mul", "layer_norm_stat", "layer_norm", "rms_norm_stat", "rms_norm",
-  "softmax_stat", "softmax", "split_heads", "merge_heads", "rotary", "swiglu", "patches",
-  "concat",
+  "softmax_stat", "softmax", "split_heads", "merge_heads", "rotary", "rotary_table", "swiglu",
+  "patches", "concat",
 }
 
 -- ---------------------------------------------------------------- argument checks
@@ -499,41 +499,91 @@ end
 
 -- ---------------------------------------------------------------- rotary positions
 
---- Rotary position embedding (Hugging Face Llama's rotate-half form) of x [B, H, S, D]
---- after the head split: with half = D/2, i = d mod half, p = s + offset and
---- a = p * theta^(-2i/D),
----   out[..., d] = x[..., d] cos a - x[..., d + half] sin a   (d < half)
----   out[..., d] = x[..., d] cos a + x[..., d - half] sin a   (d >= half).
---- opts: {theta = (10000), offset = (0), name =} or the name. The angle, its cos and sin
---- are float32; the result is stored in x's dtype. Tag "rotary".
-function nn.rotary(x, opts)
-  local layer = "nn.rotary"
+-- The angle of position p and pair i of a head dim D: p * theta^(-2i/D), float32 (Hugging
+-- Face: inv_freq = 1 / theta^(2i / D), angle = position * inv_freq).
+local function rotary_angle(theta, D, p, d)
+  local inv = 1.0 / te.pow(te.const(theta, "float32"), (d % (D // 2)):astype("float32") * (2.0 / D))
+  return p:astype("float32") * inv
+end
+
+local function rotary_opts(layer, opts, keys)
   if type(opts) == "string" then opts = {name = opts} end
   if opts ~= nil and type(opts) ~= "table" then
     fail("%s: opts must be a table or a name, got %s", layer, type(opts))
   end
   opts = opts or {}
-  check_keys(layer, opts, {"name", "theta", "offset"})
-  check_te(layer, "x", x)
-  check_float(layer, "x", x)
-  if x.ndim ~= 4 then fail("%s: x has shape %s, [B, H, S, D] expected", layer, shape_str(x.shape)) end
-  local name = check_name(layer, opts.name, "rotary")
+  check_keys(layer, opts, keys)
   local theta = opts.theta == nil and 10000.0 or check_number(layer, "opts.theta", opts.theta)
   if theta <= 0 then fail("%s: opts.theta %g is not positive", layer, theta) end
   local offset = opts.offset or 0
   if math.type(offset) ~= "integer" or offset < 0 then
     fail("%s: opts.offset must be a non-negative integer, got %s", layer, tostring(offset))
   end
+  return opts, theta, offset
+end
+
+--- The cos and sin of every rotary angle, once for a model: [2, S, D] float32 with
+--- table[0, s, d] = cos a and table[1, s, d] = sin a, a = (s + offset) theta^(-2i/D),
+--- i = d mod D/2. nn.rotary(x, {table = t}) reads it instead of computing the angles per
+--- element (a pow, a cos and a sin for each element of every q and k of every layer; the
+--- values are the same float32 ops). opts: {theta = (10000), offset = (0), name =} or the
+--- name. Tag "rotary_table".
+function nn.rotary_table(S, D, opts)
+  local layer = "nn.rotary_table"
+  if math.type(S) ~= "integer" or S < 1 then fail("%s: S must be a positive integer, got %s", layer, tostring(S)) end
+  if math.type(D) ~= "integer" or D < 2 or D % 2 ~= 0 then
+    fail("%s: D must be a positive even integer, got %s", layer, tostring(D))
+  end
+  local theta, offset
+  opts, theta, offset = rotary_opts(layer, opts, {"name", "theta", "offset"})
+  local name = check_name(layer, opts.name, "rotary_table")
+  return te.compute({2, S, D}, function(c, s, d)
+    local a = rotary_angle(theta, D, offset ~= 0 and s + offset or s, d)
+    return te.select(te.eq(c, 0), te.cos(a), te.sin(a))
+  end, name, nil, "rotary_table")
+end
+
+--- Rotary position embedding (Hugging Face Llama's rotate-half form) of x [B, H, S, D]
+--- after the head split: with half = D/2, i = d mod half, p = s + offset and
+--- a = p * theta^(-2i/D),
+---   out[..., d] = x[..., d] cos a - x[..., d + half] sin a   (d < half)
+---   out[..., d] = x[..., d] cos a + x[..., d - half] sin a   (d >= half).
+--- opts: {theta = (10000), offset = (0), table =, name =} or the name. The angle, its cos
+--- and sin are float32; the result is stored in x's dtype. With table (nn.rotary_table of
+--- at least S positions and x's head dim; theta and offset are then the table's) the cos
+--- and sin are read from it. Tag "rotary".
+function nn.rotary(x, opts)
+  local layer = "nn.rotary"
+  local theta, offset
+  opts, theta, offset = rotary_opts(layer, opts, {"name", "theta", "offset", "table"})
+  check_te(layer, "x", x)
+  check_float(layer, "x", x)
+  if x.ndim ~= 4 then fail("%s: x has shape %s, [B, H, S, D] expected", layer, shape_str(x.shape)) end
+  local name = check_name(layer, opts.name, "rotary")
   local D = x.shape[4]
   if D % 2 ~= 0 then fail("%s: the head dim %d of x %s is odd", layer, D, shape_str(x.shape)) end
-  local half, dtype = D // 2, x.dtype
+  local half, dtype, tab = D // 2, x.dtype, opts.table
+  if tab ~= nil then
+    check_te(layer, "opts.table", tab)
+    if tab.ndim ~= 3 or tab.shape[1] ~= 2 or tab.shape[2] < x.shape[3] or tab.shape[3] ~= D
+      or tab.dtype ~= "float32" then
+      fail("%s: opts.table is %s %s, float32 [2, >= %d, %d] expected (nn.rotary_table)", layer, tab.dtype,
+           shape_str(tab.shape), x.shape[3], D)
+    end
+    if opts.theta ~= nil or opts.offset ~= nil then
+      fail("%s: opts.theta and opts.offset are the table's; give them to nn.rotary_table", layer)
+    end
+  end
   return te.compute(x.shape, function(b, h, s, d)
-    -- Hugging Face: inv_freq = 1 / theta^(2i / D), angle = position * inv_freq (float32)
-    local inv = 1.0 / te.pow(te.const(theta, "float32"), (d % half):astype("float32") * (2.0 / D))
-    local p = offset ~= 0 and s + offset or s
-    local a = p:astype("float32") * inv
+    local c, sn
+    if tab then
+      c, sn = tab[{0, s, d}], tab[{1, s, d}]
+    else
+      local a = rotary_angle(theta, D, offset ~= 0 and s + offset or s, d)
+      c, sn = te.cos(a), te.sin(a)
+    end
     local v, w = f32(x[{b, h, s, d}]), f32(x[{b, h, s, (d + half) % D}])
-    return as(v * te.cos(a) + te.select(te.lt(d, half), -w, w) * te.sin(a), dtype)
+    return as(v * c + te.select(te.lt(d, half), -w, w) * sn, dtype)
   end, name, nil, "rotary")
 end
 

@@ -54,7 +54,7 @@ do
   assert(r.tag == "rotary" and r.name == "rope" and r.dtype == "float32")
   assert(nn.rotary(x).name == "rotary" and nn.rotary(x, "q.rot").name == "q.rot")
   -- a misspelt option is refused (thetta would have left theta at 10000)
-  U.raises(function() nn.rotary(x, {thetta = 500000}) end, 'nn.rotary: unknown option "thetta" (known: name, theta, offset)')
+  U.raises(function() nn.rotary(x, {thetta = 500000}) end, 'nn.rotary: unknown option "thetta" (known: name, theta, offset, table)')
   U.raises(function() nn.linear(x, x, nil, {transpose = true}) end, 'nn.linear: unknown option "transpose"')
   local rv = stof.eval(r, {[x] = xv})
   local worst = U.check(rv, function(b, h, s, d)
@@ -79,6 +79,34 @@ do
   U.raises(function() nn.rotary(x, {theta = 0}) end, "nn.rotary: opts.theta 0 is not positive")
   U.raises(function() nn.rotary(x, 3) end, "nn.rotary: opts must be a table or a name")
   U.raises(function() nn.rotary(te.placeholder({1, 1, 2, 4}, "int32", "i")) end, "nn.rotary: x has dtype int32")
+
+  -- rotary from a table of cos and sin (nn.rotary_table, once per model): the same values as
+  -- the angles computed per element; a table longer than x's sequence is fine
+  local tab = nn.rotary_table(S + 4, D, {theta = 500000.0, offset = 3, name = "rope_tab"})
+  assert(tab.tag == "rotary_table" and tab.name == "rope_tab" and tab.dtype == "float32")
+  assert(tab.shape[1] == 2 and tab.shape[2] == S + 4 and tab.shape[3] == D)
+  local rt = nn.rotary(x, {table = tab, name = "rope_t"})
+  assert(rt.tag == "rotary" and rt.dtype == "float32")
+  local rtv = stof.eval(rt, {[x] = xv})
+  U.check(rtv, function(b, h, s, d)
+    return hf_rotary(xt[b + 1][h + 1][s + 1], s + 3, 500000.0)[d + 1]
+  end, 1e-5, "rotary from a table")
+  assert(stof.rel_l2(rtv, rv) < 1e-6, "the table and the per-element angles disagree")
+  local tabh = nn.rotary_table(9, 16, {offset = 100})
+  U.check(stof.eval(nn.rotary(xh, {table = tabh}), {[xh] = xhv}), function(_, h, s, d)
+    return hf_rotary(xht[1][h + 1][s + 1], s + 100, 10000.0)[d + 1]
+  end, 1e-2, "rotary float16 from a table")
+  U.raises(function() nn.rotary(x, {table = nn.rotary_table(S - 1, D)}) end,
+    "nn.rotary: opts.table is float32 [2, 4, 8], float32 [2, >= 5, 8] expected (nn.rotary_table)")
+  U.raises(function() nn.rotary(x, {table = nn.rotary_table(S, 2 * D)}) end, "nn.rotary: opts.table is float32 [2, 5, 16]")
+  U.raises(function() nn.rotary(x, {table = x}) end, "nn.rotary: opts.table is float32 [2, 3, 5, 8]")
+  U.raises(function() nn.rotary(x, {table = {}}) end, "nn.rotary: opts.table must be a te tensor")
+  U.raises(function() nn.rotary(x, {table = tab, theta = 500000.0}) end,
+    "nn.rotary: opts.theta and opts.offset are the table's; give them to nn.rotary_table")
+  U.raises(function() nn.rotary_table(0, 8) end, "nn.rotary_table: S must be a positive integer, got 0")
+  U.raises(function() nn.rotary_table(4, 7) end, "nn.rotary_table: D must be a positive even integer, got 7")
+  U.raises(function() nn.rotary_table(4, 8, {theta = -1}) end, "nn.rotary_table: opts.theta -1 is not positive")
+  U.raises(function() nn.rotary_table(4, 8, {offst = 1}) end, 'nn.rotary_table: unknown option "offst"')
 
   -- swiglu: silu(gate) * up
   local g, gv, gt = input({2, 3, 7}, "g")

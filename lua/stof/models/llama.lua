@@ -114,10 +114,13 @@ M.build = C.api(function(cfg, opts)
   local function norm(x, p)
     return nn.rms_norm(x, W[p .. ".weight"], eps, p)
   end
+  -- the cos and sin of every position's angles, once for all layers (as Hugging Face's
+  -- rotary_emb): each layer's q and k rotations read them
+  local rope = nn.rotary_table(S, cfg.head_dim, {theta = cfg.rope_theta, name = "rotary_emb"})
   local function heads(x, n, p, rotate)
     local y = nn.split_heads(linear(x, p), n, p .. ".heads")
     if not rotate then return y end
-    return nn.rotary(y, {theta = cfg.rope_theta, name = p .. ".rotary"})
+    return nn.rotary(y, {table = rope, name = p .. ".rotary"})
   end
 
   local h = nn.embedding(ids, W["embed_tokens.weight"], "embed_tokens")
