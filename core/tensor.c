@@ -3,7 +3,9 @@
  * access converts through double; f16/bf16 go through the dtype conversions.
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core_int.h"
 
@@ -223,6 +225,55 @@ stof_status stof_tensor_rand(stof_ctx *ctx, stof_dtype dtype, int ndim, const in
   int64_t n = stof_tensor_numel(*out);
   uint64_t state = core_rand_state(seed);
   for (int64_t i = 0; i < n; i++) stof_tensor_store(*out, i, rand_at(dtype, state, i));
+  return STOF_OK;
+}
+
+/* One thread's share of stof_tensor_uniform: elements [begin, end). */
+typedef struct uniform_job {
+  stof_tensor *t;
+  uint64_t state;
+  double mid, half;
+  int64_t begin, end;
+} uniform_job;
+
+static void *uniform_fill(void *arg) {
+  const uniform_job *j = arg;
+  /* stof_tensor_rand's u in [-1, 1) (the same draw for every float dtype) -> [lo, hi) */
+  for (int64_t i = j->begin; i < j->end; i++)
+    stof_tensor_store(j->t, i, j->mid + j->half * rand_at(STOF_DTYPE_F64, j->state, i));
+  return NULL;
+}
+
+stof_status stof_tensor_uniform(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape, uint64_t seed,
+                                double lo, double hi, stof_tensor **out) {
+  *out = NULL;
+  if (!stof_dtype_is_float(dtype))
+    return stof_ctx_error(ctx, STOF_ERR_TYPE, "tensor uniform: dtype %s is not a float dtype", stof_dtype_name(dtype));
+  if (!isfinite(lo) || !isfinite(hi) || !(lo < hi) || !isfinite(hi - lo))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "tensor uniform: the range [%g, %g) is empty or not finite", lo, hi);
+  stof_status st = stof_tensor_new(ctx, dtype, ndim, shape, STOF_DEVICE_CPU, out);
+  if (st) return st;
+  int64_t n = stof_tensor_numel(*out);
+  /* each element is a function of its index alone: large tensors are split over threads
+   * (LLaMA's 1.2 G weights), the values do not depend on how */
+  enum { MAXT = 16, MIN_SHARE = 1 << 20 };
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = ncpu < 1 ? 1 : ncpu > MAXT ? MAXT : (int)ncpu;
+  if ((int64_t)nt > n / MIN_SHARE) nt = n / MIN_SHARE > 1 ? (int)(n / MIN_SHARE) : 1;
+  uniform_job job[MAXT];
+  pthread_t tid[MAXT];
+  int started[MAXT] = {0};
+  for (int k = 0; k < nt; k++)
+    job[k] = (uniform_job){*out, core_rand_state(seed), lo + 0.5 * (hi - lo), 0.5 * (hi - lo), n / nt * k,
+                           k == nt - 1 ? n : n / nt * (k + 1)};
+  for (int k = 1; k < nt; k++) started[k] = pthread_create(&tid[k], NULL, uniform_fill, &job[k]) == 0;
+  uniform_fill(&job[0]);
+  for (int k = 1; k < nt; k++) {
+    if (started[k])
+      pthread_join(tid[k], NULL);
+    else
+      uniform_fill(&job[k]); /* no thread: this one does that share too */
+  }
   return STOF_OK;
 }
 

@@ -214,6 +214,23 @@ static int l_rand(lua_State *L) {
   return 1;
 }
 
+/* stof.uniform(shape, lo, hi[, dtype[, seed]]): uniform in [lo, hi) before rounding to the
+ * dtype (float32 by default), CPU, from the draw of stof.rand(shape, dtype, seed) */
+static int l_uniform(lua_State *L) {
+  const char *fname = "stof.uniform";
+  int64_t shape[STOF_MAX_DIMS];
+  int ndim = slua_check_shape(L, 1, fname, shape);
+  if (lua_type(L, 2) != LUA_TNUMBER) return slua_typeerror(L, 2, fname, "number (lo)");
+  if (lua_type(L, 3) != LUA_TNUMBER) return slua_typeerror(L, 3, fname, "number (hi)");
+  double lo = (double)lua_tonumber(L, 2), hi = (double)lua_tonumber(L, 3);
+  stof_dtype d = (stof_dtype)slua_opt_dtype(L, 4, fname, STOF_DTYPE_F32);
+  lua_Integer seed = lua_isnoneornil(L, 5) ? 0 : slua_check_integer(L, 5, fname, "seed");
+  slua_tensor *h = slua_new_tensor(L);
+  stof_status st = stof_tensor_uniform(h->lc->ctx, d, ndim, shape, (uint64_t)seed, lo, hi, &h->t);
+  if (st) return slua_raise(L, h->lc->ctx, st, fname);
+  return 1;
+}
+
 /* stof.rand_range(dtype, seed, first, count): elements [first, first + count) of
  * stof.rand(any shape, dtype, seed) as a 1-D CPU tensor */
 static int l_rand_range(lua_State *L) {
@@ -586,7 +603,7 @@ void slua_open_tensor(lua_State *L, int idx) {
   lua_pop(L, 1);
   static const luaL_Reg fns[] = {
       {"tensor", l_tensor},     {"zeros", l_zeros},   {"full", l_full}, {"rand", l_rand},
-      {"rand_range", l_rand_range}, {"allclose", l_allclose}, {"rel_l2", l_rel_l2}, {NULL, NULL},
+      {"uniform", l_uniform}, {"rand_range", l_rand_range}, {"allclose", l_allclose}, {"rel_l2", l_rel_l2}, {NULL, NULL},
   };
   lua_pushvalue(L, idx);
   luaL_setfuncs(L, fns, 0);

@@ -182,4 +182,41 @@ do
   u.raises(function() return stof.rand({2}, "float32", 1, "tpu") end, "ValueError", "unknown device 'tpu'")
 end
 
+-- uniform: lo + (hi - lo)(u + 1)/2 with u stof.rand's draw of that seed, in [lo, hi) before
+-- rounding to the dtype; the same whatever the number of threads filling it (a tensor of
+-- 3 M elements is split over the CPUs: sampled elements checked against rand_range)
+do
+  local lo, hi = -0.7, 0.3
+  local w = stof.uniform({4, 6}, lo, hi, "float64", 5)
+  local r = stof.rand({4, 6}, "float64", 5)
+  local mn, mx = math.huge, -math.huge
+  for i = 0, 3 do
+    for j = 0, 5 do
+      local v = w[{i, j}]
+      assert(v == (lo + 0.5 * (hi - lo)) + 0.5 * (hi - lo) * r[{i, j}], "uniform element")
+      assert(v >= lo and v < hi)
+      mn, mx = math.min(mn, v), math.max(mx, v)
+    end
+  end
+  assert(mx - mn > 0.3, "24 draws spread over the range")
+  for _, dt in ipairs({"float32", "float16", "bfloat16"}) do
+    local h = stof.uniform({4, 6}, lo, hi, dt, 5)
+    assert(h:dtype() == dt)
+    assert(stof.allclose(h, w:astype(dt), 0, 0), "uniform in " .. dt .. " is the float64 draw rounded")
+  end
+  assert(stof.uniform({4, 6}, lo, hi):dtype() == "float32")
+  assert(not stof.allclose(stof.uniform({4, 6}, lo, hi, "float64", 6), w, 0, 0), "another seed, other values")
+  local n = 3 * 2^20 + 5
+  local big = stof.uniform({n}, 1, 3, "float64", 11)
+  for _, e in ipairs({0, 1, 2^20 - 1, 2^20, 2^21 + 7, n - 1}) do
+    local want = 2 + stof.rand_range("float64", 11, e, 1)[{0}]
+    assert(big[{e}] == want, "uniform element " .. e .. " of a large tensor")
+  end
+  u.raises(function() return stof.uniform({2}, 0, 1, "int32") end, "TypeError", "tensor uniform: dtype int32 is not a float dtype")
+  u.raises(function() return stof.uniform({2}, 1, 1) end, "ValueError", "the range [1, 1) is empty or not finite")
+  u.raises(function() return stof.uniform({2}, 0, 1 / 0) end, "ValueError", "not finite")
+  u.raises(function() return stof.uniform({2}, "a", 1) end, "TypeError", "stof.uniform", "number (lo)")
+  u.raises(function() return stof.uniform({2}, 0) end, "TypeError", "stof.uniform", "number (hi)")
+end
+
 print("test_tensor: ok")
