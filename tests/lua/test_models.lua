@@ -347,7 +347,12 @@ do
   U.near(math.sqrt(sq / cnt), 0.02, 0.15, "std of a random matrix")
   local h = gpt2.random_weights(tiny_gpt2, 1, "float16")
   assert(h["h.0.mlp.c_fc.weight"]:dtype() == "float16")
-  -- the scratch graph of random_weights leaves the caller's current graph alone
+  -- opts.std scales the matrices (the same draw)
+  local wide = bert.random_weights(tiny_bert, 1, "float32", {std = 0.2})[n]
+  U.near(stof.rel_l2(wide, a[n]), 9, 1e-4, "std 0.2 is 10x std 0.02 (the same draw)")
+  U.raises(function() bert.random_weights(tiny_bert, 1, "float32", {std = 0}) end,
+    "random_weights: opts.std must be a positive number, got 0")
+  -- random_weights leaves the caller's current graph alone
   local x = te.placeholder({3}, "float32", "x")
   bert.random_weights(tiny_bert, 3)
   local y = te.placeholder({3}, "float32", "y")
