@@ -526,7 +526,7 @@ end
 --- table[0, s, d] = cos a and table[1, s, d] = sin a, a = (s + offset) theta^(-2i/D),
 --- i = d mod D/2. nn.rotary(x, {table = t}) reads it instead of computing the angles per
 --- element (a pow, a cos and a sin for each element of every q and k of every layer; the
---- values are the same float32 ops). opts: {theta = (10000), offset = (0), name =} or the
+--- same float32 operations, though a GPU kernel may round their last bit differently). opts: {theta = (10000), offset = (0), name =} or the
 --- name. Tag "rotary_table".
 function nn.rotary_table(S, D, opts)
   local layer = "nn.rotary_table"
