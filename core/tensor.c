@@ -251,6 +251,9 @@ stof_status stof_tensor_uniform(stof_ctx *ctx, stof_dtype dtype, int ndim, const
     return stof_ctx_error(ctx, STOF_ERR_TYPE, "tensor uniform: dtype %s is not a float dtype", stof_dtype_name(dtype));
   if (!isfinite(lo) || !isfinite(hi) || !(lo < hi) || !isfinite(hi - lo))
     return stof_ctx_error(ctx, STOF_ERR_ARG, "tensor uniform: the range [%g, %g) is empty or not finite", lo, hi);
+  if (!isfinite(stof_dtype_round(dtype, lo)) || !isfinite(stof_dtype_round(dtype, hi)))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "tensor uniform: the range [%g, %g) overflows %s", lo, hi,
+                          stof_dtype_name(dtype));
   stof_status st = stof_tensor_new(ctx, dtype, ndim, shape, STOF_DEVICE_CPU, out);
   if (st) return st;
   int64_t n = stof_tensor_numel(*out);

@@ -190,7 +190,7 @@ stof_status stof_tensor_rand(stof_ctx *ctx, stof_dtype dtype, int ndim, const in
 stof_status stof_tensor_rand_on(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape,
                                 uint64_t seed, stof_device device, stof_tensor **out);
 /** Uniform random values in [lo, hi) before rounding to dtype (a float dtype; lo < hi, both
- *  finite): lo + (hi - lo)(u + 1)/2 with u stof_tensor_rand's draw for that seed, on the CPU in
+ *  finite in dtype): lo + (hi - lo)(u + 1)/2 with u stof_tensor_rand's draw for that seed, on the CPU in
  *  one pass (model weights: no interpreter, no cast). Owned. */
 stof_status stof_tensor_uniform(stof_ctx *ctx, stof_dtype dtype, int ndim, const int64_t *shape, uint64_t seed,
                                 double lo, double hi, stof_tensor **out);

@@ -215,6 +215,10 @@ do
   u.raises(function() return stof.uniform({2}, 0, 1, "int32") end, "TypeError", "tensor uniform: dtype int32 is not a float dtype")
   u.raises(function() return stof.uniform({2}, 1, 1) end, "ValueError", "the range [1, 1) is empty or not finite")
   u.raises(function() return stof.uniform({2}, 0, 1 / 0) end, "ValueError", "not finite")
+  -- a bound past the dtype's largest value would fill the tensor with inf
+  u.raises(function() return stof.uniform({2}, 0, 1e6, "float16") end, "ValueError", "[0, 1e+06) overflows float16")
+  u.raises(function() return stof.uniform({2}, -1e300, 0) end, "ValueError", "overflows float32")
+  assert(stof.uniform({2}, 0, 1e30, "bfloat16"):count_nan() == 0)
   u.raises(function() return stof.uniform({2}, "a", 1) end, "TypeError", "stof.uniform", "number (lo)")
   u.raises(function() return stof.uniform({2}, 0) end, "TypeError", "stof.uniform", "number (hi)")
 end
