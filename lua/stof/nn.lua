@@ -109,7 +109,10 @@ local function check_name(layer, name, default)
 end
 
 local function check_number(layer, what, v)
-  if type(v) ~= "number" or v ~= v then fail("%s: %s must be a number, got %s", layer, what, type(v)) end
+  if type(v) ~= "number" then fail("%s: %s must be a number, got %s", layer, what, type(v)) end
+  if v ~= v or v == math.huge or v == -math.huge then
+    fail("%s: %s must be a finite number, got %s", layer, what, tostring(v))
+  end
   return v
 end
 

@@ -107,6 +107,11 @@ do
   U.raises(function() nn.rotary_table(4, 7) end, "nn.rotary_table: D must be a positive even integer, got 7")
   U.raises(function() nn.rotary_table(4, 8, {theta = -1}) end, "nn.rotary_table: opts.theta -1 is not positive")
   U.raises(function() nn.rotary_table(4, 8, {offst = 1}) end, 'nn.rotary_table: unknown option "offst"')
+  -- a NaN theta was "must be a number, got number"; an infinite one made every angle but the
+  -- first pair's 0 without a word
+  U.raises(function() nn.rotary_table(4, 8, {theta = 0 / 0}) end, "nn.rotary_table: opts.theta must be a finite number, got ")
+  U.raises(function() nn.rotary_table(4, 8, {theta = math.huge}) end, "nn.rotary_table: opts.theta must be a finite number, got inf")
+  U.raises(function() nn.rotary(x, {theta = math.huge}) end, "nn.rotary: opts.theta must be a finite number, got inf")
 
   -- swiglu: silu(gate) * up
   local g, gv, gt = input({2, 3, 7}, "g")

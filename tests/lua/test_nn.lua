@@ -208,6 +208,7 @@ do
     return (xht[i + 1][j + 1] - m) / math.sqrt(v / D + eps) * ght[j + 1] + bht[j + 1]
   end, 1e-2, "layer_norm float16")
   U.raises(function() nn.layer_norm(x, b, g, "1e-5") end, "nn.layer_norm: eps must be a number, got string")
+  U.raises(function() nn.layer_norm(x, b, g, 1 / 0) end, "nn.layer_norm: eps must be a finite number, got inf")
   U.raises(function() nn.layer_norm(x, te.placeholder({7}, "float32", "g7"), b, eps) end,
     "nn.layer_norm: gamma has shape [7], [8] expected")
   U.raises(function() nn.layer_norm(x, g, nil, eps) end, "nn.layer_norm: beta is missing")
