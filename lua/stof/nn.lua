@@ -47,6 +47,18 @@ local function fail(fmt, ...)
   error(fmt:format(...), level)
 end
 
+-- te.compute for the layers: an error it raises (an extent of 0 in x's shape, an index out
+-- of int64) is raised again at the line that called the layer, naming the op, instead of at
+-- this file's line (the location of this file is dropped from the message; any other kept).
+local HERE = SELF and SELF:sub(1, 1) == "@" and SELF:sub(2) .. ":" or nil
+local function compute(shape, body, name, ...)
+  local ok, r = pcall(te.compute, shape, body, name, ...)
+  if ok then return r end
+  local msg = tostring(r)
+  if HERE and msg:sub(1, #HERE) == HERE then msg = msg:gsub("^[^:]*:%d+: ", "", 1) end
+  fail("%s (building op %s)", msg, tostring(name))
+end
+
 local function is_te(x)
   local mt = type(x) == "userdata" and getmetatable(x)
   return type(mt) == "table" and mt.__name == "stof.TeTensor"
@@ -157,7 +169,7 @@ function nn.embedding(ids, tbl, name)
   local V, E = tbl.shape[1], tbl.shape[2]
   local shape = copy(ids.shape)
   shape[#shape + 1] = E
-  return te.compute(shape, function(...)
+  return compute(shape, function(...)
     local idx = {...}
     local e = idx[#idx]
     idx[#idx] = nil
@@ -188,7 +200,7 @@ function nn.position_embedding(tbl, batch, seq, name, offset)
     fail("%s: positions up to %d need a table of at least %d rows, it has %d", layer,
       offset + seq - 1, offset + seq, P)
   end
-  return te.compute({batch, seq, E}, function(_, s, e)
+  return compute({batch, seq, E}, function(_, s, e)
     if lead then return tbl[{0, s + offset, e}] end
     return tbl[{s + offset, e}]
   end, name, nil, "embedding")
@@ -228,14 +240,14 @@ function nn.linear(x, w, bias, opts)
   local k = te.reduce_axis(K, name .. ".k")
   local y
   if opts.transposed then
-    y = te.compute(shape, function(...)
+    y = compute(shape, function(...)
       local idx = {...}
       local j = idx[#idx]
       idx[#idx] = k
       return te.sum(x[idx] * w[{j, k}], {k})
     end, name, nil, "gemm")
   else
-    y = te.compute(shape, function(...)
+    y = compute(shape, function(...)
       local idx = {...}
       local j = idx[#idx]
       idx[#idx] = k
@@ -243,7 +255,7 @@ function nn.linear(x, w, bias, opts)
     end, name, nil, "gemm")
   end
   if bias == nil then return y end
-  return te.compute(shape, function(...)
+  return compute(shape, function(...)
     local idx = {...}
     return y[idx] + bias[{idx[#idx]}]
   end, name .. ".bias", nil, "bias_add")
@@ -257,7 +269,7 @@ local function unary(layer, tag, x, name, body)
   check_float(layer, "x", x)
   name = check_name(layer, name, tag)
   local dtype = x.dtype
-  return te.compute(x.shape, function(...)
+  return compute(x.shape, function(...)
     return as(body(f32(x[{...}])), dtype)
   end, name, nil, tag)
 end
@@ -309,7 +321,7 @@ end
 local function binary(layer, tag, a, b, name, fn)
   check_same(layer, a, b)
   name = check_name(layer, name, tag)
-  return te.compute(a.shape, function(...)
+  return compute(a.shape, function(...)
     local idx = {...}
     return fn(a[idx], b[idx])
   end, name, nil, tag)
@@ -366,12 +378,12 @@ function nn.layer_norm(x, gamma, beta, eps, name)
   name = check_name(layer, name, "layer_norm")
   local rows, inv = rows_of(x), 1 / d
   local r1, r2 = te.reduce_axis(d, name .. ".r1"), te.reduce_axis(d, name .. ".r2")
-  local mean = te.compute(rows, function(...)
+  local mean = compute(rows, function(...)
     local idx = {...}
     idx[#idx + 1] = r1
     return te.sum(f32(x[idx]) * inv, {r1})
   end, name .. ".mean", nil, "layer_norm_stat")
-  local var = te.compute(rows, function(...)
+  local var = compute(rows, function(...)
     local idx = {...}
     local m = mean[idx]
     idx[#idx + 1] = r2
@@ -379,7 +391,7 @@ function nn.layer_norm(x, gamma, beta, eps, name)
     return te.sum(c * c * inv, {r2})
   end, name .. ".var", nil, "layer_norm_stat")
   local dtype = x.dtype
-  return te.compute(x.shape, function(...)
+  return compute(x.shape, function(...)
     local idx = {...}
     local j = idx[#idx]
     local v = f32(x[idx])
@@ -397,14 +409,14 @@ function nn.rms_norm(x, gamma, eps, name)
   name = check_name(layer, name, "rms_norm")
   local rows, inv = rows_of(x), 1 / d
   local r = te.reduce_axis(d, name .. ".r")
-  local ms = te.compute(rows, function(...)
+  local ms = compute(rows, function(...)
     local idx = {...}
     idx[#idx + 1] = r
     local v = f32(x[idx])
     return te.sum(v * v * inv, {r})
   end, name .. ".ms", nil, "rms_norm_stat")
   local dtype = x.dtype
-  return te.compute(x.shape, function(...)
+  return compute(x.shape, function(...)
     local idx = {...}
     local j = idx[#idx]
     local v = f32(x[idx])
@@ -422,19 +434,19 @@ function nn.softmax(x, name)
   name = check_name(layer, name, "softmax")
   local d, rows = x.shape[x.ndim], rows_of(x)
   local r1, r2 = te.reduce_axis(d, name .. ".r1"), te.reduce_axis(d, name .. ".r2")
-  local mx = te.compute(rows, function(...)
+  local mx = compute(rows, function(...)
     local idx = {...}
     idx[#idx + 1] = r1
     return te.max(f32(x[idx]), {r1})
   end, name .. ".max", nil, "softmax_stat")
-  local sum = te.compute(rows, function(...)
+  local sum = compute(rows, function(...)
     local idx = {...}
     local m = mx[idx]
     idx[#idx + 1] = r2
     return te.sum(te.exp(f32(x[idx]) - m), {r2})
   end, name .. ".sum", nil, "softmax_stat")
   local dtype = x.dtype
-  return te.compute(x.shape, function(...)
+  return compute(x.shape, function(...)
     local idx = {...}
     local v = f32(x[idx])
     idx[#idx] = nil
@@ -447,7 +459,7 @@ end
 -- [B, S, n*H*D] -> [B, H, S, D], the slice that starts at column offset. Tag "split_heads".
 local function split(x, heads, D, offset, name)
   local B, S = x.shape[1], x.shape[2]
-  return te.compute({B, heads, S, D}, function(b, h, s, d)
+  return compute({B, heads, S, D}, function(b, h, s, d)
     local c = h * D + d
     if offset ~= 0 then c = c + offset end
     return x[{b, s, c}]
@@ -495,7 +507,7 @@ function nn.merge_heads(x, name)
   if x.ndim ~= 4 then fail("%s: x has shape %s, [B, H, S, D] expected", layer, shape_str(x.shape)) end
   name = check_name(layer, name, "merge_heads")
   local B, H, S, D = table.unpack(x.shape)
-  return te.compute({B, S, H * D}, function(b, s, c)
+  return compute({B, S, H * D}, function(b, s, c)
     return x[{b, c // D, s, c % D}]
   end, name, nil, "merge_heads")
 end
@@ -540,7 +552,7 @@ function nn.rotary_table(S, D, opts)
   local theta, offset
   opts, theta, offset = rotary_opts(layer, opts, {"name", "theta", "offset"})
   local name = check_name(layer, opts.name, "rotary_table")
-  return te.compute({2, S, D}, function(c, s, d)
+  return compute({2, S, D}, function(c, s, d)
     local a = rotary_angle(theta, D, offset ~= 0 and s + offset or s, d)
     return te.select(te.eq(c, 0), te.cos(a), te.sin(a))
   end, name, nil, "rotary_table")
@@ -577,7 +589,7 @@ function nn.rotary(x, opts)
       fail("%s: opts.theta and opts.offset are the table's; give them to nn.rotary_table", layer)
     end
   end
-  return te.compute(x.shape, function(b, h, s, d)
+  return compute(x.shape, function(b, h, s, d)
     local c, sn
     if tab then
       c, sn = tab[{0, s, d}], tab[{1, s, d}]
@@ -612,7 +624,7 @@ function nn.patches(pixels, patch, name)
     fail("%s: the image %dx%d is not a multiple of the patch size %d", layer, Hi, Wi, patch)
   end
   local nw, pp = Wi // patch, patch * patch
-  return te.compute({B, (Hi // patch) * nw, Cn * pp}, function(b, n, col)
+  return compute({B, (Hi // patch) * nw, Cn * pp}, function(b, n, col)
     local kh, kw = (col // patch) % patch, col % patch
     return pixels[{b, col // pp, (n // nw) * patch + kh, (n % nw) * patch + kw}]
   end, name, nil, "patches")
@@ -634,7 +646,7 @@ function nn.prepend(token, x, name)
   if token.dtype ~= x.dtype then fail("%s: dtypes %s and %s differ", layer, token.dtype, x.dtype) end
   name = check_name(layer, name, "prepend")
   local flat = token.ndim == 1
-  return te.compute({B, N + 1, E}, function(b, s, e)
+  return compute({B, N + 1, E}, function(b, s, e)
     local t = flat and token[{e}] or token[{0, 0, e}]
     -- the clamp keeps the load of x in range at s = 0, where it is not taken
     return te.select(te.eq(s, 0), t, x[{b, te.max(s - 1, 0), e}])

@@ -352,6 +352,9 @@ do
   U.near(stof.rel_l2(wide, a[n]), 9, 1e-4, "std 0.2 is 10x std 0.02 (the same draw)")
   U.raises(function() bert.random_weights(tiny_bert, 1, "float32", {std = 0}) end,
     "random_weights: opts.std must be a positive number, got 0")
+  -- a std past the dtype's range: the weight and the cause, at the caller's line
+  U.raises(function() bert.random_weights(tiny_bert, 1, "float16", {std = 1e5}) end,
+    "random_weights: ", "overflows float16")
   -- random_weights leaves the caller's current graph alone
   local x = te.placeholder({3}, "float32", "x")
   bert.random_weights(tiny_bert, 3)

@@ -209,6 +209,12 @@ do
   end, 1e-2, "layer_norm float16")
   U.raises(function() nn.layer_norm(x, b, g, "1e-5") end, "nn.layer_norm: eps must be a number, got string")
   U.raises(function() nn.layer_norm(x, b, g, 1 / 0) end, "nn.layer_norm: eps must be a finite number, got inf")
+  -- an error of te.compute inside a layer (an extent of 0) points at the caller's line and
+  -- names the op, not nn.lua's line
+  local e = U.raises(function() nn.gelu(te.placeholder({0, 3}, "float32", "x0")) end,
+    "ShapeError: compute axis i: extent 0 must be positive (building op gelu)")
+  assert(not e:find("stof/nn.lua", 1, true), e)
+  U.raises(function() nn.rotary_table(math.maxinteger, 16, "big") end, "shape too large (building op big)")
   U.raises(function() nn.layer_norm(x, te.placeholder({7}, "float32", "g7"), b, eps) end,
     "nn.layer_norm: gamma has shape [7], [8] expected")
   U.raises(function() nn.layer_norm(x, g, nil, eps) end, "nn.layer_norm: beta is missing")

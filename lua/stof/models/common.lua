@@ -267,7 +267,9 @@ function C.random_weights(shapes, seed, dtype, opts)
     elseif name:match("%.bias$") then
       a, b = std, 0
     end
-    w[name] = stof.uniform(shape, b - a, b + a, dtype, s)
+    local ok, t = pcall(stof.uniform, shape, b - a, b + a, dtype, s)
+    if not ok then C.raise("random_weights: %s: %s", name, (tostring(t):gsub("^[^:]*:%d+: ", "", 1))) end
+    w[name] = t
   end
   return w
 end
