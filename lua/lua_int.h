@@ -96,6 +96,9 @@ int slua_typeerror(lua_State *L, int arg, const char *fname, const char *expecte
 /** The type of a value for messages: the metatable's __name, or Lua's type name; for a
  *  number, "integer" or "number". */
 const char *slua_typename(lua_State *L, int idx);
+/** For an error saying an integer was expected: a non-integer number's value ("1.5", "nan")
+ *  written into buf, else slua_typename. */
+const char *slua_intname(lua_State *L, int idx, char *buf, size_t size);
 
 /** The userdata of metatable tname at idx; raises a TypeError naming fname otherwise. */
 void *slua_checkudata(lua_State *L, int idx, const char *tname, const char *fname);

@@ -309,9 +309,10 @@ static int64_t list_int(lua_State *L, int arg, int idx, lua_Integer k, const cha
   lua_rawgeti(L, idx, k);
   int isint = 0;
   lua_Integer v = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
+  char got[32];
   if (!isint)
     return slua_argerror(L, arg, fname, "%s %I must be an integer, got %s", what, k,
-                         slua_typename(L, -1));
+                         slua_intname(L, -1, got, sizeof got));
   lua_pop(L, 1);
   return (int64_t)v;
 }

@@ -131,9 +131,10 @@ static stof_factor check_factor(lua_State *L, int sidx, int idx, int argn, const
   }
   int isnum = 0;
   lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &isnum) : 0;
+  char got[32];
   if (!isnum)
     slua_argerror(L, argn, fname, "factor %d must be an integer or a knob, got %s", n,
-                  slua_typename(L, idx));
+                  slua_intname(L, idx, got, sizeof got));
   return stof_factor_const((int64_t)v);
 }
 
@@ -911,8 +912,9 @@ static int opt_count(lua_State *L, int idx, const char *fname, const char *key, 
   lua_getfield(L, idx, key);
   int v = def;
   if (!lua_isnil(L, -1)) {
+    char got[32];
     if (!lua_isinteger(L, -1))
-      return slua_argerror(L, idx - 1, fname, "%s must be an integer, got %s", key, slua_typename(L, -1));
+      return slua_argerror(L, idx - 1, fname, "%s must be an integer, got %s", key, slua_intname(L, -1, got, sizeof got));
     lua_Integer i = lua_tointeger(L, -1);
     v = i < -1000000000 ? -1000000000 : i > 1000000000 ? 1000000000 : (int)i; /* the core checks it */
   }

@@ -269,11 +269,10 @@ static int opt_int(lua_State *L, int idx, const char *fname, const char *key, in
   if (!lua_isnil(L, -1)) {
     int isnum = 0;
     lua_Integer i = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
-    if (!isnum && lua_type(L, -1) == LUA_TNUMBER)
-      return slua_error(L, "TypeError", "%s: option %s must be an integer, got %f", fname, key,
-                        (double)lua_tonumber(L, -1));
+    char got[32];
     if (!isnum)
-      return slua_error(L, "TypeError", "%s: option %s must be an integer, got %s", fname, key, slua_typename(L, -1));
+      return slua_error(L, "TypeError", "%s: option %s must be an integer, got %s", fname, key,
+                        slua_intname(L, -1, got, sizeof got));
     if (i < lo || i > hi)
       return slua_error(L, "ValueError", "%s: option %s = %I is out of range [%d, %d]", fname, key, i, lo, hi);
     v = (int)i;
@@ -490,9 +489,10 @@ static int l_tune(lua_State *L) {
   if (!lua_isnil(L, -1)) {
     int isnum = 0;
     lua_Integer sd = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
-    if (!isnum && lua_type(L, -1) == LUA_TNUMBER)
-      return slua_error(L, "TypeError", "%s: option seed must be an integer, got %f", fname, (double)lua_tonumber(L, -1));
-    if (!isnum) return slua_error(L, "TypeError", "%s: option seed must be an integer, got %s", fname, slua_typename(L, -1));
+    char got[32];
+    if (!isnum)
+      return slua_error(L, "TypeError", "%s: option seed must be an integer, got %s", fname,
+                        slua_intname(L, -1, got, sizeof got));
     o.seed = (uint64_t)sd;
   }
   lua_pop(L, 1);

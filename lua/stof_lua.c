@@ -154,6 +154,16 @@ const char *slua_typename(lua_State *L, int idx) {
   return luaL_typename(L, idx);
 }
 
+const char *slua_intname(lua_State *L, int idx, char *buf, size_t size) {
+  if (lua_type(L, idx) == LUA_TNUMBER && !lua_isinteger(L, idx)) {
+    /* as Lua writes it: 1.5, 3.0 (a float that looks like an integer keeps its ".0"), nan */
+    int n = snprintf(buf, size, "%.14g", (double)lua_tonumber(L, idx));
+    if (n > 0 && (size_t)n + 2 < size && buf[strspn(buf, "-0123456789")] == '\0') strcat(buf, ".0");
+    return buf;
+  }
+  return slua_typename(L, idx);
+}
+
 int slua_typeerror(lua_State *L, int arg, const char *fname, const char *expected) {
   const char *got = lua_isnone(L, arg) ? "no value" : slua_typename(L, arg);
   return slua_argerror(L, arg, fname, "%s expected, got %s", expected, got);

@@ -58,7 +58,7 @@ do
     'unknown option "tagret"', "known: batch, seq", "test_models.lua:")
   U.raises(function() bert.config({model_type = "gpt2"}) end, "config: model_type is gpt2, not bert")
   U.raises(function() gpt2.config({n_embd = 64, hidden_size = 32}) end, "config: n_embd = 64 and its alias hidden_size = 32 disagree")
-  U.raises(function() gpt2.config({n_head = 1.5}) end, "config: n_head must be an integer, got number")
+  U.raises(function() gpt2.config({n_head = 1.5}) end, "config: n_head must be an integer, got 1.5")
   U.raises(function() bert.build("bert-base", {batch = 1, seq = 513}) end,
     "bert.build: seq 513 exceeds the config's max_position_embeddings 512")
   U.raises(function() gpt2.build("gpt2", {batch = 0, seq = 8}) end, "gpt2.build: batch must be a positive integer, got 0")
@@ -362,6 +362,7 @@ do
   local z = te.compute({3}, function(i) return x[i] + y[i] end, "z")
   assert(stof.eval(z, {[x] = stof.full({3}, 1), [y] = stof.full({3}, 2)})[{1}] == 3)
   U.raises(function() bert.random_weights(tiny_bert, "1") end, "random_weights: seed must be an integer, got string")
+  U.raises(function() bert.random_weights(tiny_bert, 0.5) end, "random_weights: seed must be an integer, got 0.5")
 end
 
 -- ---------------------------------------------------------------- from_pretrained

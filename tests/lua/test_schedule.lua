@@ -387,6 +387,7 @@ do
   local s = stof.schedule(g.outputs)
   local i = s:get_loops(s:get_block("C"))[1]
   u.raises(function() s:split(i, {stof.INFER, "x"}) end, "TypeError: split: bad argument #2 (factor 2 must be an integer or a knob, got string)")
+  u.raises(function() s:split(i, {stof.INFER, 2.5}) end, "(factor 2 must be an integer or a knob, got 2.5)")
   u.raises(function() s:split(i, 4) end, "TypeError: split: bad argument #2 (table of factors expected, got integer)")
   u.raises(function() s:bind(i) end, "TypeError: bind: bad argument #2 (thread tag string expected, got no value)")
   u.raises(function() s:get_loops(i) end, "TypeError: get_loops: bad argument #1 (block expected, got stof.Loop)")
@@ -407,7 +408,8 @@ do
   -- f:time times "cuda" builds only (with CUDA events): a "c" build is refused, GPU or not
   u.raises(function() f:time(a, b, c) end, 'ValueError: time: the function was built for target "c"; only "cuda" builds are timed')
   u.raises(function() f:time(a, b, c, {reps = 0}) end, "ValueError: time: reps = 0 and warmup = 5 (reps >= 1, warmup >= 0)")
-  u.raises(function() f:time(a, b, c, {warmup = 1.5}) end, "TypeError: Func:time: bad argument #4 (warmup must be an integer, got number)")
+  u.raises(function() f:time(a, b, c, {warmup = 1.5}) end, "TypeError: Func:time: bad argument #4 (warmup must be an integer, got 1.5)")
+  u.raises(function() f:time(a, b, c, {warmup = 2.0}) end, "(warmup must be an integer, got 2.0)")
   u.raises(function() f:time(a, b, {reps = 3}) end, "ValueError: Func:time: 2 tensors given, 3 expected")
   u.raises(function() s:replay("{") end, "ParseError: trace: JSON error")
 end

@@ -52,7 +52,9 @@ end
 local function check_field(key, kind, v)
   if kind == "int" then
     if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then v = math.tointeger(v) end
-    if math.type(v) ~= "integer" then C.raise("config: %s must be an integer, got %s", key, typename(v)) end
+    if math.type(v) ~= "integer" then
+      C.raise("config: %s must be an integer, got %s", key, math.type(v) == "float" and tostring(v) or typename(v))
+    end
     if v <= 0 then C.raise("config: %s must be positive, got %d", key, v) end
   elseif kind == "number" then
     if type(v) ~= "number" then C.raise("config: %s must be a number, got %s", key, typename(v)) end
@@ -245,7 +247,9 @@ end
 -- them). stof.uniform draws each in the dtype in one C pass over the CPUs (bert-base in
 -- float16 on two cores: 2.3 s; through the interpreter and a cast it took 5.8 s).
 function C.random_weights(shapes, seed, dtype, opts)
-  if math.type(seed) ~= "integer" then C.raise("random_weights: seed must be an integer, got %s", typename(seed)) end
+  if math.type(seed) ~= "integer" then
+    C.raise("random_weights: seed must be an integer, got %s", math.type(seed) == "float" and tostring(seed) or typename(seed))
+  end
   dtype = dtype or "float32"
   if dtype ~= "float32" and dtype ~= "float16" and dtype ~= "bfloat16" then
     C.raise("random_weights: dtype %s: float32, float16 or bfloat16 expected", tostring(dtype))
