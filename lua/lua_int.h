@@ -198,6 +198,8 @@ typedef struct slua_pred_call {
   int failed; /* a predicate failed: msg says why */
   int64_t b, h, i, j;
   char msg[1024];
+  uint64_t ncall;           /* predicate calls so far, for the progress line */
+  double t0, t_next, every; /* seconds (monotonic): start, next progress line, interval */
   struct slua_pred_call *prev;
 } slua_pred_call;
 void slua_pred_begin(lua_State *L, slua_pred_call *c);

@@ -32,7 +32,9 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <stof/kernels.h>
 
@@ -64,6 +66,21 @@ static _Thread_local slua_pred_call *current_call;
 /* Pushes the table of predicate functions (created on first use). */
 static void push_fns(lua_State *L) { slua_registry_table(L, REG_FNS, "v"); }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Seconds between progress lines of a long predicate evaluation: $STOF_PROGRESS_S (a number
+ * >= 0; 0: at every check) or 10. */
+static double progress_every(void) {
+  const char *e = getenv("STOF_PROGRESS_S");
+  char *end;
+  double v = e && *e ? strtod(e, &end) : -1;
+  return e && *e && !*end && v >= 0 && v < 1e9 ? v : 10.0;
+}
+
 /* Pushes the table of predicates and opens a record; nothing may raise until call_end. */
 void slua_pred_begin(lua_State *L, slua_pred_call *c) {
   push_fns(L);
@@ -72,6 +89,10 @@ void slua_pred_begin(lua_State *L, slua_pred_call *c) {
   c->failed = 0;
   c->b = c->h = c->i = c->j = 0;
   c->msg[0] = 0;
+  c->ncall = 0;
+  c->every = progress_every();
+  c->t0 = now_s();
+  c->t_next = c->t0 + c->every;
   c->prev = current_call;
   current_call = c;
 }
@@ -128,6 +149,17 @@ static int pred_trampoline(void *ud, int64_t b, int64_t h, int64_t i, int64_t j)
   }
   int v = lua_toboolean(L, -1);
   lua_settop(L, top);
+  /* a trivial predicate costs ~35 ns a call, a real one more: a mask of S = 32768 is 10^9
+   * calls, a minute or more; say where the evaluation is every c->every seconds (the clock
+   * read every 2^20 calls) */
+  if ((++c->ncall & 0xfffffu) == 0) {
+    double t = now_s();
+    if (t >= c->t_next) {
+      fprintf(stderr, "stof: evaluating an fn mask's predicate: %llu calls in %.0f s, now at (b %lld, h %lld, i %lld)\n",
+              (unsigned long long)c->ncall, t - c->t0, (long long)b, (long long)h, (long long)i);
+      c->t_next = t + c->every;
+    }
+  }
   return v;
 }
 

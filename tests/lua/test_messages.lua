@@ -167,6 +167,19 @@ if exe then
     pipe:close()
     return out
   end
+  -- a long evaluation of an fn mask's predicate says where it is (every STOF_PROGRESS_S
+  -- seconds, 10 by default; the clock is read every 2^20 calls): 1100 x 1100 calls
+  local function mask_show(env)
+    local pipe = io.popen(("%s '%s' mask show 'fn(function(b, h, i, j) return j <= i end)' --seq 1100 2>&1 >/dev/null")
+      :format(env, exe))
+    local text = pipe:read("a")
+    pipe:close()
+    return text
+  end
+  local said = mask_show("STOF_PROGRESS_S=0")
+  assert(said:find("stof: evaluating an fn mask's predicate: 1048576 calls in ", 1, true), said)
+  assert(said:find("now at %(b 0, h 0, i %d+%)\n") and select(2, said:gsub("evaluating", "")) == 1, said)
+  assert(not mask_show(""):find("evaluating", 1, true), "no progress line within 10 s")
   local missing = path .. ".missing"
   local out = show(missing)
   assert(out:find("no such file (stof db show does not create one)", 1, true), out)
