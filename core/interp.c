@@ -194,6 +194,30 @@ static stof_status load_feed(interp *in, const stof_op *op, const stof_tensor *t
   return STOF_OK;
 }
 
+/* The values of op, allocated (NULL: out of memory, recorded). */
+static double *alloc_values(interp *in, const stof_op *op) {
+  int64_t n = stof_shape_numel(op->ndim, op->shape);
+  in->val[op->id] = stof_ctx_alloc(in->ctx, sizeof(double) * (size_t)(n ? n : 1));
+  return in->val[op->id];
+}
+
+static void free_values(interp *in, const stof_op *op) {
+  int64_t n = stof_shape_numel(op->ndim, op->shape);
+  stof_ctx_dealloc(in->ctx, in->val[op->id], sizeof(double) * (size_t)(n ? n : 1));
+  in->val[op->id] = NULL;
+}
+
+/* A placeholder's values from the feed. */
+static stof_status load_placeholder(interp *in, const stof_op *op, int nfeed, const stof_op *const *feed_ops,
+                                    const stof_tensor *const *feed) {
+  int f = -1;
+  for (int j = 0; j < nfeed; j++)
+    if (feed_ops[j] == op) f = j;
+  if (f < 0) return stof_ctx_error(in->ctx, STOF_ERR_ARG, "placeholder %s has no value in the feed", op->name);
+  double *v = alloc_values(in, op);
+  return v ? load_feed(in, op, feed[f], v) : STOF_ERR_NOMEM;
+}
+
 stof_status stof_interp_eval(stof_graph *g, int nout, const stof_op *const *outputs,
                              int nfeed, const stof_op *const *feed_ops,
                              const stof_tensor *const *feed, stof_tensor **results) {
@@ -211,30 +235,45 @@ stof_status stof_interp_eval(stof_graph *g, int nout, const stof_op *const *outp
   size_t nval = (size_t)g->nop, nenv = (size_t)(g->nvar ? g->nvar : 1);
   in.val = stof_ctx_alloc(ctx, sizeof *in.val * (nval ? nval : 1));
   in.env = stof_ctx_alloc(ctx, sizeof *in.env * nenv);
-  if (!in.val || !in.env) {
+  /* last[id]: the position in ops of the last op that reads op id (nops: an output, kept);
+   * an op's values are freed after it, and a placeholder is loaded just before its first
+   * reader, so the values alive are those still to be read (a model's weights one layer at
+   * a time), not every op's at once */
+  int *last = stof_ctx_alloc(ctx, sizeof *last * (nval ? nval : 1));
+  if (!in.val || !in.env || !last) {
     st = STOF_ERR_NOMEM;
     goto done;
   }
+  for (size_t i = 0; i < nval; i++) last[i] = -1; /* -1: nothing reads it */
+  for (int i = 0; i < nops; i++) {
+    const stof_op *op = ops[i];
+    for (int k = 0; k < op->ninput; k++) last[op->input[k]->id] = i;
+    if (op->kind == STOF_OP_EXTERN && !op->cpu_fn && op->semantics) last[op->semantics->id] = i;
+  }
+  for (int i = 0; i < nout; i++) last[outputs[i]->id] = nops;
   for (int i = 0; i < nops && !st; i++) {
     const stof_op *op = ops[i];
-    int64_t n = stof_shape_numel(op->ndim, op->shape);
-    double *v = stof_ctx_alloc(ctx, sizeof *v * (size_t)(n ? n : 1));
+    if (op->kind == STOF_OP_PLACEHOLDER && last[op->id] < nops) continue; /* loaded by its first reader */
+    for (int k = 0; k < op->ninput && !st; k++)
+      if (op->input[k]->kind == STOF_OP_PLACEHOLDER && !in.val[op->input[k]->id])
+        st = load_placeholder(&in, op->input[k], nfeed, feed_ops, feed);
+    if (st) break;
+    if (op->kind == STOF_OP_PLACEHOLDER) {
+      if (!in.val[op->id]) st = load_placeholder(&in, op, nfeed, feed_ops, feed);
+      continue;
+    }
+    double *v = alloc_values(&in, op);
     if (!v) {
       st = STOF_ERR_NOMEM;
       break;
     }
-    in.val[op->id] = v;
-    if (op->kind == STOF_OP_PLACEHOLDER) {
-      int f = -1;
-      for (int j = 0; j < nfeed; j++)
-        if (feed_ops[j] == op) f = j;
-      st = f < 0 ? stof_ctx_error(ctx, STOF_ERR_ARG, "placeholder %s has no value in the feed", op->name)
-                 : load_feed(&in, op, feed[f], v);
-    } else if (op->kind == STOF_OP_COMPUTE) {
-      st = run_compute(&in, op, v);
-    } else {
-      st = run_extern(&in, op, v);
-    }
+    st = op->kind == STOF_OP_COMPUTE ? run_compute(&in, op, v) : run_extern(&in, op, v);
+    /* what no later op reads */
+    for (int k = 0; k < op->ninput; k++)
+      if (last[op->input[k]->id] == i) free_values(&in, op->input[k]);
+    if (op->kind == STOF_OP_EXTERN && !op->cpu_fn && op->semantics && last[op->semantics->id] == i)
+      free_values(&in, op->semantics);
+    if (last[op->id] < 0) free_values(&in, op); /* read by none (an extern's unused semantics) */
   }
   for (int i = 0; i < nout && !st; i++) {
     const stof_op *op = outputs[i];
@@ -249,10 +288,9 @@ stof_status stof_interp_eval(stof_graph *g, int nout, const stof_op *const *outp
     }
 done:
   if (in.val)
-    for (int i = 0; i < nops; i++) {
-      int64_t n = stof_shape_numel(ops[i]->ndim, ops[i]->shape);
-      stof_ctx_dealloc(ctx, in.val[ops[i]->id], sizeof(double) * (size_t)(n ? n : 1));
-    }
+    for (int i = 0; i < nops; i++)
+      if (in.val[ops[i]->id]) free_values(&in, ops[i]);
+  stof_ctx_dealloc(ctx, last, sizeof *last * (nval ? nval : 1));
   stof_ctx_dealloc(ctx, in.val, sizeof *in.val * (nval ? nval : 1));
   stof_ctx_dealloc(ctx, in.env, sizeof *in.env * nenv);
   stof_ctx_dealloc(ctx, ops, sizeof *ops * (size_t)(nops ? nops : 1));

@@ -29,6 +29,7 @@
 
 typedef struct tu_heap {
   size_t live;     /* bytes currently allocated through the hook */
+  size_t peak;     /* the most bytes live at once */
   long nalloc;     /* growing allocations seen (nsize > 0, osize < nsize) */
   long fail_at;    /* fail the fail_at-th growing allocation (0: never) */
   int failed;      /* the injected failure happened */
@@ -73,6 +74,7 @@ static inline void *tu_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   h->live += nsize;
   h->live -= old;
+  if (h->live > h->peak) h->peak = h->live;
   return nb + TU_HDR;
 }
 
