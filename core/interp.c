@@ -253,15 +253,14 @@ stof_status stof_interp_eval(stof_graph *g, int nout, const stof_op *const *outp
   for (int i = 0; i < nout; i++) last[outputs[i]->id] = nops;
   for (int i = 0; i < nops && !st; i++) {
     const stof_op *op = ops[i];
-    if (op->kind == STOF_OP_PLACEHOLDER && last[op->id] < nops) continue; /* loaded by its first reader */
+    if (op->kind == STOF_OP_PLACEHOLDER) { /* an output now; else loaded by its first reader */
+      if (last[op->id] == nops) st = load_placeholder(&in, op, nfeed, feed_ops, feed);
+      continue;
+    }
     for (int k = 0; k < op->ninput && !st; k++)
       if (op->input[k]->kind == STOF_OP_PLACEHOLDER && !in.val[op->input[k]->id])
         st = load_placeholder(&in, op->input[k], nfeed, feed_ops, feed);
     if (st) break;
-    if (op->kind == STOF_OP_PLACEHOLDER) {
-      if (!in.val[op->id]) st = load_placeholder(&in, op, nfeed, feed_ops, feed);
-      continue;
-    }
     double *v = alloc_values(&in, op);
     if (!v) {
       st = STOF_ERR_NOMEM;

@@ -261,8 +261,9 @@ stof_status stof_tensor_uniform(stof_ctx *ctx, stof_dtype dtype, int ndim, const
    * (LLaMA's 1.2 G weights), the values do not depend on how */
   enum { MAXT = 16, MIN_SHARE = 1 << 20 };
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t shares = n / MIN_SHARE; /* threads with at least MIN_SHARE elements each */
   int nt = ncpu < 1 ? 1 : ncpu > MAXT ? MAXT : (int)ncpu;
-  if ((int64_t)nt > n / MIN_SHARE) nt = n / MIN_SHARE > 1 ? (int)(n / MIN_SHARE) : 1;
+  if (shares < nt) nt = shares > 1 ? (int)shares : 1;
   uniform_job job[MAXT];
   pthread_t tid[MAXT];
   int started[MAXT] = {0};

@@ -287,13 +287,6 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* Milliseconds since t0 (a difference of timespecs: no precision lost at long uptimes). */
-static double ms_since(const struct timespec *t0) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)(ts.tv_sec - t0->tv_sec) * 1e3 + (double)(ts.tv_nsec - t0->tv_nsec) * 1e-6;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -381,16 +374,15 @@ stof_status stof_plan_run_bounded(stof_plan *p, double limit_ms, double *ms, int
   stof_ctx *ctx = p->ctx;
   stof_cuda_stream *prev = p->cuda ? stof_cuda_current_stream(ctx) : NULL;
   if (p->cuda) stof_cuda_set_stream(ctx, p->stream);
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = now_ms();
   int i = 0;
-  for (; i < p->nseg && !st && ms_since(&t0) <= limit_ms; i++) {
+  for (; i < p->nseg && !st && now_ms() - t0 <= limit_ms; i++) {
     st = exec_launch_segment(p, i);
     if (!st) st = stof_plan_sync(p);
     if (st) st = segment_error(p, i, st);
   }
   if (p->cuda) stof_cuda_set_stream(ctx, prev);
-  *ms = ms_since(&t0);
+  *ms = now_ms() - t0;
   if (!st && i == p->nseg) {
     *complete = 1;
     p->ran = 1;

@@ -47,13 +47,18 @@ local function typename(v)
   return type(v)
 end
 
+-- What v is, for an error that wanted an integer: a float's value (1.5), else its type.
+local function intname(v)
+  return math.type(v) == "float" and tostring(v) or typename(v)
+end
+
 -- One field's value checked against kind ("int", "number", "string", "boolean"); an
 -- integral float is taken as an integer (JSON writers differ).
 local function check_field(key, kind, v)
   if kind == "int" then
     if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then v = math.tointeger(v) end
     if math.type(v) ~= "integer" then
-      C.raise("config: %s must be an integer, got %s", key, math.type(v) == "float" and tostring(v) or typename(v))
+      C.raise("config: %s must be an integer, got %s", key, intname(v))
     end
     if v <= 0 then C.raise("config: %s must be positive, got %d", key, v) end
   elseif kind == "number" then
@@ -248,7 +253,7 @@ end
 -- float16 on two cores: 2.3 s; through the interpreter and a cast it took 5.8 s).
 function C.random_weights(shapes, seed, dtype, opts)
   if math.type(seed) ~= "integer" then
-    C.raise("random_weights: seed must be an integer, got %s", math.type(seed) == "float" and tostring(seed) or typename(seed))
+    C.raise("random_weights: seed must be an integer, got %s", intname(seed))
   end
   dtype = dtype or "float32"
   if dtype ~= "float32" and dtype ~= "float16" and dtype ~= "bfloat16" then
@@ -272,7 +277,7 @@ function C.random_weights(shapes, seed, dtype, opts)
       a, b = std, 0
     end
     local ok, t = pcall(stof.uniform, shape, b - a, b + a, dtype, s)
-    if not ok then C.raise("random_weights: %s: %s", name, (tostring(t):gsub("^[^:]*:%d+: ", "", 1))) end
+    if not ok then C.raise("random_weights: %s: %s", name, tostring(t)) end
     w[name] = t
   end
   return w
