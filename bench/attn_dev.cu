@@ -43,6 +43,7 @@ namespace ATTN_NS {
 #undef STOF_SM90_OVERLAP
 #undef STOF_SM90_PINGPONG
 #undef STOF_SM90_TMA
+#undef STOF_SM90_HALFSKIP
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -596,6 +597,63 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_block
 #include "attn_dev.cu"
 
+/* _hs: STOF_SM90_HALFSKIP=1 (a partial tile's dead 32-key half skipped; T = 64 only) */
+#define ATTN_NS g64_t64_s2_tma_hs
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define STOF_SM90_HALFSKIP 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_tma_hs_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2_tma_hs
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define STOF_SM90_HALFSKIP 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_tma_hs_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_k_m4_tma_hs
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 4
+#define STOF_SM90_QREG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_HALFSKIP 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_hs_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_hs
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_HALFSKIP 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_hs_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_tma_hs_bf
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 1
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define STOF_SM90_HALFSKIP 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_tma_hs_bf_block
+#include "attn_dev.cu"
+
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -605,6 +663,7 @@ struct Cfg {
   int sm90; /* 1: kernels/attention_block_sm90.cu (stof_attn_block_fwd_sm90), no row kernel */
   int qreg, pvsplit, overlap, pingpong; /* sm90 only: STOF_SM90_QREG, _PV_SPLIT, _OVERLAP, _PINGPONG */
   int tma, threads; /* sm90 only: STOF_SM90_TMA; threads per CTA (kBlockThreads: the producer too) */
+  int halfskip;     /* sm90 only: STOF_SM90_HALFSKIP */
 };
 
 #define CFG(ns, D, T, BF, W, S, SP, UN, MB, RW, RK)                                         \
@@ -616,7 +675,8 @@ struct Cfg {
   {                                                                                        \
     #ns, D, T, BF, T / 16, S, 0, -1, MB, 0, 0, ns::stof_attn::sm90::kSmemBytes,            \
         (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP,                         \
-        ns::stof_attn::sm90::kTma, ns::stof_attn::sm90::kBlockThreads                      \
+        ns::stof_attn::sm90::kTma, ns::stof_attn::sm90::kBlockThreads,                     \
+        ns::stof_attn::sm90::kHalfskip                                                     \
   }
 
 static const Cfg g_cfgs[] = {
@@ -659,6 +719,11 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t128_s3_o_tma, 64, 128, 0, 3, 1, 1, 0, 1, 0),
     CFG90(g64_t128_s2_k_tma, 64, 128, 0, 2, 1, 0, 0, 0, 0),
     CFG90(g64_t128_s3_pp_tma_bf, 64, 128, 1, 3, 1, 1, 0, 0, 1),
+    CFG90(g64_t64_s2_tma_hs, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t64_s2_tma_hs, 128, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_k_m4_tma_hs, 64, 64, 0, 2, 4, 0, 0, 0, 0),
+    CFG90(g64_t64_s2_hs, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_tma_hs_bf, 64, 64, 1, 2, 1, 1, 0, 0, 0),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 
@@ -780,6 +845,7 @@ struct Fmt {
   std::vector<unsigned long long> bitmap;
   std::vector<long long> valid; /* valid pairs per instance */
   long long nfull = 0, npart = 0;
+  long long nhalf = 0; /* partial tiles with keys 0..T/2-1 or T/2..T-1 masked in every row */
 };
 
 /* The BSR + bitmap format (DESIGN.md section 5; the contract in kernels/attention_block.cu). */
@@ -824,6 +890,9 @@ static Fmt build_fmt(const Mask &mk, int T)
           f.bmp_off.push_back((int)f.bitmap.size());
           f.bitmap.insert(f.bitmap.end(), w.begin(), w.end());
           ++f.npart;
+          unsigned long long lo = 0, hi = 0; /* words of key blocks 0..T8/2-1, then the rest */
+          for (int k = 0; k < T8 * T8 / 2; ++k) lo |= w[k], hi |= w[T8 * T8 / 2 + k];
+          f.nhalf += !lo || !hi;
         }
       }
       if (r == f.nrow - 1) f.row_ptr[(size_t)m * (f.nrow + 1) + f.nrow] = (int)f.col_idx.size();
@@ -1063,18 +1132,19 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
   }
   CK(cudaGetLastError());
   CK(cudaMalloc(&dO, nq * 2));
-  /* TMA configurations: K and V of each input set as [B*H][Sk][D], box {64, T, 1}, 128-byte
-   * swizzle (the kernel header's contract; kernels/attention.c encodes the same) */
+  /* TMA configurations: K and V of each input set as [B][H][Sk][D] walked {D, Sk, H, B}, box
+   * {64, T, 1, 1}, 128-byte swizzle (the kernel header's contract: 4-D maps, box coordinates
+   * (d, key row, hk, b); kernels/attention.c encodes the same) */
   CUtensorMap tmaps[3][2];
   memset(tmaps, 0, sizeof tmaps);
   if (cf.tma)
     for (int s = 0; s < nset; ++s)
       for (int t = 0; t < 2; ++t) {
-        cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)Sk, (cuuint64_t)B * H};
-        cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)Sk * D * 2};
-        cuuint32_t box[3] = {64, (cuuint32_t)cf.T, 1}, estr[3] = {1, 1, 1};
+        cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)Sk, (cuuint64_t)H, (cuuint64_t)B};
+        cuuint64_t strides[3] = {(cuuint64_t)D * 2, (cuuint64_t)Sk * D * 2, (cuuint64_t)H * Sk * D * 2};
+        cuuint32_t box[4] = {64, (cuuint32_t)cf.T, 1, 1}, estr[4] = {1, 1, 1, 1};
         const CUresult r = cuTensorMapEncodeTiled(
-            &tmaps[s][t], bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+            &tmaps[s][t], bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
             t ? dV[s] : dK[s], dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS) {
@@ -1176,9 +1246,9 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
         row.ms = time_launches(launch, o.reps);
         row.tflops = flops / (row.ms * 1e-3) / 1e12;
         printf("TIME  %-20s %-14s %-5s B=%d H=%d S=%d D=%d  %.4f ms  %.1f TFLOP/s  floor %.4f ms "
-               "(%.0f%%)  density %.4f  tiles full %lld partial %lld  fmt %.2fs\n",
+               "(%.0f%%)  density %.4f  tiles full %lld partial %lld (half-empty %lld)  fmt %.2fs\n",
                cf.name, mname.c_str(), kname.c_str(), B, H, Sq, D, row.ms, row.tflops, floor_ms,
-               100.0 * floor_ms / row.ms, density, f.nfull, f.npart, build_s);
+               100.0 * floor_ms / row.ms, density, f.nfull, f.npart, f.nhalf, build_s);
         fflush(stdout);
       }
       if (g_json)
@@ -1186,10 +1256,10 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
                 "{\"cfg\":\"%s\",\"mask\":\"%s\",\"kernel\":\"%s\",\"B\":%d,\"H\":%d,\"Sq\":%d,"
                 "\"Sk\":%d,\"D\":%d,\"dtype\":\"%s\",\"ms\":%.5f,\"tflops\":%.2f,\"relerr\":%.3e,"
                 "\"ok\":%s,\"density\":%.5f,\"tiles_full\":%lld,\"tiles_partial\":%lld,"
-                "\"floor_ms\":%.5f}\n",
+                "\"tiles_halfempty\":%lld,\"floor_ms\":%.5f}\n",
                 cf.name, mname.c_str(), kname.c_str(), B, H, Sq, Sk, D, bf ? "bfloat16" : "float16",
                 row.ms, row.tflops, row.err, row.ok ? "true" : "false", density, f.nfull, f.npart,
-                floor_ms);
+                f.nhalf, floor_ms);
       g_rows.push_back(row);
     }
     CK(cudaFree(drp));
@@ -1259,7 +1329,7 @@ static int nvrtc_check(const std::string &dir)
                          "-DSTOF_STAGES=" + std::to_string(c.stages), "-DSTOF_MIN_BLOCKS=" + std::to_string(c.minb),
                          "-DSTOF_SM90_QREG=" + std::to_string(c.qreg), "-DSTOF_SM90_PV_SPLIT=" + std::to_string(c.pvsplit),
                          "-DSTOF_SM90_OVERLAP=" + std::to_string(c.overlap), "-DSTOF_SM90_PINGPONG=" + std::to_string(c.pingpong),
-                         "-DSTOF_SM90_TMA=" + std::to_string(c.tma)},
+                         "-DSTOF_SM90_TMA=" + std::to_string(c.tma), "-DSTOF_SM90_HALFSKIP=" + std::to_string(c.halfskip)},
                         false, "sm_90a");
       continue;
     }
@@ -1281,6 +1351,8 @@ static int nvrtc_check(const std::string &dir)
   bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128"}, false, "sm_90a");
   bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128"}, false, "sm_90a");
   bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128", "-DSTOF_STAGES=4"}, true, "sm_90a");
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128", "-DSTOF_SM90_HALFSKIP=1"}, true, "sm_90a");
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_STAGES=3", "-DSTOF_SM90_OVERLAP=1", "-DSTOF_SM90_HALFSKIP=1"}, true, "sm_90a");
   bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_HEAD_DIM=96"}, true);
   bad += !nvrtc_one(dir, "attention_row.cu", {"-DSTOF_HEAD_DIM=80"}, true);
   bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_TILE_M=64", "-DSTOF_TILE_N=128"}, true);

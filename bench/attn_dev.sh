@@ -22,8 +22,12 @@ if [ "${ATTN_DEV_NOBUILD:-0}" != 1 ] || [ ! -x "$BIN" ]; then
   "$NVCC" -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v -o "$BIN" bench/attn_dev.cu -lnvrtc -lcuda \
     >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "attn_dev: build failed"; exit 1; }
   echo "attn_dev: built in $(( $(date +%s) - t0 )) s"
-  grep -E "Compiling entry|registers|spill" "$OUT/build.log" | grep -v fill_kernel |
-    sed -e 's/ptxas info *: //' | paste - - - | grep -E "[1-9][0-9]* bytes spill" || echo "attn_dev: no spills"
+  # each function's spill line under its own name (fill_kernel's lines are skipped whole), and
+  # ptxas's C75xx notes (wgmma serialised)
+  awk '/Compiling entry function/ { f = $0; sub(/.*function \047/, "", f); sub(/\047.*/, "", f) }
+       /bytes spill stores/ && f != "" && f !~ /fill_kernel/ && ($5 > 0 || $9 > 0) { print "spill: " f ": " $0; n++ }
+       END { if (!n) print "attn_dev: no spills" }' "$OUT/build.log"
+  grep -E "C75[0-9][0-9]" "$OUT/build.log" | sed -e 's/ptxas info *: //'
 fi
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \

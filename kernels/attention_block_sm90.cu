@@ -38,7 +38,8 @@
  * softmax in f32 registers (the accumulator layout of wgmma is, per warp, the mma.sync
  * m16n8 layout), then O += P V with wgmma m64nDk16, P from registers (RS variant), V from
  * shared memory as an MN-major (transposed) operand. Partial tiles run the same code and set
- * the scores of masked keys to -inf from their bitmap (no finer skipping). Scheduling
+ * the scores of masked keys to -inf from their bitmap (finer skipping only with
+ * STOF_SM90_HALFSKIP, below). Scheduling
  * variants: plain (S, wait, softmax, P V, wait), STOF_SM90_OVERLAP (P V of the previous tile
  * under the softmax), STOF_SM90_PINGPONG (the two warpgroups half a tile apart).
  *
@@ -81,7 +82,15 @@
  *   behind warpgroup 0 around the same per-tile barrier, so that one's softmax overlaps the
  *   other's MMAs; default 1 for T = 128, 0 for T = 64),
  *   STOF_SM90_TMA (1: K/V (and bitmaps) loaded by a producer warp with TMA and mbarriers, as
- *   above; 0: every thread copies them with cp.async, one CTA barrier per tile; default 0).
+ *   above; 0: every thread copies them with cp.async, one CTA barrier per tile; default 0),
+ *   STOF_SM90_HALFSKIP (1: T = 64 only, plain schedule (no overlap), TMA or cp.async: a
+ *   partial tile whose keys 0-31 or 32-63 are masked for all 64 rows (its bitmap words 32-63
+ *   or 0-31 all zero) is computed over its live 32-key half only: S with wgmma m64n32k16
+ *   (K's descriptor 32 rows = 4096 bytes on for keys 32-63, a whole number of swizzle
+ *   atoms), the mask and softmax over that half's 16 accumulators, P V over its 2 k-steps of
+ *   16 keys; exact, as the skipped keys' P is 0. Every warp reads the whole bitmap after the
+ *   tile landed and votes, so the choice is the same in the 4 warps of the warpgroup;
+ *   default 0).
  */
 #include "attention_common.cuh"
 
@@ -117,6 +126,12 @@
 #ifndef STOF_SM90_TMA
 #define STOF_SM90_TMA 0
 #endif
+#ifndef STOF_SM90_HALFSKIP
+#define STOF_SM90_HALFSKIP 0
+#endif
+#if STOF_SM90_HALFSKIP && (STOF_TILE_M != 64 || STOF_SM90_OVERLAP)
+#error "stof attention: STOF_SM90_HALFSKIP needs STOF_TILE_M=64 (one warpgroup over the tile's 64 rows) and no STOF_SM90_OVERLAP"
+#endif
 #if STOF_STAGES < 2 || STOF_STAGES > 4
 #error "stof attention: STOF_STAGES must be 2, 3 or 4"
 #endif
@@ -144,6 +159,9 @@ constexpr bool kOverlap = STOF_SM90_OVERLAP != 0;
 constexpr bool kPingpong = STOF_SM90_PINGPONG != 0;
 constexpr int kDist = (kPingpong || kOverlap) ? kStages - 2 : kStages - 1;
 static_assert(!kPingpong || (kWG == 2 && !kOverlap), "stof attention (sm90): ping-pong needs T = 128 (two warpgroups), no STOF_SM90_OVERLAP");
+/* A partial tile's dead 32-key half skipped: one warpgroup over the tile's 64 rows. */
+constexpr bool kHalfskip = STOF_SM90_HALFSKIP != 0;
+static_assert(!kHalfskip || (kT == 64 && kWG == 1 && !kOverlap), "stof attention (sm90): STOF_SM90_HALFSKIP needs T = 64 and the plain schedule");
 constexpr int kQBytes = STOF_SM90_QREG ? 0 : kTileBytes; /* a Q tile of its own (Q not in registers) */
 /* TMA: the producer (a warpgroup at T = 128, so that setmaxnreg can move registers; one warp
  * at T = 64) and the mbarriers (full[stages], empty[stages], qfree). */
@@ -295,6 +313,28 @@ __device__ __forceinline__ void wg_rsk_n128(float (&d)[64], const unsigned (&a)[
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
 }
 
+#if STOF_SM90_HALFSKIP
+/* S over 32 keys (STOF_SM90_HALFSKIP): m64n32k16, 16 accumulators per thread, laid out as
+ * the first 16 of m64n64's. */
+__device__ __forceinline__ void wg_ss_n32(float (&d)[16], unsigned long long da, unsigned long long db, int acc)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+               : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wg_rsk_n32(float (&d)[16], const unsigned (&a)[4], unsigned long long db, int acc)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32" STOF_WG_AB " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+#endif
+
 template <int N> __device__ __forceinline__ void wg_ss(float (&d)[N / 2], unsigned long long da, unsigned long long db, int acc);
 template <> __device__ __forceinline__ void wg_ss<64>(float (&d)[32], unsigned long long da, unsigned long long db, int acc) { wg_ss_n64(d, da, db, acc); }
 template <> __device__ __forceinline__ void wg_ss<128>(float (&d)[64], unsigned long long da, unsigned long long db, int acc) { wg_ss_n128(d, da, db, acc); }
@@ -353,6 +393,141 @@ __device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16]
 #endif
   }
 }
+
+#if STOF_SM90_HALFSKIP
+/* O += P V over the first N k-steps of 16 keys from vs (a 32-key half: N = 2, vs at the
+ * half's first V row); as pv. */
+template <int N>
+__device__ __forceinline__ void pv_steps(float (&o)[kNO], const unsigned (&p)[kT / 16][4], unsigned vs)
+{
+#pragma unroll
+  for (int kk = 0; kk < N; ++kk) {
+#if STOF_SM90_PV_SPLIT && STOF_HEAD_DIM == 128
+    float(&o0)[32] = *reinterpret_cast<float(*)[32]>(&o[0]);
+    float(&o1)[32] = *reinterpret_cast<float(*)[32]>(&o[32]);
+    wg_rs<64>(o0, p[kk], mdesc(vs + kk * 2048, 16, 1024));
+    wg_rs<64>(o1, p[kk], mdesc(vs + kBlkBytes + kk * 2048, 16, 1024));
+#else
+    wg_rs<kD>(o, p[kk], mdesc(vs + kk * 2048, kBlkBytes, 1024));
+#endif
+  }
+}
+
+/* One tile of the plain schedule with STOF_SM90_HALFSKIP: S = Q K^T, the mask (partial), the
+ * online softmax, O += P V, each wgmma group issued and waited for here (none is in flight
+ * across the caller's branch between the two forms or the loop's back edge: C7515). kHalf:
+ * the 32 keys whose K rows start at ks, V rows at vs and bitmap words (key blocks of 8) at
+ * bmp (for keys 32-63: K and V 4096 bytes on, whole 1024-byte swizzle atoms, so the row
+ * phase r & 7 is kept; words 32 on), S with m64n32 (its 16 accumulators are laid out as
+ * m64n64's first 16), P V over 2 k-steps of 16 keys; else all 64 keys, as the plain loop.
+ * Key block nb of the computed ones is s[4 nb .. 4 nb + 3], P V's k-step kk is
+ * p[kk] = s[8 kk .. 8 kk + 7]. q: Q's fragments (STOF_SM90_QREG) or its warpgroup's slice in
+ * shared memory. rel0: the modifier's offset j - i of the lane's first score (STOF_HAS_MOD). */
+template <bool kHalf>
+__device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float (&lrow)[2], unsigned (&p)[kT / 16][4],
+#if STOF_SM90_QREG
+                                        const unsigned (&q)[kD / 16][4],
+#else
+                                        unsigned q,
+#endif
+                                        unsigned ks, unsigned vs, const unsigned *bmp, bool partial, int wrow,
+                                        int bsh, int bhi, float sl2, const mod_cta &mc, int rel0, float scale)
+{
+  constexpr int kNb = kHalf ? kT / 16 : kT / 8; /* key blocks of 8 computed */
+  float s[kHalf ? kNS / 2 : kNS];
+
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
+    const unsigned long long kd = mdesc(ks + koff, 16, 1024);
+    if constexpr (!kHalf) {
+#if STOF_SM90_QREG
+      wg_rsk<kT>(s, q[kk], kd, kk > 0);
+#else
+      wg_ss<kT>(s, mdesc(q + koff, 16, 1024), kd, kk > 0);
+#endif
+    } else {
+#if STOF_SM90_QREG
+      wg_rsk_n32(s, q[kk], kd, kk > 0);
+#else
+      wg_ss_n32(s, mdesc(q + koff, 16, 1024), kd, kk > 0);
+#endif
+    }
+  }
+  wg_commit();
+  wg_wait<0>();
+  reg_fence(s);
+#if STOF_HAS_MOD
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) {
+      const int rel = rel0 + nb * 8 - hh * 8;
+      s[4 * nb + 2 * hh] = mod_score(s[4 * nb + 2 * hh] * scale, rel, mc);
+      s[4 * nb + 2 * hh + 1] = mod_score(s[4 * nb + 2 * hh + 1] * scale, rel + 1, mc);
+    }
+#endif
+
+  if (partial) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int rb = (wrow + hh * 8) >> 3;
+#pragma unroll
+      for (int nb = 0; nb < kNb; ++nb) {
+        const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
+        if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
+        if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
+      }
+    }
+  }
+
+  /* Online softmax over the computed keys (a skipped one would add exp(-inf) = 0). */
+  float alpha[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float mx = mrow[hh];
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+    alpha[hh] = ex2(mrow[hh] * sl2 - ms);
+    mrow[hh] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) {
+      const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
+      const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
+      s[4 * nb + 2 * hh] = p0;
+      s[4 * nb + 2 * hh + 1] = p1;
+      sum += p0 + p1;
+    }
+    lrow[hh] = lrow[hh] * alpha[hh] + sum;
+  }
+#pragma unroll
+  for (int db = 0; db < kD / 8; ++db) {
+    o[4 * db + 0] *= alpha[0];
+    o[4 * db + 1] *= alpha[0];
+    o[4 * db + 2] *= alpha[1];
+    o[4 * db + 3] *= alpha[1];
+  }
+#pragma unroll
+  for (int kk = 0; kk < kNb / 2; ++kk) {
+    p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
+    p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
+    p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
+    p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+
+  reg_fence(o);
+  wg_fence();
+  pv_steps<kNb / 2>(o, p, vs);
+  wg_commit();
+  wg_wait<0>();
+  reg_fence(o);
+}
+#endif
 
 } /* namespace sm90 */
 } /* namespace stof_attn */
@@ -550,6 +725,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int bsh = (g & 3) * 8 + 2 * t4, bhi = g >> 2;
 #if STOF_HAS_MOD
   const mod_cta mc = mod_begin(M, h);
+#if !STOF_SM90_HALFSKIP /* hs_tile has its own, over the computed keys */
   /* The score modifier on tile ti's scaled scores (sl2 is then log2 e alone): this lane's
    * offset j - i at (row g, column 2 t4) of its warp's rows, from the tile's column. */
   auto apply_mod = [&](float (&s)[kNS], int ti) {
@@ -563,6 +739,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
         s[4 * nb + 2 * hh + 1] = mod_score(s[4 * nb + 2 * hh + 1] * scale, rel + 1, mc);
       }
   };
+#endif
 #endif
 
 #if STOF_SM90_QREG
@@ -596,7 +773,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   unsigned p[kT / 16][4]; /* P of the current (or, overlapped, the previous) tile */
 #pragma unroll
   for (int kk = 0; kk < kT / 16; ++kk) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
+#if !STOF_SM90_HALFSKIP
   unsigned vs_prev = 0;   /* overlapped: V of the previous tile */
+#endif
 
 #if STOF_SM90_PINGPONG
   /* Ping-pong (two warpgroups, T = 128): the same per-tile barrier for both, but warpgroup 1
@@ -793,6 +972,70 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     reg_fence(o);
 #if STOF_SM90_TMA
     tma_release(n - 1);
+#endif
+  }
+#elif STOF_SM90_HALFSKIP
+  /* The plain schedule, one warpgroup, a tile at a time through hs_tile: all 64 keys, or one
+   * 32-key half kh (keys 32 kh .. 32 kh + 31) of a partial tile whose other half is masked in
+   * all 64 rows. */
+#if !STOF_HAS_MOD
+  const mod_cta mc = {}; /* read by nothing */
+#endif
+#if STOF_SM90_QREG
+  const auto &qop = qf; /* Q for S: its fragments, or its slice in shared memory */
+#else
+  const unsigned qop = qslice;
+#endif
+  for (int i = 0; i < n; ++i) {
+    const int st = i % kStages;
+#if STOF_SM90_TMA
+    const bool partial = tma_ready(i);
+#else
+    cp_async_wait<kDist - 1>();
+    fence_async_smem();
+    __syncthreads();
+
+    const int j = i + kDist;
+    if (j < n) {
+      issue(j % kStages, nx_col, nx_off);
+      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
+      if (j + 1 < n) {
+        nx_col = __ldg(col_idx + e0 + j + 1);
+        nx_off = __ldg(bmp_off + e0 + j + 1);
+      }
+    }
+    cp_async_commit();
+    const bool partial = pend & 1u;
+    pend >>= 1;
+#endif
+    /* A dead half: none of its 32 bitmap words (key blocks 0-3: words 0-31, 4-7: 32-63) has a
+     * bit. Every warp reads all 64 words and votes, so all four take the same branch (wgmma
+     * is .sync.aligned over the warpgroup). */
+    const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
+    bool lo = true, hi = true;
+    if (partial) {
+      const unsigned long long *bw = reinterpret_cast<const unsigned long long *>(bmp);
+      lo = __any_sync(0xffffffffu, bw[lane] != 0ull);
+      hi = __any_sync(0xffffffffu, bw[lane + 32] != 0ull);
+    }
+    const int kh = lo ? 0 : 1; /* the computed half when one is skipped; 0 for a whole tile */
+    const unsigned ks = kvbase + st * 2 * kTileBytes + kh * (kT / 2) * 128;
+    const int rel0 = STOF_HAS_MOD ? __ldg(col_idx + e0 + i) * kT + kh * (kT / 2) + 2 * t4 - (q0 + wrow + g) : 0;
+    if (lo && hi)
+      hs_tile<false>(o, mrow, lrow, p, qop, ks, ks + kTileBytes, bmp, partial, wrow, bsh, bhi, sl2, mc, rel0, scale);
+    else
+      hs_tile<true>(o, mrow, lrow, p, qop, ks, ks + kTileBytes, bmp + kh * (kT / 16) * kT8 * 2, true, wrow, bsh, bhi,
+                    sl2, mc, rel0, scale);
+#if STOF_SM90_TMA
+    tma_release(i); /* S and P V waited for, the bitmap read */
+#endif
+#if STOF_SM90_QREG
+    /* Q's fragments kept live with real reads, as in the plain loop below. */
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][0]), "r"(qf[kk][1]));
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][2]), "r"(qf[kk][3]));
+    }
 #endif
   }
 #else
