@@ -22,6 +22,8 @@
  * binary is built for sm_90a (bench/attn_dev.sh: -gencode=arch=compute_90a,code=sm_90a).
  * Other flags: --kernels block,row  --nocheck  --notime  --reps N  --json FILE
  *   --quiet (print only failing checks and the summary, no table)
+ *   --bitcmp (with --odd: the outputs of the 2nd, 4th, .. --cfg entries compared bit for bit with
+ *     those of the entry before each, same inputs; e.g. a kernel option against its absence)
  *   --rowcheck N (rows sampled per (b,h) above the exhaustive limit)
  */
 #if defined(ATTN_DEV_INSTANTIATE_SM90)
@@ -44,6 +46,7 @@ namespace ATTN_NS {
 #undef STOF_SM90_PINGPONG
 #undef STOF_SM90_TMA
 #undef STOF_SM90_HALFSKIP
+#undef STOF_SM90_ROWMASK
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -86,6 +89,7 @@ namespace ATTN_NS {
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -654,6 +658,104 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g64_t64_s2_tma_hs_bf_block
 #include "attn_dev.cu"
 
+/* _rm: STOF_SM90_ROWMASK=1 (a partial tile's mask bits transposed per lane, one select per
+ * score); the first four for the A/B against their plain twins, the others cover the other
+ * ways to the bits (overlap with the producer's words; ping-pong at T = 128 and cp.async,
+ * where each consumer warp transposes) */
+#define ATTN_NS g64_t64_s2_tma_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_tma_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_k_m4_tma_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 4
+#define STOF_SM90_QREG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2_tma_rm
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_tma_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_tma_hs_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_SM90_TMA 1
+#define STOF_SM90_HALFSKIP 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_tma_hs_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s3_o_tma_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 3
+#define STOF_SM90_OVERLAP 1
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s3_o_tma_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s3_pp_tma_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t128_s3_pp_tma_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_hs_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_HALFSKIP 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_hs_rm_block
+#include "attn_dev.cu"
+
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -664,6 +766,7 @@ struct Cfg {
   int qreg, pvsplit, overlap, pingpong; /* sm90 only: STOF_SM90_QREG, _PV_SPLIT, _OVERLAP, _PINGPONG */
   int tma, threads; /* sm90 only: STOF_SM90_TMA; threads per CTA (kBlockThreads: the producer too) */
   int halfskip;     /* sm90 only: STOF_SM90_HALFSKIP */
+  int rowmask;      /* sm90 only: STOF_SM90_ROWMASK */
 };
 
 #define CFG(ns, D, T, BF, W, S, SP, UN, MB, RW, RK)                                         \
@@ -676,7 +779,7 @@ struct Cfg {
     #ns, D, T, BF, T / 16, S, 0, -1, MB, 0, 0, ns::stof_attn::sm90::kSmemBytes,            \
         (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP,                         \
         ns::stof_attn::sm90::kTma, ns::stof_attn::sm90::kBlockThreads,                     \
-        ns::stof_attn::sm90::kHalfskip                                                     \
+        ns::stof_attn::sm90::kHalfskip, ns::stof_attn::sm90::kRowmask                     \
   }
 
 static const Cfg g_cfgs[] = {
@@ -724,6 +827,14 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t64_s2_k_m4_tma_hs, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g64_t64_s2_hs, 64, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g64_t64_s2_tma_hs_bf, 64, 64, 1, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_tma_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_k_m4_tma_rm, 64, 64, 0, 2, 4, 0, 0, 0, 0),
+    CFG90(g128_t64_s2_tma_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_tma_hs_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s3_o_tma_rm, 64, 64, 0, 3, 1, 1, 0, 1, 0),
+    CFG90(g64_t128_s3_pp_tma_rm, 64, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g64_t64_s2_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_hs_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 
@@ -1047,6 +1158,7 @@ struct Opts {
   std::vector<std::string> cfgs, masks, shapes, kernels = {"block", "row"};
   int heads = 12, dim = 64, reps = 30, rowcheck = 160;
   bool check = true, time = true, suite = false, odd = false, quiet = false;
+  bool bitcmp = false; /* --odd: entries 2k+1 of --cfg checked bit for bit against entry 2k */
   std::string json;
 };
 
@@ -1060,6 +1172,11 @@ struct Row {
 
 static std::vector<Row> g_rows;
 static FILE *g_json = nullptr;
+/* --bitcmp: each checked output of a reference configuration by (mask, kernel, shape), and
+ * whether the configuration being run is a reference (else it is compared); counts */
+static std::map<std::string, std::vector<uint16_t>> g_bitref;
+static bool g_bitref_now = true;
+static int g_bit_same = 0, g_bit_diff = 0;
 static double g_bw = 3.0e12, g_peak = 790e12; /* bytes/s measured at start; fp16 tensor peak */
 
 /* Median of `reps` launches, each between its own pair of events, input sets rotated.
@@ -1233,6 +1350,27 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(hO.data(), dO, nq * 2, cudaMemcpyDeviceToHost));
         const CheckResult cr = check(mk, hQ, hK, hV, hO, B, H, D, scale, bf, o.rowcheck);
+        if (o.bitcmp) {
+          char key[160];
+          snprintf(key, sizeof key, "%s %s B=%d H=%d Sq=%d Sk=%d D=%d bf=%d", mname.c_str(), kname.c_str(), B, H, Sq,
+                   Sk, D, bf);
+          if (g_bitref_now) {
+            g_bitref[key] = hO;
+          } else if (g_bitref.count(key)) {
+            const std::vector<uint16_t> &ref = g_bitref[key];
+            long long nd = 0;
+            double md = 0;
+            for (size_t k = 0; k < hO.size(); ++k)
+              if (hO[k] != ref[k]) {
+                ++nd;
+                md = std::max(md, (double)std::fabs(to_f(hO[k], bf) - to_f(ref[k], bf)));
+              }
+            nd ? ++g_bit_diff : ++g_bit_same;
+            if (!o.quiet || nd)
+              printf("BITCMP %-20s %s: %s (%lld of %zu elements differ, max |diff| %.3e)\n", cf.name, key,
+                     nd ? "DIFFERENT" : "identical", nd, hO.size(), md);
+          }
+        }
         row.err = cr.relerr;
         row.ok = cr.ok;
         if (!o.quiet || !cr.ok)
@@ -1329,7 +1467,8 @@ static int nvrtc_check(const std::string &dir)
                          "-DSTOF_STAGES=" + std::to_string(c.stages), "-DSTOF_MIN_BLOCKS=" + std::to_string(c.minb),
                          "-DSTOF_SM90_QREG=" + std::to_string(c.qreg), "-DSTOF_SM90_PV_SPLIT=" + std::to_string(c.pvsplit),
                          "-DSTOF_SM90_OVERLAP=" + std::to_string(c.overlap), "-DSTOF_SM90_PINGPONG=" + std::to_string(c.pingpong),
-                         "-DSTOF_SM90_TMA=" + std::to_string(c.tma), "-DSTOF_SM90_HALFSKIP=" + std::to_string(c.halfskip)},
+                         "-DSTOF_SM90_TMA=" + std::to_string(c.tma), "-DSTOF_SM90_HALFSKIP=" + std::to_string(c.halfskip),
+                         "-DSTOF_SM90_ROWMASK=" + std::to_string(c.rowmask)},
                         false, "sm_90a");
       continue;
     }
@@ -1353,6 +1492,11 @@ static int nvrtc_check(const std::string &dir)
   bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128", "-DSTOF_STAGES=4"}, true, "sm_90a");
   bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128", "-DSTOF_SM90_HALFSKIP=1"}, true, "sm_90a");
   bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_STAGES=3", "-DSTOF_SM90_OVERLAP=1", "-DSTOF_SM90_HALFSKIP=1"}, true, "sm_90a");
+  /* STOF_SM90_ROWMASK where no configuration above takes it: T = 128 with cp.async (the
+   * defaults: ping-pong), D = 128 at T = 128 with TMA, and with score modifiers */
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_SM90_ROWMASK=1"}, false, "sm_90a");
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_TILE_N=128", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1"}, false, "sm_90a");
+  bad += !nvrtc_one(dir, "attention_block_sm90.cu", {"-DSTOF_TILE_M=64", "-DSTOF_TILE_N=64", "-DSTOF_STAGES=2", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SCORE_MOD=1", "-DSTOF_SOFTCAP=1"}, false, "sm_90a");
   bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_HEAD_DIM=96"}, true);
   bad += !nvrtc_one(dir, "attention_row.cu", {"-DSTOF_HEAD_DIM=80"}, true);
   bad += !nvrtc_one(dir, "attention_block.cu", {"-DSTOF_TILE_M=64", "-DSTOF_TILE_N=128"}, true);
@@ -1447,6 +1591,7 @@ int main(int argc, char **argv)
     else if (a == "--suite") o.suite = true;
     else if (a == "--odd") o.odd = true;
     else if (a == "--quiet") o.quiet = true;
+    else if (a == "--bitcmp") o.bitcmp = true;
     else if (a == "--list") list = true;
     else if (a == "--nvrtc") nvrtc_dir = k + 1 < argc && argv[k + 1][0] != '-' ? argv[++k] : "kernels";
     else {
@@ -1546,12 +1691,14 @@ int main(int argc, char **argv)
     else
       for (auto &n : o.cfgs) cs.push_back(find_cfg(n));
     const char *shapes[] = {"1x1000", "1x3000", "2x1000x1500", "2x200x77", "1x128"};
-    for (const Cfg *c : cs)
+    for (size_t ci = 0; ci < cs.size(); ++ci) {
+      g_bitref_now = ci % 2 == 0;
       for (const char *s : shapes) {
         int B, Sq, Sk;
         parse_shape(s, B, Sq, Sk);
-        run_shape(*c, B, 3, Sq, Sk, om, o, true, false);
+        run_shape(*cs[ci], B, 3, Sq, Sk, om, o, true, false);
       }
+    }
   }
   if (o.suite) {
     const char *grid[] = {"1x128", "8x512", "8x1024", "16x2048", "16x4096"};
@@ -1591,6 +1738,9 @@ int main(int argc, char **argv)
   }
   printf("\n%s: %d of %zu results failed; max relative L2 error %.3e\n", fails ? "FAILED" : "ALL PASS",
          fails, g_rows.size(), maxerr);
+  if (o.bitcmp)
+    printf("BITCMP: %d of %d compared outputs bit-identical to their reference's\n", g_bit_same,
+           g_bit_same + g_bit_diff);
   if (g_json) fclose(g_json);
   return fails ? 3 : 0;
 }

@@ -49,7 +49,8 @@
  * the same non-empty tiles of the row and, per tile, lane 0 issues cp.async.bulk.tensor (TMA)
  * copies of K and V (D/64 boxes each) on the stage's `full` mbarrier (expect_tx = 2 tiles of
  * bytes) while the lanes copy a partial tile's bitmap with cp.async and arrive on the same
- * barrier when it has landed (cp.async.mbarrier.arrive.noinc; 32 arrivals per phase). The
+ * barrier when it has landed (cp.async.mbarrier.arrive.noinc; 32 arrivals per phase;
+ * STOF_SM90_ROWMASK at T = 64: they store its transposition instead, then arrive). The
  * consumers wait on `full` (try_wait.parity; parity = use count of the stage & 1) instead of
  * cp.async groups and a CTA barrier, and each consumer thread arrives on the stage's `empty`
  * barrier once every wgmma reading the stage has been waited for; the producer waits on
@@ -90,6 +91,18 @@
  *   atoms), the mask and softmax over that half's 16 accumulators, P V over its 2 k-steps of
  *   16 keys; exact, as the skipped keys' P is 0. Every warp reads the whole bitmap after the
  *   tile landed and votes, so the choice is the same in the 4 warps of the warpgroup;
+ *   default 0),
+ *   STOF_SM90_ROWMASK (1: every schedule, tile and copy path: a partial tile's mask bits
+ *   of a consumer lane's 32 (T = 64) scores come as one register per 64 keys, and each score
+ *   takes one select on a predicate that ptxas moves from it with R2P (rm_apply), instead of
+ *   a shared load, shift and two bit tests per 8-key block and row half. The register is
+ *   the lane's column of a 16 x 32 matrix of 2-bit pairs (its warp's 16 bitmap words per 64
+ *   keys), transposed from one 32-bit half per lane in four shuffle stages (rm_transpose):
+ *   with TMA at T = 64 by the producer warp, which loads the tile's bitmap a tile ahead
+ *   (ld.global) and stores the four consumer warps' 128 words in the stage's bitmap area
+ *   before it arrives on the stage's full barrier (and, with STOF_SM90_HALFSKIP, the vote on
+ *   the dead half in the mbarrier area's spare bytes); otherwise (cp.async, T = 128) by each
+ *   consumer warp from the raw bitmap. The consumer's load is issued while S's wgmma runs;
  *   default 0).
  */
 #include "attention_common.cuh"
@@ -129,6 +142,9 @@
 #ifndef STOF_SM90_HALFSKIP
 #define STOF_SM90_HALFSKIP 0
 #endif
+#ifndef STOF_SM90_ROWMASK
+#define STOF_SM90_ROWMASK 0
+#endif
 #if STOF_SM90_HALFSKIP && (STOF_TILE_M != 64 || STOF_SM90_OVERLAP)
 #error "stof attention: STOF_SM90_HALFSKIP needs STOF_TILE_M=64 (one warpgroup over the tile's 64 rows) and no STOF_SM90_OVERLAP"
 #endif
@@ -162,6 +178,7 @@ static_assert(!kPingpong || (kWG == 2 && !kOverlap), "stof attention (sm90): pin
 /* A partial tile's dead 32-key half skipped: one warpgroup over the tile's 64 rows. */
 constexpr bool kHalfskip = STOF_SM90_HALFSKIP != 0;
 static_assert(!kHalfskip || (kT == 64 && kWG == 1 && !kOverlap), "stof attention (sm90): STOF_SM90_HALFSKIP needs T = 64 and the plain schedule");
+constexpr bool kRowmask = STOF_SM90_ROWMASK != 0; /* a partial tile's mask bits per lane (rm_apply) */
 constexpr int kQBytes = STOF_SM90_QREG ? 0 : kTileBytes; /* a Q tile of its own (Q not in registers) */
 /* TMA: the producer (a warpgroup at T = 128, so that setmaxnreg can move registers; one warp
  * at T = 64) and the mbarriers (full[stages], empty[stages], qfree). */
@@ -394,6 +411,94 @@ __device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16]
   }
 }
 
+#if STOF_SM90_ROWMASK
+/* STOF_SM90_ROWMASK: a partial tile's mask bits of one lane's scores in kT / 64 registers.
+ * Lane L = 4 g + t4 of warp w holds the scores of rows 16 w + 8 hh + g and keys
+ * 8 nb + 2 t4 + e (s[4 nb + 2 hh + e]); their bit is bit 8 g + 2 t4 + e = 2 L + e of the
+ * 64-bit word nb * kT8 + 2 w + hh (kernels/mask_format.c: bit 8 row + key of an 8 x 8
+ * block). So per 64 keys (key blocks 8 c .. 8 c + 7) the 16 words j = nb % 8 + 8 hh of a
+ * warp's rows are a 16 x 32 matrix of 2-bit pairs, and lane L wants its column L: the
+ * pairs L of the 16 words, which rm_transpose gathers from one 32-bit half per lane.
+ * Afterwards bit 16 hh + 2 (nb % 8) + e of m[nb / 8] is score s[4 nb + 2 hh + e]'s. */
+
+/* Lane 16 hf + j passes half hf of word j (its pairs 16 hf + q at bits 2 q, 2 q + 1) and
+ * gets the pairs 16 hf + (lane & 15) of words 0..15 (word j at bits 2 j, 2 j + 1). Stage k
+ * (k = 0..3) swaps lane bit k with bit k of q: a lane keeps the pairs whose q has bit k
+ * equal to its own lane bit k and takes the others from lane ^ 2^k, moved by 2^(k+1) bits
+ * (stages 0 and 1 with a funnel shift and a LOP3, stages 2 and 3, whole bytes, with one
+ * PRMT); lane bit 4 (hf) stays. 4 shuffles and 6 ALU instructions once the lane's
+ * selectors are in registers. Warp-uniform calls only (shuffles over the full warp). */
+__device__ __forceinline__ unsigned rm_transpose(unsigned x, int lane)
+{
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const unsigned hi = k == 0 ? 0xccccccccu : 0xf0f0f0f0u; /* pairs whose q has bit k */
+    const int sh = 2 << k;
+    const bool up = (lane >> k) & 1;
+    const unsigned y = __shfl_xor_sync(0xffffffffu, x, 1 << k);
+    /* up: the partner's pairs q | 2^k moved down to q; else its pairs q moved up to q | 2^k */
+    const unsigned r = __funnelshift_l(y, y, up ? 32 - sh : sh);
+    /* up ? hi : ~hi, as a rotation of hi: one register, so that the merge is one LOP3 (as a
+     * select between constants ptxas split it into three) */
+    const unsigned keep = __funnelshift_l(hi, hi, up ? 0 : sh);
+    x = (x & keep) | (r & ~keep);
+  }
+  /* bytes (k = 2), then half-words (k = 3): byte i of __byte_perm is byte s_i of {y, x} */
+  unsigned y = __shfl_xor_sync(0xffffffffu, x, 4);
+  x = __byte_perm(x, y, (lane & 4) ? 0x3715 : 0x6240);
+  y = __shfl_xor_sync(0xffffffffu, x, 8);
+  x = __byte_perm(x, y, (lane & 8) ? 0x3276 : 0x5410);
+  return x;
+}
+
+/* The bitmap's half that lane `lane` passes to rm_transpose for group c of warp wq's rows:
+ * its 32-bit index in the tile's bitmap. */
+__device__ __forceinline__ int rm_src(int c, int wq, int lane)
+{
+  return 2 * ((8 * c + (lane & 7)) * kT8 + 2 * wq + ((lane >> 3) & 1)) + (lane >> 4);
+}
+
+/* Where the bits come from: with TMA at T = 64 the producer warp, otherwise idle between
+ * its copies, transposes a partial tile's bitmap for the four consumer warps and stores
+ * the stage's words in the bitmap's place (word 32 w + lane for lane `lane` of warp w:
+ * 128 words, the 512 bytes of the raw bitmap), so a consumer lane loads its word; with
+ * cp.async (no producer) and at T = 128 (the producer warpgroup holds 24 registers) each
+ * consumer warp transposes the raw bitmap itself. */
+constexpr bool kRmProducer = kTma && kProdThreads == 32;
+static_assert(!kRmProducer || (kT == 64 && kThreads == 128 && kBmpBytes == 4 * kThreads), "rowmask layout");
+/* With STOF_SM90_HALFSKIP, the producer's vote per stage (bit 0: keys 0-31 live, bit 1:
+ * keys 32-63) in the mbarrier area's spare bytes: 4 bytes a stage from byte 96 (the
+ * barriers take 8 * (2 * stages + 1) <= 72 bytes at T = 64). */
+constexpr int kRmFlags = 96;
+static_assert(!kRmProducer || (kRmFlags >= 8 * (2 * kStages + 1) && kRmFlags + 4 * kStages <= kBarBytes), "rowmask flags");
+
+/* This lane's bits of the stage's partial tile (bmp: the stage's bitmap area). */
+__device__ __forceinline__ void rm_load(unsigned (&m)[kT / 64], const unsigned *bmp, int wrow, int lane)
+{
+  if constexpr (kRmProducer) {
+    m[0] = bmp[(wrow >> 4) * 32 + lane];
+  } else {
+#pragma unroll
+    for (int c = 0; c < kT / 64; ++c) m[c] = rm_transpose(bmp[rm_src(c, wrow >> 4, lane)], lane);
+  }
+}
+
+/* Scores of masked keys (bit clear in rm_load's m) to -inf over key blocks 0 .. NB - 1:
+ * one FSEL each, on predicates that ptxas moves from m with R2P. */
+template <int NB, int N>
+__device__ __forceinline__ void rm_apply(float (&s)[N], const unsigned (&m)[kT / 64])
+{
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      const unsigned w = m[nb >> 3] >> (16 * hh + 2 * (nb & 7));
+      if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
+      if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
+    }
+}
+#endif
+
 #if STOF_SM90_HALFSKIP
 /* O += P V over the first N k-steps of 16 keys from vs (a 32-key half: N = 2, vs at the
  * half's first V row); as pv. */
@@ -418,7 +523,8 @@ __device__ __forceinline__ void pv_steps(float (&o)[kNO], const unsigned (&p)[kT
  * across the caller's branch between the two forms or the loop's back edge: C7515). kHalf:
  * the 32 keys whose K rows start at ks, V rows at vs and bitmap words (key blocks of 8) at
  * bmp (for keys 32-63: K and V 4096 bytes on, whole 1024-byte swizzle atoms, so the row
- * phase r & 7 is kept; words 32 on), S with m64n32 (its 16 accumulators are laid out as
+ * phase r & 7 is kept; words 32 on; with STOF_SM90_ROWMASK bmp is the stage's area and kh
+ * the half), S with m64n32 (its 16 accumulators are laid out as
  * m64n64's first 16), P V over 2 k-steps of 16 keys; else all 64 keys, as the plain loop.
  * Key block nb of the computed ones is s[4 nb .. 4 nb + 3], P V's k-step kk is
  * p[kk] = s[8 kk .. 8 kk + 7]. q: Q's fragments (STOF_SM90_QREG) or its warpgroup's slice in
@@ -431,7 +537,8 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
                                         unsigned q,
 #endif
                                         unsigned ks, unsigned vs, const unsigned *bmp, bool partial, int wrow,
-                                        int bsh, int bhi, float sl2, const mod_cta &mc, int rel0, float scale)
+                                        int bsh, int bhi, float sl2, const mod_cta &mc, int rel0, float scale,
+                                        int lane, int kh)
 {
   constexpr int kNb = kHalf ? kT / 16 : kT / 8; /* key blocks of 8 computed */
   float s[kHalf ? kNS / 2 : kNS];
@@ -456,6 +563,15 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
     }
   }
   wg_commit();
+#if STOF_SM90_ROWMASK
+  /* the mask's bits gathered while S runs; the half's key blocks 4 kh .. 4 kh + 3 moved to
+   * 0 .. 3 (bits 16 hh + 2 nb + e, nb < 4) */
+  unsigned rm[kT / 64];
+  if (partial) {
+    rm_load(rm, bmp, wrow, lane);
+    if (kHalf) rm[0] >>= 8 * kh;
+  }
+#endif
   wg_wait<0>();
   reg_fence(s);
 #if STOF_HAS_MOD
@@ -470,6 +586,9 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
 #endif
 
   if (partial) {
+#if STOF_SM90_ROWMASK
+    rm_apply<kNb>(s, rm);
+#else
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int rb = (wrow + hh * 8) >> 3;
@@ -480,6 +599,7 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
         if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
       }
     }
+#endif
   }
 
   /* Online softmax over the computed keys (a skipped one would add exp(-inf) = 0). */
@@ -625,6 +745,17 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       col = __ldg(col_idx + e0);
       off = __ldg(bmp_off + e0);
     }
+#if STOF_SM90_ROWMASK
+    /* kRmProducer: this lane's halves of the next partial tile's bitmap, one per consumer
+     * warp (rm_src), loaded a tile ahead of their transposition */
+    unsigned bw[4];
+    auto rm_fetch = [&](int o) {
+      const unsigned *src = reinterpret_cast<const unsigned *>(bitmap + (unsigned)o);
+#pragma unroll
+      for (int w = 0; w < 4; ++w) bw[w] = __ldg(src + rm_src(0, w, lane));
+    };
+    if (kRmProducer && off >= 0) rm_fetch(off);
+#endif
     for (int j = 0; j < n; ++j) {
       const int st = j % kStages;
       const unsigned full = bar_full + 8 * st;
@@ -639,6 +770,25 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
           tma_load_4d(ks + kTileBytes + c * kBlkBytes, &tmV, c * 64, col * kT, hk, b, full);
         }
       }
+#if STOF_SM90_ROWMASK
+      if (kRmProducer) {
+        if (off >= 0) { /* the consumers' words (rm_load) in the bitmap's place */
+          unsigned *rw = reinterpret_cast<unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
+#pragma unroll
+          for (int w = 0; w < 4; ++w) rw[32 * w + lane] = rm_transpose(bw[w], lane);
+#if STOF_SM90_HALFSKIP
+          /* the consumers' choice of half: bit 0, a bit among keys 0-31 (key blocks 0-3: the
+           * lanes with lane & 7 < 4), bit 1, among keys 32-63 */
+          const bool any = (bw[0] | bw[1] | bw[2] | bw[3]) != 0u;
+          const unsigned lo = __ballot_sync(0xffffffffu, any && (lane & 7) < 4) != 0u;
+          const unsigned hi = __ballot_sync(0xffffffffu, any && (lane & 7) >= 4) != 0u;
+          if (lane == 0)
+            *reinterpret_cast<unsigned *>(smem + (bar_full - sbase) + kRmFlags + 4 * st) = lo | hi << 1;
+#endif
+        }
+        mbar_arrive(full); /* release: the stores above are seen after the consumers' wait */
+      } else {
+#endif
       if (off >= 0) { /* 8-byte copies: the format does not promise 16-byte aligned bitmaps */
         const unsigned bs = bmbase + st * kBmpBytes;
 #pragma unroll
@@ -648,9 +798,15 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
         }
       }
       cp_async_mbar_arrive(full);
+#if STOF_SM90_ROWMASK
+      }
+#endif
       if (j + 1 < n) {
         col = __ldg(col_idx + e0 + j + 1);
         off = __ldg(bmp_off + e0 + j + 1);
+#if STOF_SM90_ROWMASK
+        if (kRmProducer && off >= 0) rm_fetch(off);
+#endif
       }
     }
     cp_async_commit(); /* wait_group waits for committed groups only */
@@ -723,6 +879,10 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 
   const int wrow = warp * 16; /* this warp's first row (warpgroup w: rows 64w .. 64w+63) */
   const int bsh = (g & 3) * 8 + 2 * t4, bhi = g >> 2;
+#if STOF_SM90_ROWMASK
+  (void)bsh; /* the old mask's shift and half, read only by hs_tile's old form */
+  (void)bhi;
+#endif
 #if STOF_HAS_MOD
   const mod_cta mc = mod_begin(M, h);
 #if !STOF_SM90_HALFSKIP /* hs_tile has its own, over the computed keys */
@@ -840,6 +1000,11 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
     if (partial) {
       const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
+#if STOF_SM90_ROWMASK
+      unsigned rm[kT / 64];
+      rm_load(rm, bmp, wrow, lane);
+      rm_apply<kT / 8>(s, rm);
+#else
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int rb = (wrow + hh * 8) >> 3;
@@ -850,6 +1015,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
           if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
         }
       }
+#endif
     }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -1010,22 +1176,34 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
     /* A dead half: none of its 32 bitmap words (key blocks 0-3: words 0-31, 4-7: 32-63) has a
      * bit. Every warp reads all 64 words and votes, so all four take the same branch (wgmma
-     * is .sync.aligned over the warpgroup). */
+     * is .sync.aligned over the warpgroup); with STOF_SM90_ROWMASK and TMA the producer has
+     * voted and every warp reads its word. */
     const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
     bool lo = true, hi = true;
     if (partial) {
+#if STOF_SM90_ROWMASK && STOF_SM90_TMA
+      /* the producer's vote (kRmProducer: the stage holds the consumers' words instead) */
+      const unsigned f = *reinterpret_cast<const unsigned *>(smem + (bar_full - sbase) + kRmFlags + 4 * st);
+      lo = f & 1u;
+      hi = f & 2u;
+#else
       const unsigned long long *bw = reinterpret_cast<const unsigned long long *>(bmp);
       lo = __any_sync(0xffffffffu, bw[lane] != 0ull);
       hi = __any_sync(0xffffffffu, bw[lane + 32] != 0ull);
+#endif
     }
     const int kh = lo ? 0 : 1; /* the computed half when one is skipped; 0 for a whole tile */
     const unsigned ks = kvbase + st * 2 * kTileBytes + kh * (kT / 2) * 128;
     const int rel0 = STOF_HAS_MOD ? __ldg(col_idx + e0 + i) * kT + kh * (kT / 2) + 2 * t4 - (q0 + wrow + g) : 0;
+    /* the half's bitmap words; with STOF_SM90_ROWMASK the stage's, the half picked from the
+     * gathered bits */
+    const unsigned *hbmp = STOF_SM90_ROWMASK ? bmp : bmp + kh * (kT / 16) * kT8 * 2;
     if (lo && hi)
-      hs_tile<false>(o, mrow, lrow, p, qop, ks, ks + kTileBytes, bmp, partial, wrow, bsh, bhi, sl2, mc, rel0, scale);
+      hs_tile<false>(o, mrow, lrow, p, qop, ks, ks + kTileBytes, bmp, partial, wrow, bsh, bhi, sl2, mc, rel0, scale,
+                     lane, 0);
     else
-      hs_tile<true>(o, mrow, lrow, p, qop, ks, ks + kTileBytes, bmp + kh * (kT / 16) * kT8 * 2, true, wrow, bsh, bhi,
-                    sl2, mc, rel0, scale);
+      hs_tile<true>(o, mrow, lrow, p, qop, ks, ks + kTileBytes, hbmp, true, wrow, bsh, bhi, sl2, mc, rel0, scale,
+                    lane, kh);
 #if STOF_SM90_TMA
     tma_release(i); /* S and P V waited for, the bitmap read */
 #endif
@@ -1080,6 +1258,19 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
     }
     wg_commit();
+#if STOF_SM90_ROWMASK
+    if (kOverlap) {
+      pv(o, p, i > 0 ? vs_prev : vs_base); /* as below */
+      wg_commit();
+    }
+    /* the mask's bits gathered while S (and P V) run */
+    unsigned rm[kT / 64];
+    if (partial) rm_load(rm, reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes), wrow, lane);
+    if (kOverlap)
+      wg_wait<1>();
+    else
+      wg_wait<0>();
+#else
     if (kOverlap) {
       /* O += P V of the previous tile, behind S of this one. At i = 0, P = 0 and V is this
        * tile's (finite) V: a no-op that keeps the wgmma sequence free of branches, which
@@ -1090,11 +1281,15 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     } else {
       wg_wait<0>();
     }
+#endif
     reg_fence(s);
 #if STOF_HAS_MOD
     apply_mod(s, i);
 #endif
 
+#if STOF_SM90_ROWMASK
+    if (partial) rm_apply<kT / 8>(s, rm);
+#else
     if (partial) {
       const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
 #pragma unroll
@@ -1108,6 +1303,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
         }
       }
     }
+#endif
 
     /* Online softmax: this thread holds rows g (hh = 0) and g + 8 (hh = 1) of its warp's 16;
      * a quad shares a row. */
