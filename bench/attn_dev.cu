@@ -756,6 +756,61 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g64_t64_s2_hs_rm_block
 #include "attn_dev.cu"
 
+/* session 13: the engine's configurations with ROWMASK (and HALFSKIP) for the selector's
+ * calibration: D 64 tile 64 (Q in shared memory, 4 CTAs, TMA), D 128 tile 64 (cp.async),
+ * D 128 tile 128 (ping-pong, TMA) */
+#define ATTN_NS g64_t64_s2_k_m4_tma_hs_rm
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 4
+#define STOF_SM90_QREG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_HALFSKIP 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_hs_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2_rm
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2_hs_rm
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_HALFSKIP 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_hs_rm_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s3_pp_tma_rm
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_rm_block
+#include "attn_dev.cu"
+
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -835,6 +890,10 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t128_s3_pp_tma_rm, 64, 128, 0, 3, 1, 1, 0, 0, 1),
     CFG90(g64_t64_s2_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g64_t64_s2_hs_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g64_t64_s2_k_m4_tma_hs_rm, 64, 64, 0, 2, 4, 0, 0, 0, 0),
+    CFG90(g128_t64_s2_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t64_s2_hs_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t128_s3_pp_tma_rm, 128, 128, 0, 3, 1, 1, 0, 0, 1),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 

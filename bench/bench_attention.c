@@ -15,12 +15,14 @@
  * and the check's seconds (check_s).
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
- *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync]
+ *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask]
  *                   [--tiles 0,64,128] [--stages 0] [--reps 30] [--check-rows 6] [--peer-masks DIR] [--out FILE]
  *
  * --kernels: auto (the selector), block, row (forced), portable (auto without the Hopper
  * kernel), tma / cpasync (block-wise on the Hopper kernel with its K/V loads by the TMA
- * producer / by cp.async: stof_attn_opts.tma = 1 / -1). --reps 0: check only, no timing.
+ * producer / by cp.async: stof_attn_opts.tma = 1 / -1), plainmask (auto, but partial tiles
+ * masked from the bitmap with no half skip: stof_attn_opts.rowmask = halfskip = -1, the
+ * Hopper kernel before the thirteenth session). --reps 0: check only, no timing.
  * --check-rows N: rows checked per sampled (b, h) (at least the 6 default ones, all rows
  * when N >= S). --masks also takes "holes": causal, but rows [S/3, S/3 + 150) and the last
  * 5 see no key (fully masked rows, and at small S whole empty tile-rows).
@@ -265,6 +267,7 @@ int main(int argc, char **argv) {
                                                                      : STOF_ATTN_AUTO;
           o.portable = !strcmp(kernels[ki], "portable"); /* auto, without the Hopper kernel */
           o.tma = tma ? 1 : cpasync ? -1 : 0;
+          if (!strcmp(kernels[ki], "plainmask")) o.rowmask = o.halfskip = -1;
           o.tile = atoi(tiles[ti]);
           o.stages = stages;
           stof_attn_plan *plan;
@@ -336,13 +339,14 @@ int main(int argc, char **argv) {
           double density = (double)nvalid / ((double)B * H * S * S);
           fprintf(stderr, "%-15s %5lld %3lld %4lld %6s %5d %4lld %9.4f %8.1f %6.1f%% %7.4f %9.2e%s\n", masks[mi],
                   (long long)B, (long long)H, (long long)S,
-                  c->tma ? "tma" : c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel), c->tile, (long long)D, ms,
+                  c->halfskip ? "wg-hs" : c->rowmask ? "wg-rm" : c->tma ? "tma" : c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel),
+                  c->tile, (long long)D, ms,
                   tflops, ms > 0 ? 100 * floor_ms / ms : 0, density, err, nan_seen ? " NaN!" : "");
-          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
+          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
                                 "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
                                 "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
                                 stof_attn_kernel_name(c->kernel), "tile", c->tile, "warps", c->warps, "stages", c->stages,
-                                "hopper", c->hopper, "tma", c->tma, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
+                                "hopper", c->hopper, "tma", c->tma, "rowmask", c->rowmask, "halfskip", c->halfskip, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
                                 "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
                                 props.name, "peer_mask", from_peer);
           /* long context: the format built on the GPU and kept there, as plans use it

@@ -322,6 +322,19 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
 #define TILE128_SM90_MIN_D 128
 #define TILE128_SM90_MIN_S 2048
 #define TILE128_SM90_MIN_FRAC 0.25
+/* Hopper, how a partial tile is masked (H100, thirteenth session, bench/attn_dev.cu A/B of
+ * the engine's three configurations on the seven suite masks at 8x1024 .. 16x4096 and
+ * 1x8192 H 32, bench/results/ab-h100-s13/): STOF_SM90_ROWMASK (the mask bits transposed per
+ * lane, one select a score) took 0.89-0.99x the time wherever partial tiles are common
+ * (sliding, causal_sliding, longformer, bigbird, document) and 0.97-1.01x on causal; on
+ * dense, which has none, 0.99-1.035x (code placement): so it is used from 10% partial tiles
+ * of the non-empty ones. STOF_SM90_HALFSKIP on top (a partial tile whose keys 0-31 or 32-63
+ * are masked in every row computes the other half only; tile 64): against ROWMASK alone
+ * 0.87-0.92x on bigbird (64-85% of the non-empty tiles have such a half), 0.95-0.97x on
+ * sliding (65-66%), 0.98-1.06x on longformer (57-60%), 0.99-1.0x on causal_sliding
+ * (48-50%), 1.04-1.1x on document, causal and dense (0-13%): used from 65%. */
+#define SM90_ROWMASK_MIN_PARTIAL 0.10
+#define SM90_HALFSKIP_MIN_HALF 0.65
 
 /* Dynamic shared memory of the kernels (the formulas of their file headers). */
 static unsigned smem_portable(int T, int64_t D, int stages) {
@@ -371,6 +384,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d stages (2, 3 or 4)", o.stages);
   if (o.tma < -1 || o.tma > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tma %d (1 TMA, -1 cp.async, 0 the default)", o.tma);
+  if (o.rowmask < -1 || o.rowmask > 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: rowmask %d (1 on, -1 off, 0 the selector's)", o.rowmask);
+  if (o.halfskip < -1 || o.halfskip > 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
   if (o.warps < 0 || o.warps > 32)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps", o.warps);
   if (!(o.scale >= 0) || isinf(o.scale))
@@ -458,6 +475,26 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                             "memory, the device allows %zu (ask for tile 64 or fewer stages)",
                             out->tile, (long long)D, out->stages, need, (size_t)dev->smem_per_block_optin);
   }
+  /* how the Hopper kernel masks partial tiles, from the tile-64 format's counts (a tile-128
+   * plan has about the same share of partial tiles; the half skip needs tile 64) */
+  char mask_why[160] = "";
+  if (out->hopper) {
+    double nonempty = (double)(f->ntile_full + f->ntile_partial);
+    double part = nonempty > 0 ? f->ntile_partial / nonempty : 0, half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
+    out->rowmask = o.rowmask ? o.rowmask == 1 : part >= SM90_ROWMASK_MIN_PARTIAL;
+    out->halfskip = out->tile == 64 && f->T == 64 && (o.halfskip ? o.halfskip == 1 : half >= SM90_HALFSKIP_MIN_HALF);
+    snprintf(mask_why, sizeof mask_why, "; partial tiles %s (%.0f%% partial%s), %s (%.0f%% with an empty key half%s)",
+             out->rowmask ? "masked per lane" : "masked from the bitmap", 100 * part,
+             o.rowmask ? ", asked for" : out->rowmask ? ", >= 10%" : ", < 10%",
+             out->halfskip ? "empty halves skipped" : "no half skip", 100 * half,
+             o.halfskip ? ", asked for" : out->tile != 64 ? ", tile 64 only" : out->halfskip ? ", >= 65%" : ", < 65%");
+  }
+  if (o.halfskip == 1 && !out->halfskip)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "attention: halfskip asked for, but it needs the Hopper kernel at tile 64 (%s-wise, tile %d%s)", stof_attn_kernel_name(out->kernel), out->tile,
+                          out->hopper ? "" : ", not the Hopper kernel");
+  if (o.rowmask == 1 && !out->rowmask)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: rowmask asked for, but the Hopper kernel is not chosen");
   if (o.tma == 1 && !out->tma)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "attention: TMA asked for, but the Hopper kernel is not chosen (%s-wise, tile %d%s%s)",
@@ -471,13 +508,13 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (out->kernel == STOF_ATTN_ROW && out->warps > 8)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps (row-wise takes 1 to 8)", out->warps);
   if (n > 0 && (size_t)n < sizeof out->why)
-    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s (B*H = %lld, D = %lld%s)",
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s%s (B*H = %lld, D = %lld%s)",
              out->tile, tile_why, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
              out->tma      ? ", wgmma (sm_90a), TMA"
              : out->hopper ? ", wgmma (sm_90a)"
              : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync"
                                                 : "",
-             (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
+             mask_why, (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
 }
 
@@ -579,7 +616,7 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
                                stof_dtype dtype, const stof_attn_mod *mod, stof_dtype bias_dtype,
                                stof_cuda_kernel **fn) {
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
-  char o[14][48];
+  char o[16][48];
   int nopt = 0;
   /* a modifier only where there is one: the plain kernels' sources and cache keys unchanged */
   if (mod->kind != STOF_ATTN_MOD_NONE) {
@@ -594,11 +631,14 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   if (block) snprintf(o[nopt++], sizeof o[0], "-DSTOF_STAGES=%d", c->stages);
   if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_PINGPONG=%d", hopper_pingpong(c->tile, c->stages));
   if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_TMA=%d", c->tma);
+  /* only where set: the plain variants' sources and cache keys unchanged */
+  if (hopper && c->rowmask) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ROWMASK=1");
+  if (hopper && c->halfskip) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_HALFSKIP=1");
   if (hopper && hopper_q_in_smem(c->tile, D, c->tma)) {
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=4");
   }
-  const char *opts[14];
+  const char *opts[16];
   char key[448];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {

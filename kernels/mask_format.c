@@ -205,6 +205,24 @@ static int64_t count16(const kernels_tile_row *rows, int nr, int nc) {
   return n;
 }
 
+/* The n <= 64 bits of a row from column a on (a + n <= 128). */
+static uint64_t row_bits(const uint64_t *row, int a, int n) {
+  int w = a >> 6, s = a & 63;
+  uint64_t v = row[w] >> s;
+  if (s && w == 0 && a + n > 64) v |= row[1] << (64 - s);
+  return n == 64 ? v : v & ((1ull << n) - 1);
+}
+
+/* Whether one key half of a T x T tile, columns [0, T/2) or [T/2, T), has no bit in any of
+ * its nr rows. Counted for T a multiple of 32 only: there the halves are whole 16-column
+ * sub-tiles, which is what the GPU builder sees. */
+static int half_empty(const kernels_tile_row *rows, int nr, int T) {
+  if (T % 32) return 0;
+  uint64_t lo = 0, hi = 0;
+  for (int r = 0; r < nr; r++) lo |= row_bits(rows[r], 0, T / 2), hi |= row_bits(rows[r], T / 2, T / 2);
+  return !lo || !hi;
+}
+
 stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
                                    int64_t Sq, int64_t Sk, int T, stof_mask_format **out) {
   const char *who = "mask_format_build";
@@ -234,7 +252,7 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
   kernels_tile_row rows[KERNELS_TILE_MAX];
   const kernels_mask_node *root = mask->root;
   int wpt = (T / 8) * (T / 8), n16 = T / 16;
-  int64_t nvalid = 0, nfull = 0, npartial = 0, valid16 = 0;
+  int64_t nvalid = 0, nfull = 0, npartial = 0, nhalf = 0, valid16 = 0;
   for (int64_t m = 0; m < nmask && !st; m++) {
     int64_t bb = mask_b > 1 ? m / mask_h : 0, hh = mask_h > 1 ? m % mask_h : 0;
     int32_t *rp = f->row_ptr + m * (nrow + 1);
@@ -288,6 +306,7 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
         tile_words(rows, nr, T, bd.bits + at);
         (*rpart)++;
         npartial++;
+        nhalf += half_empty(rows, nr, T);
         nvalid += count;
         valid16 += count16(rows, nr, nc);
       }
@@ -318,6 +337,7 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
   f->ntile_full = nfull;
   f->ntile_partial = npartial;
   f->ntile_empty = ntile - nfull - npartial;
+  f->ntile_halfempty = nhalf;
   f->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)bd.ne * 8 + (size_t)bd.nw * 8;
   f->build_ms = kernels_now_ms() - t0;
   *out = f;

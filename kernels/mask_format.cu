@@ -323,7 +323,8 @@ __device__ unsigned long long mf_block_scan(unsigned long long v, unsigned long 
 
 /* Grid: nmask * nrow blocks of MF_TILE_THREADS, block x = m * nrow + r. Writes
  * state[(m * nrow + r) * ncol + c] for every tile, nfull and npartial [m * nrow + r], and
- * adds to stats {nvalid, non-empty 16 x 16 tiles, full tiles, partial tiles}. */
+ * adds to stats {nvalid, non-empty 16 x 16 tiles, full tiles, partial tiles, partial tiles
+ * with a key half [0, T/2) or [T/2, T) empty (T a multiple of 32; mask_format.c's half_empty)}. */
 extern "C" __global__ void __launch_bounds__(MF_TILE_THREADS)
 stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
               long long Sk, int nrow, int ncol, int mask_b, int mask_h, unsigned char *state,
@@ -331,7 +332,7 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
   __shared__ unsigned char s_lane[MF_TILE_WARPS][32];
   __shared__ int s_cnt[MF_TILE_WARPS][32];
   __shared__ unsigned long long s_sub[MF_TILE_WARPS][32];
-  __shared__ unsigned long long s_tot[4];
+  __shared__ unsigned long long s_tot[5];
 
   long long row = blockIdx.x;
   int m = (int)(row / nrow), r = (int)(row % nrow);
@@ -341,9 +342,12 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int n16 = T / 16, nb8 = T / 8, wpt = nb8 * nb8;
   unsigned char *st = state + row * ncol;
-  unsigned long long my_valid = 0, my_v16 = 0, my_full = 0, my_part = 0;
+  unsigned long long my_valid = 0, my_v16 = 0, my_full = 0, my_part = 0, my_half = 0;
+  /* the 16 x 16 sub-tiles (bit r16 * n16 + c16) of the left and right key halves */
+  unsigned long long sub_lo = 0, sub_hi = 0;
+  for (int k = 0; T % 32 == 0 && k < n16 * n16; k++) (k % n16 < n16 / 2 ? sub_lo : sub_hi) |= 1ull << k;
 
-  if (threadIdx.x < 4) s_tot[threadIdx.x] = 0;
+  if (threadIdx.x < 5) s_tot[threadIdx.x] = 0;
   __syncthreads();
 
   for (int c0 = warp * 32; c0 < ncol; c0 += MF_TILE_THREADS) {
@@ -365,6 +369,7 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
       } else if (cls == MF_ONE) {
         s = MF_PARTIAL;
         my_part++;
+        my_half += T % 32 == 0 && nc <= T / 2;
         my_valid += (unsigned long long)nr * nc;
         my_v16 += (unsigned long long)((nr + 15) / 16) * ((nc + 15) / 16);
       }
@@ -413,8 +418,10 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
         my_valid += (unsigned long long)count;
         my_v16 += (unsigned long long)n16 * n16;
       } else if (count > 0) {
+        unsigned long long sub16 = s_sub[warp][pos];
         s = MF_PARTIAL;
         my_part++;
+        my_half += T % 32 == 0 && (!(sub16 & sub_lo) || !(sub16 & sub_hi));
         my_valid += (unsigned long long)count;
         my_v16 += (unsigned long long)__popcll(s_sub[warp][pos]);
       }
@@ -427,11 +434,12 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
   if (my_v16) atomicAdd(&s_tot[1], my_v16);
   if (my_full) atomicAdd(&s_tot[2], my_full);
   if (my_part) atomicAdd(&s_tot[3], my_part);
+  if (my_half) atomicAdd(&s_tot[4], my_half);
   __syncthreads();
   if (threadIdx.x == 0) {
     nfull[row] = (int)s_tot[2];
     npartial[row] = (int)s_tot[3];
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
       if (s_tot[k]) atomicAdd(&stats[k], s_tot[k]);
   }
 }

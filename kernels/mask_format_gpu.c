@@ -364,7 +364,7 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
   int64_t nrows = d.nmask * d.nrow, ntiles = nrows * d.ncol;
   int wpt = (T / 8) * (T / 8);
   uint64_t dev[D_COUNT] = {0};
-  unsigned long long stats[4] = {0, 0, 0, 0};
+  unsigned long long stats[5] = {0, 0, 0, 0, 0};
   stof_mask_format *f = NULL;
   int64_t nentry = 0, nword = 0;
   /* the kernels' scalar arguments */
@@ -470,6 +470,7 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
   f->ntile_full = (int64_t)stats[2];
   f->ntile_partial = (int64_t)stats[3];
   f->ntile_empty = ntile - f->ntile_full - f->ntile_partial;
+  f->ntile_halfempty = (int64_t)stats[4];
   f->bytes = (size_t)(nmask64 * (d.nrow + 1)) * 4 + (size_t)nentry * 8 + (size_t)nword * 8;
 
 done:

@@ -870,6 +870,7 @@ static void push_stats(lua_State *L, const stof_mask_format *f) {
   SET_INT("full", f->ntile_full);
   SET_INT("partial", f->ntile_partial);
   SET_INT("empty", f->ntile_empty);
+  SET_INT("halfempty", f->ntile_halfempty);
   SET_INT("tiles", f->ntile_full + f->ntile_partial + f->ntile_empty);
   SET_INT("nvalid", f->nvalid);
   SET_INT("bytes", f->bytes);

@@ -176,6 +176,8 @@ typedef struct stof_mask_format {
   double density;          /* nvalid / (Sq * Sk) per instance, averaged */
   double frac16;           /* non-empty 16 x 16 tiles / all 16 x 16 tiles (any T) */
   int64_t ntile_full, ntile_partial, ntile_empty;
+  int64_t ntile_halfempty; /* partial tiles with key columns [0, T/2) or [T/2, T) empty in
+                              every row (counted where T is a multiple of 32; else 0) */
   size_t bytes;            /* bytes of row_ptr, col_idx, bmp_off and bitmap */
   double build_ms;         /* wall time of the build */
   double copy_ms;          /* of build_ms, the copies of the arrays back to the host (GPU
@@ -350,6 +352,10 @@ typedef struct stof_attn_opts {
                               faster: D 128 at tile 128, D 64 at tile 64; else cp.async),
                               1: TMA + mbarrier producer warp (an error where the Hopper
                               kernel is not chosen), -1: cp.async */
+  int rowmask;             /* Hopper kernel's masking of partial tiles: 0 the selector's rule,
+                              1 mask bits transposed per lane (STOF_SM90_ROWMASK), -1 not */
+  int halfskip;            /* Hopper kernel at tile 64: 0 the selector's rule, 1 a partial
+                              tile's empty 32-key half skipped (STOF_SM90_HALFSKIP), -1 not */
   stof_attn_mod mod;       /* a score modifier (zero: none): a GPU plan compiles it into its
                               kernel (a kernel without one is the plain kernel) */
   stof_dtype bias_dtype;   /* the GPU dtype of the T5 table / ALiBi slopes given at launch:
@@ -381,9 +387,12 @@ typedef struct stof_attn_choice {
   int tile, warps, stages;
   int hopper;        /* block-wise on the sm_90a kernel (wgmma; attention_block_sm90.cu) */
   int tma;           /* hopper with STOF_SM90_TMA=1 (K/V by a TMA producer warp) */
+  int rowmask;       /* hopper with STOF_SM90_ROWMASK=1 (a partial tile's mask bits per lane) */
+  int halfskip;      /* hopper with STOF_SM90_HALFSKIP=1 (a partial tile's empty key half
+                        skipped; tile 64) */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
-  char why[512];
+  char why[768];
 } stof_attn_choice;
 
 /* The selector's rule (the paper's form): block-wise iff frac16 >= STOF_ATTN_SELECT_C /

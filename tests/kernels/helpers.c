@@ -105,7 +105,7 @@ void kt_check_format_refs(const stof_mask_format *f, const stof_mask *mask,
   assert_int_equal(f->row_ptr[0], 0);
   assert_int_equal(f->row_ptr[(int64_t)f->nmask * (f->nrow + 1) - 1], f->nentry);
 
-  int64_t nvalid = 0, nfull = 0, npart = 0, n16 = 0;
+  int64_t nvalid = 0, nfull = 0, npart = 0, nhalf = 0, n16 = 0;
   int64_t wpt = (T / 8) * (T / 8);
   for (int64_t b = 0; b < f->B; b++)
     for (int64_t h = 0; h < f->H; h++) {
@@ -138,12 +138,15 @@ void kt_check_format_refs(const stof_mask_format *f, const stof_mask *mask,
       for (int64_t r = 0; r < f->nrow; r++) {
         int64_t rf = 0, rpart = 0;
         for (int64_t c = 0; c < f->ncol; c++) {
-          int64_t ones = 0;
+          int64_t ones = 0, lo = 0, hi = 0;
           for (int64_t i = r * T; i < r * T + T && i < Sq; i++)
-            for (int64_t j = c * T; j < c * T + T && j < Sk; j++) ones += dec[i * Sk + j];
+            for (int64_t j = c * T; j < c * T + T && j < Sk; j++) {
+              ones += dec[i * Sk + j];
+              *(j - c * T < T / 2 ? &lo : &hi) += dec[i * Sk + j];
+            }
           if (ones == 0) continue;
           if (ones == T * T) rf++;
-          else rpart++;
+          else rpart++, nhalf += T % 32 == 0 && (!lo || !hi);
         }
         assert_int_equal(f->nfull[(int64_t)m * f->nrow + r], rf);
         assert_int_equal(f->npartial[(int64_t)m * f->nrow + r], rpart);
@@ -171,6 +174,7 @@ void kt_check_format_refs(const stof_mask_format *f, const stof_mask *mask,
   assert_int_equal(f->nvalid, nvalid);
   assert_int_equal(f->ntile_full, nfull);
   assert_int_equal(f->ntile_partial, npart);
+  assert_int_equal(f->ntile_halfempty, nhalf);
   assert_int_equal(f->ntile_empty, (int64_t)f->nmask * f->nrow * f->ncol - nfull - npart);
   assert_int_equal(f->nentry, nfull + npart);
   assert_int_equal(f->nword, npart * wpt);

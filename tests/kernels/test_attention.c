@@ -592,6 +592,76 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* How the Hopper kernel masks partial tiles (the thirteenth session's rule): per lane from
+ * 10% partial tiles, the empty key half skipped from 65% of the non-empty tiles having one
+ * (tile 64 only); never on the portable kernel; forced either way; refused where it cannot
+ * run. The shares come from the format's counts (bigbird at 4096: 1,343 of 1,634). */
+static void select_picks_the_partial_tile_masking(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_cuda_props h100 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
+  stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
+  static const struct {
+    const char *mask;
+    int64_t D;
+    int rowmask, halfskip;
+  } cases[] = {
+      {"dense", 64, 0, 0},     {"causal", 64, 0, 0},      {"bigbird", 64, 1, 1}, {"bigbird", 128, 1, 1},
+      {"sliding", 64, 1, 1},   {"longformer", 64, 1, 0},  {"causal_sliding", 128, 1, 0},
+      {"document", 64, 1, 0},  {"document", 128, 1, 0}, /* tile 128 at D 128: no half skip */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    stof_mask *m;
+    TU_OK(ctx, stof_mask_suite(ctx, cases[i].mask, 4096, &m));
+    stof_mask_format *f = format_of(ctx, m, 4096, 4096);
+    double nonempty = (double)(f->ntile_full + f->ntile_partial);
+    stof_attn_choice c;
+    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, NULL, &c));
+    if (!c.hopper || c.rowmask != cases[i].rowmask || c.halfskip != cases[i].halfskip)
+      fail_msg("%s D %lld (%.0f%% partial, %.0f%% half empty): hopper %d rowmask %d halfskip %d; want %d %d: %s",
+               cases[i].mask, (long long)cases[i].D, 100 * f->ntile_partial / nonempty,
+               100 * f->ntile_halfempty / nonempty, c.hopper, c.rowmask, c.halfskip, cases[i].rowmask,
+               cases[i].halfskip, c.why);
+    expect_in_why(&c, c.rowmask ? "masked per lane" : "masked from the bitmap");
+    expect_in_why(&c, c.halfskip ? "empty halves skipped" : "no half skip");
+    /* the portable kernel has neither */
+    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &a100, NULL, &c));
+    assert_false(c.rowmask || c.halfskip);
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 4096, &m));
+  stof_mask_format *f = format_of(ctx, m, 4096, 4096);
+  stof_attn_choice c;
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.rowmask = -1, .halfskip = -1}, &c));
+  assert_true(c.hopper && !c.rowmask && !c.halfskip);
+  expect_in_why(&c, "asked for");
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.halfskip = -1}, &c));
+  assert_true(c.rowmask && !c.halfskip);
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &a100, &(stof_attn_opts){.halfskip = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "halfskip asked for, but it needs the Hopper kernel at tile 64");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &a100, &(stof_attn_opts){.rowmask = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "rowmask asked for, but the Hopper kernel is not chosen");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.rowmask = 2}, &c), STOF_ERR_ARG,
+         "rowmask 2");
+  stof_mask_format_free(f);
+  /* tile 128 has no half skip: asked for, an error */
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 128, &f));
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 128, .halfskip = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "halfskip asked for, but it needs the Hopper kernel at tile 64 (block-wise, tile 128)");
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  TU_OK(ctx, stof_mask_dense(ctx, &m));
+  f = format_of(ctx, m, 4096, 4096);
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.rowmask = 1}, &c));
+  assert_true(c.rowmask && !c.halfskip); /* forced on where the rule says no */
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
 static void select_respects_forced_kernel_tile_and_pipeline(void **state) {
   (void)state;
   tu_heap heap;
@@ -1136,6 +1206,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_follows_the_papers_rule),
       cmocka_unit_test(select_respects_forced_kernel_tile_and_pipeline),
       cmocka_unit_test(select_picks_the_tile_per_kernel_path),
+      cmocka_unit_test(select_picks_the_partial_tile_masking),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
       cmocka_unit_test(select_takes_tma_only_on_the_hopper_kernel),
       cmocka_unit_test(hopper_kernel_compiles_for_sm90a_with_and_without_tma),

@@ -226,7 +226,7 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
   int64_t nmask = mask_b * mask_h, nb8 = T / 8, wpt = nb8 * nb8, n16 = T / 16;
   uint8_t *state = malloc((size_t)(nmask * nrow * ncol));
   assert_non_null(state);
-  int64_t nvalid = 0, v16 = 0, nfull = 0, npart = 0;
+  int64_t nvalid = 0, v16 = 0, nfull = 0, npart = 0, nhalf = 0;
   for (int64_t m = 0; m < nmask; m++) {
     int64_t b = mask_b > 1 ? m / mask_h : 0;
     for (int64_t r = 0; r < nrow; r++) {
@@ -290,9 +290,13 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
         if (s == 1) f->nfull[m * nrow + r]++;
         else {
           f->npartial[m * nrow + r]++;
-          for (int64_t w = 0; w < wpt; w++)
+          uint64_t lo = 0, hi = 0; /* words of inner column ci at w / nb8 */
+          for (int64_t w = 0; w < wpt; w++) {
             f->bitmap[pi * wpt + w] = kernels_format_prog_word(
                 p, b, Sq, Sk, r * T + (w % nb8) * 8, c * T + (w / nb8) * 8);
+            *(w / nb8 < nb8 / 2 ? &lo : &hi) |= f->bitmap[pi * wpt + w];
+          }
+          nhalf += T % 32 == 0 && (!lo || !hi);
           pi++;
         }
         e++;
@@ -306,6 +310,7 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
   f->frac16 = (double)v16 / (double)ntile16;
   f->ntile_full = nfull;
   f->ntile_partial = npart;
+  f->ntile_halfempty = nhalf;
   f->ntile_empty = nmask * nrow * ncol - nfull - npart;
   f->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)f->nentry * 8 + (size_t)f->nword * 8;
   free(state);
@@ -322,7 +327,7 @@ static void assert_same_format(const stof_mask_format *g, const stof_mask_format
              (long long)c->field);
   SAME(B) SAME(H) SAME(Sq) SAME(Sk) SAME(T) SAME(nrow) SAME(ncol) SAME(mask_b) SAME(mask_h)
   SAME(nmask) SAME(nentry) SAME(nword) SAME(nvalid) SAME(ntile_full) SAME(ntile_partial)
-  SAME(ntile_empty) SAME(bytes)
+  SAME(ntile_empty) SAME(ntile_halfempty) SAME(bytes)
 #undef SAME
   if (g->density != c->density || g->frac16 != c->frac16)
     fail_msg("%s: density %.17g / frac16 %.17g, the CPU's %.17g / %.17g", what, g->density,

@@ -86,7 +86,7 @@ static int differ(const stof_mask_format *g, const stof_mask_format *c, char *wh
   }
   FIELD(B) FIELD(H) FIELD(Sq) FIELD(Sk) FIELD(T) FIELD(nrow) FIELD(ncol) FIELD(mask_b)
   FIELD(mask_h) FIELD(nmask) FIELD(nentry) FIELD(nword) FIELD(nvalid) FIELD(ntile_full)
-  FIELD(ntile_partial) FIELD(ntile_empty) FIELD(bytes)
+  FIELD(ntile_partial) FIELD(ntile_empty) FIELD(ntile_halfempty) FIELD(bytes)
 #undef FIELD
   if (g->density != c->density || g->frac16 != c->frac16) {
     snprintf(why, n, "density %.17g, frac16 %.17g; the CPU's %.17g, %.17g", g->density,
