@@ -354,6 +354,10 @@ typedef struct stof_attn_opts {
                               kernel (a kernel without one is the plain kernel) */
   stof_dtype bias_dtype;   /* the GPU dtype of the T5 table / ALiBi slopes given at launch:
                               float32 (the default, 0) or the plan's dtype */
+  int split;               /* heavy tile-rows over several CTAs, log-sum-exp combined (Hopper
+                              kernel only): 0 the automatic rule (kernels/attention_split.c),
+                              -1 never, N > 0 every tile-row of more than N tiles in chunks
+                              of at most N (an error where the Hopper kernel is not chosen) */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -383,6 +387,11 @@ typedef struct stof_attn_choice {
   int tma;           /* hopper with STOF_SM90_TMA=1 (K/V by a TMA producer warp) */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
+  /* Heavy tile-rows split (a plan's decision; the selector leaves them 0): tile-rows over all
+   * (b, h) of at least split_min_tiles tiles run as split_chunks chunks of at most
+   * split_chunk_tiles, in split_ws bytes of workspace (0 when none is split) */
+  int64_t split_rows, split_chunks, split_min_tiles, split_chunk_tiles;
+  size_t split_ws;
   char why[512];
 } stof_attn_choice;
 
