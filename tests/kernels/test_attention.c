@@ -714,7 +714,8 @@ static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
  * shared memory at 4 CTAs per SM (the default at D = 64, tile 64, TMA), with a partial
  * tile's dead 32-key half skipped (STOF_SM90_HALFSKIP, tile 64; not chosen by the engine),
  * and with a partial tile's mask bits transposed per lane (STOF_SM90_ROWMASK: by the TMA
- * producer at tile 64, by the consumers with cp.async at tile 128; not chosen either). */
+ * producer at tile 64, by the consumers with cp.async at tile 128; not chosen either), and
+ * the variants of a plan that splits heavy tile-rows (STOF_SM90_SPLIT 1 and 2). */
 static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) {
   (void)state;
   tu_heap heap;
@@ -740,6 +741,17 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_HALFSKIP=1",
        "-DSTOF_SM90_ROWMASK=1", ""},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1", ""},
+      /* split plans: the main kernel that skips split rows (1), the chunk kernel and the
+       * combine (2), as the engine compiles them beside each default variant */
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_SPLIT=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_SPLIT=2"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_SPLIT=2", ""},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_SPLIT=2",
+       "-DSTOF_SCORE_MOD=1", "-DSTOF_SOFTCAP=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_SPLIT=1",
+       "-DSTOF_SCORE_MOD=2", ""},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *cubin = NULL;
@@ -752,6 +764,14 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
                      cases[k][5], stof_ctx_message(ctx));
     assert_true(size > 4);
     assert_memory_equal(cubin, "\177ELF", 4);
+    /* a chunk module holds the combine too */
+    static const char combine[] = "stof_attn_split_combine_sm90";
+    int has_combine = 0;
+    for (size_t i = 0; i + sizeof combine - 1 <= size && !has_combine; i++)
+      has_combine = !memcmp((const char *)cubin + i, combine, sizeof combine - 1);
+    int split2 = 0;
+    for (int i = 0; i < nopt; i++) split2 |= !strcmp(cases[k][i], "-DSTOF_SM90_SPLIT=2");
+    assert_int_equal(has_combine, split2);
     stof_ctx_dealloc(ctx, cubin, size);
   }
   tu_ctx_free(ctx, &heap);
