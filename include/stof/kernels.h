@@ -422,7 +422,9 @@ void stof_attn_engine_free(stof_attn_engine *e);
  * compiles it and copies the format to the GPU. Errors: a head dim other than 64 or 128
  * and dtypes other than f16/bf16 (STOF_ERR_UNSUPPORTED), H not a multiple of Hkv or
  * non-positive sizes (STOF_ERR_SHAPE). A mask that keeps nothing is no error: the
- * output is zeros.
+ * output is zeros. On the Hopper kernel, tile-rows far longer than the rest are split over
+ * CTAs (opts->split; the choice's split_* fields): the plan then owns a device workspace of
+ * choice.split_ws bytes, so one plan must not run on two streams at once.
  * Owned: stof_attn_plan_free (before the engine).
  */
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
