@@ -16,13 +16,17 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask]
- *                   [--tiles 0,64,128] [--stages 0] [--reps 30] [--check-rows 6] [--peer-masks DIR] [--out FILE]
+ *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--check-rows 6]
+ *                   [--peer-masks DIR] [--out FILE]
  *
  * --kernels: auto (the selector), block, row (forced), portable (auto without the Hopper
  * kernel), tma / cpasync (block-wise on the Hopper kernel with its K/V loads by the TMA
  * producer / by cp.async: stof_attn_opts.tma = 1 / -1), plainmask (auto, but partial tiles
  * masked from the bitmap with no half skip: stof_attn_opts.rowmask = halfskip = -1, the
- * Hopper kernel before the thirteenth session). --reps 0: check only, no timing.
+ * Hopper kernel before the thirteenth session). --splits: heavy tile-rows split over
+ * CTAs (Hopper kernel): auto (the rule, the default), off, or N (every tile-row of more than
+ * N tiles in chunks of at most N): stof_attn_opts.split = 0 / -1 / N; each case runs once per
+ * value, so one process times split against no split. --reps 0: check only, no timing.
  * --check-rows N: rows checked per sampled (b, h) (at least the 6 default ones, all rows
  * when N >= S). --masks also takes "holes": causal, but rows [S/3, S/3 + 150) and the last
  * 5 see no key (fully masked rows, and at small S whole empty tile-rows).
@@ -185,7 +189,7 @@ static double format_gpu_ms(stof_ctx *ctx, const stof_mask *mask, int64_t B, int
 
 int main(int argc, char **argv) {
   char shapes_s[512] = "8x1024,16x4096", masks_s[512] = "dense,causal,sliding,causal_sliding,longformer,bigbird,document",
-       kernels_s[128] = "auto", tiles_s[128] = "0";
+       kernels_s[128] = "auto", tiles_s[128] = "0", splits_s[128] = "auto";
   int heads = 12, dim = 64, reps = 30, nrows_asked = 6, stages = 0;
   const char *out_path = NULL, *peer_dir = NULL, *dtype_s = "float16";
   for (int i = 1; i < argc; i++) {
@@ -198,6 +202,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--masks")) snprintf(masks_s, sizeof masks_s, "%s", v);
     else if (!strcmp(a, "--kernels")) snprintf(kernels_s, sizeof kernels_s, "%s", v);
     else if (!strcmp(a, "--tiles")) snprintf(tiles_s, sizeof tiles_s, "%s", v);
+    else if (!strcmp(a, "--splits")) snprintf(splits_s, sizeof splits_s, "%s", v);
     else if (!strcmp(a, "--heads")) heads = atoi(v);
     else if (!strcmp(a, "--dim")) dim = atoi(v);
     else if (!strcmp(a, "--reps")) reps = atoi(v);
@@ -223,9 +228,15 @@ int main(int argc, char **argv) {
   /* ceilings measured on these GPUs (GPU.md, KINDS.md): fp16 dense GEMM and copy */
   double peak_tflops = strstr(props.name, "H200") ? 768 : 798, peak_tbs = strstr(props.name, "H200") ? 4.2 : 3.0;
   FILE *out = out_path ? fopen(out_path, "a") : NULL;
-  char *shapes[MAXL], *masks[MAXL], *kernels[8], *tiles[8];
+  char *shapes[MAXL], *masks[MAXL], *kernels[8], *tiles[8], *splits[8];
   int nshape = split_list(shapes_s, shapes, MAXL), nmask = split_list(masks_s, masks, MAXL),
-      nkern = split_list(kernels_s, kernels, 8), ntile = split_list(tiles_s, tiles, 8);
+      nkern = split_list(kernels_s, kernels, 8), ntile = split_list(tiles_s, tiles, 8),
+      nsplit = split_list(splits_s, splits, 8);
+  for (int i = 0; i < nsplit; i++)
+    if (strcmp(splits[i], "auto") && strcmp(splits[i], "off") && atoi(splits[i]) <= 0) {
+      fprintf(stderr, "bench_attention: --splits %s: auto, off or a positive number of tiles\n", splits[i]);
+      return 2;
+    }
   stof_cuda_timer *timer;
   if (stof_cuda_timer_new(ctx, &timer)) die(ctx, "timer");
   fprintf(stderr, "%-15s %5s %3s %4s %6s %5s %4s %9s %8s %7s %7s %9s\n", "mask", "B", "H", "S", "kernel",
@@ -259,8 +270,10 @@ int main(int argc, char **argv) {
         die(ctx, masks[mi]);
       stof_tensor_free(pm);
       for (int ki = 0; ki < nkern; ki++)
-        for (int ti = 0; ti < ntile; ti++) {
+        for (int ti = 0; ti < ntile * nsplit; ti++) {
+          const char *split = splits[ti % nsplit];
           stof_attn_opts o = {0};
+          o.split = !strcmp(split, "auto") ? 0 : !strcmp(split, "off") ? -1 : atoi(split);
           int tma = !strcmp(kernels[ki], "tma"), cpasync = !strcmp(kernels[ki], "cpasync");
           o.kernel = !strcmp(kernels[ki], "block") || tma || cpasync ? STOF_ATTN_BLOCK
                      : !strcmp(kernels[ki], "row")                   ? STOF_ATTN_ROW
@@ -268,7 +281,7 @@ int main(int argc, char **argv) {
           o.portable = !strcmp(kernels[ki], "portable"); /* auto, without the Hopper kernel */
           o.tma = tma ? 1 : cpasync ? -1 : 0;
           if (!strcmp(kernels[ki], "plainmask")) o.rowmask = o.halfskip = -1;
-          o.tile = atoi(tiles[ti]);
+          o.tile = atoi(tiles[ti / nsplit]);
           o.stages = stages;
           stof_attn_plan *plan;
           size_t free_pre; /* per case: memory the engine frees between cases does not count */
@@ -342,6 +355,10 @@ int main(int argc, char **argv) {
                   c->halfskip ? "wg-hs" : c->rowmask ? "wg-rm" : c->tma ? "tma" : c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel),
                   c->tile, (long long)D, ms,
                   tflops, ms > 0 ? 100 * floor_ms / ms : 0, density, err, nan_seen ? " NaN!" : "");
+          if (c->split_rows)
+            fprintf(stderr, "%-15s   split (%s): %lld tile-rows of >= %lld tiles in %lld chunks of <= %lld\n", "",
+                    split, (long long)c->split_rows, (long long)c->split_min_tiles, (long long)c->split_chunks,
+                    (long long)c->split_chunk_tiles);
           json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
                                 "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
                                 "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
@@ -355,6 +372,9 @@ int main(int argc, char **argv) {
            * which the 3 input sets and the output are io_mb, and what the plan took from making it
            * to the end of its checked run (format arrays, modules; 2 MiB pages) plan_mem_mb; the
            * check's s */
+          json_object_set_new(j, "split", json_string(split));
+          json_object_set_new(j, "split_rows", json_integer(c->split_rows));
+          json_object_set_new(j, "split_chunks", json_integer(c->split_chunks));
           json_object_set_new(j, "format_ms", json_real(fmt_ms));
           json_object_set_new(j, "format_mb", json_real(fmt_mb));
           json_object_set_new(j, "format_copy_ms", json_real(fmt_copy));

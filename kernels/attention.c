@@ -524,6 +524,7 @@ typedef struct attn_variant {
   char key[448];
   stof_cuda_module *mod;
   stof_cuda_kernel *fn;
+  stof_cuda_kernel *combine; /* STOF_SM90_SPLIT=2: the split rows' combine (else NULL) */
 } attn_variant;
 
 struct stof_attn_engine {
@@ -567,6 +568,15 @@ struct stof_attn_plan {
   stof_dtype bias_dtype;
   uint64_t d_bucket, d_slopes;
   int maxd;
+  /* heavy tile-rows split (choice.split_rows > 0): fn and fn_twin are then the main kernel
+   * that skips them (STOF_SM90_SPLIT=1); the chunk kernel (and its cp.async twin) and the
+   * combine run from the STOF_SM90_SPLIT=2 module; the table and workspace on the device */
+  stof_cuda_kernel *fn_chunk, *fn_chunk_twin, *fn_combine;
+  unsigned grid_chunk[3], grid_combine[3];
+  uint64_t d_split, d_ws;
+  size_t split_table_bytes, split_ws_bytes;
+  int32_t split_nchunk_max;
+  int64_t split_off[5]; /* row_nchunk, chunk_ptr, chunk, srow_ptr, srow (int32 offsets) */
 };
 
 /* The kernels' mod_t (attention_common.cuh), by value. */
@@ -577,6 +587,13 @@ typedef struct attn_mod_args {
   float softcap;
 } attn_mod_args;
 _Static_assert(sizeof(attn_mod_args) == 32, "mod_t is 32 bytes");
+
+/* The kernels' split_t (attention_block_sm90.cu, STOF_SM90_SPLIT), by value. */
+typedef struct attn_split_args {
+  uint64_t row_nchunk, chunk_ptr, chunk, srow_ptr, srow, ws;
+  int32_t nchunk_max;
+} attn_split_args;
+_Static_assert(sizeof(attn_split_args) == 56, "split_t is 56 bytes");
 
 stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
   *out = NULL;
@@ -612,11 +629,13 @@ void stof_attn_engine_free(stof_attn_engine *e) {
 
 /* The compiled kernel for a choice, D and dtype (compiled once per engine; cubins are
  * also cached on disk). */
+/* split (Hopper only): 0 the plain kernel, 1 the main kernel of a split plan, 2 the chunk
+ * kernel, whose module's combine goes to *combine (else untouched; may be NULL). */
 static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
                                stof_dtype dtype, const stof_attn_mod *mod, stof_dtype bias_dtype,
-                               stof_cuda_kernel **fn) {
+                               int split, stof_cuda_kernel **fn, stof_cuda_kernel **combine) {
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
-  char o[16][48];
+  char o[17][48];
   int nopt = 0;
   /* a modifier only where there is one: the plain kernels' sources and cache keys unchanged */
   if (mod->kind != STOF_ATTN_MOD_NONE) {
@@ -638,7 +657,9 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=4");
   }
-  const char *opts[16];
+  /* only where there is one: the unsplit kernels' options and cache keys unchanged */
+  if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
+  const char *opts[17];
   char key[448];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {
@@ -646,7 +667,10 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
     len += snprintf(key + len, sizeof key - (size_t)len, " %s", o[i]);
   }
   for (int i = 0; i < e->nvariant; i++)
-    if (strcmp(e->variant[i].key, key) == 0) return *fn = e->variant[i].fn, STOF_OK;
+    if (strcmp(e->variant[i].key, key) == 0) {
+      if (combine && e->variant[i].combine) *combine = e->variant[i].combine;
+      return *fn = e->variant[i].fn, STOF_OK;
+    }
   if (e->nvariant == e->capvariant) {
     int ncap = e->capvariant ? 2 * e->capvariant : 8;
     attn_variant *nv = stof_ctx_realloc(e->ctx, e->variant, sizeof *nv * (size_t)e->capvariant,
@@ -672,10 +696,13 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   stof_ctx_dealloc(e->ctx, cubin, size);
   if (st) return st;
   st = stof_cuda_module_kernel(v->mod, entry, &v->fn);
+  v->combine = NULL;
+  if (!st && hopper && split == 2) st = stof_cuda_module_kernel(v->mod, "stof_attn_split_combine_sm90", &v->combine);
   if (st) {
     stof_cuda_module_free(v->mod);
     return st;
   }
+  if (combine && v->combine) *combine = v->combine;
   snprintf(v->key, sizeof v->key, "%s", key);
   e->nvariant++;
   *fn = v->fn;
@@ -726,6 +753,8 @@ void stof_attn_plan_free(stof_attn_plan *p) {
   stof_cuda_mem_free(ctx, p->bitmap);
   stof_cuda_mem_free(ctx, p->d_bucket);
   stof_cuda_mem_free(ctx, p->d_slopes);
+  stof_cuda_mem_free(ctx, p->d_split);
+  stof_cuda_mem_free(ctx, p->d_ws);
   stof_ctx_dealloc(ctx, p, sizeof *p);
 }
 
@@ -770,6 +799,68 @@ static stof_status mod_upload(stof_attn_plan *p) {
   return st;
 }
 
+/* CTAs of the Hopper kernel resident on one SM, for the split rule's launch balance: what
+ * shared memory allows, capped by registers as cuobjdump -res-usage reports them for the
+ * variants the selector picks (tile 128: 168 registers x 256-384 threads, one CTA; tile 64:
+ * 186-220 x 128, two; Q in shared memory: 96 x 160, four by STOF_MIN_BLOCKS=4). */
+static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, int stages, int tma) {
+  int64_t by_regs = T == 128 ? 1 : hopper_q_in_smem(T, D, tma) ? 4 : 2;
+  int64_t by_smem = (int64_t)(dev->smem_per_block_optin + 1024) / (smem_hopper(T, D, stages, tma) + 1024);
+  return by_smem < by_regs ? by_smem : by_regs;
+}
+
+/* The split of heavy tile-rows (kernels/attention_split.c) for a Hopper plan: decided from
+ * f's row_ptr, reported in the choice; when rows are split, the table and workspace on the
+ * device, the main kernel (and twin) replaced by the one that skips split rows, the chunk
+ * kernel (and twin) and combine compiled, and their grids. */
+static stof_status plan_split(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
+  stof_attn_engine *e = p->e;
+  stof_ctx *ctx = e->ctx;
+  stof_attn_choice *c = &p->choice;
+  if (!c->hopper) {
+    if (o->split > 0)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split %d asked for, but the Hopper kernel is not "
+                            "chosen (%s-wise, %s): only it splits tile-rows", o->split,
+                            stof_attn_kernel_name(c->kernel), c->kernel == STOF_ATTN_BLOCK ? "mma.sync" : "a warp per row");
+    return STOF_OK;
+  }
+  int64_t slots = (int64_t)e->props.sm_count * hopper_ctas_per_sm(&e->props, c->tile, p->D, c->stages, c->tma);
+  kernels_attn_split sp;
+  stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, p->B * p->H, c->tile, p->D, slots,
+                                           o->split, &sp);
+  if (st) return st;
+  size_t n = strlen(c->why);
+  if (n + 2 < sizeof c->why) snprintf(c->why + n, sizeof c->why - n, "; %s", sp.why);
+  if (!sp.nsplit) return STOF_OK;
+  c->split_rows = sp.rows, c->split_chunks = sp.chunks;
+  c->split_min_tiles = sp.min_tiles, c->split_chunk_tiles = sp.chunk_tiles;
+  c->split_ws = sp.ws_bytes;
+  p->split_table_bytes = sizeof *sp.table * sp.ntable;
+  p->split_ws_bytes = sp.ws_bytes;
+  p->split_nchunk_max = sp.nchunk_max;
+  int64_t off[5] = {sp.off_row_nchunk, sp.off_chunk_ptr, sp.off_chunk, sp.off_srow_ptr, sp.off_srow};
+  memcpy(p->split_off, off, sizeof off);
+  st = upload(ctx, sp.table, p->split_table_bytes, &p->d_split);
+  kernels_attn_split_free(ctx, &sp);
+  if (!st) st = stof_cuda_malloc(ctx, p->split_ws_bytes, &p->d_ws);
+  if (st) return st;
+  int64_t D = p->D;
+  if ((st = get_variant(e, c, D, p->dtype, &p->mod, p->bias_dtype, 1, &p->fn, NULL)) ||
+      (st = get_variant(e, c, D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk, &p->fn_combine)))
+    return st;
+  if (c->tma) { /* the twins: the same with cp.async K/V loads */
+    stof_attn_choice twin = *c;
+    twin.tma = 0;
+    if ((st = get_variant(e, &twin, D, p->dtype, &p->mod, p->bias_dtype, 1, &p->fn_twin, NULL)) ||
+        (st = get_variant(e, &twin, D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk_twin, NULL)))
+      return st;
+  }
+  p->grid_chunk[0] = (unsigned)sp.nchunk_max, p->grid_combine[0] = (unsigned)sp.nsplit_max;
+  p->grid_chunk[1] = p->grid_combine[1] = p->grid[1];
+  p->grid_chunk[2] = p->grid_combine[2] = p->grid[2];
+  return STOF_OK;
+}
+
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
                                int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, stof_dtype dtype,
                                const stof_attn_opts *opts, stof_attn_plan **out) {
@@ -792,6 +883,9 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   if (B * H > 0x7fffffff || Sq > 0x7fffffff || Sk > 0x7fffffff)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: sizes past 2^31");
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
+  if (o.split < -1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
+                          "most N tiles)", o.split);
   const stof_mask_format *f;
   const uint64_t *fdev; /* the format's arrays on the device (NULL: on the host) */
   st = engine_format(e, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f, &fdev);
@@ -820,12 +914,12 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   p->mod = o.mod;
   p->bias_dtype = o.bias_dtype;
   if ((st = mod_upload(p))) goto fail;
-  if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, &p->fn))) goto fail;
+  if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, 0, &p->fn, NULL))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.tma) { /* the fallback for layouts the driver cannot map */
     stof_attn_choice twin = p->choice;
     twin.tma = 0;
-    if ((st = get_variant(e, &twin, D, dtype, &p->mod, p->bias_dtype, &p->fn_twin))) goto fail;
+    if ((st = get_variant(e, &twin, D, dtype, &p->mod, p->bias_dtype, 0, &p->fn_twin, NULL))) goto fail;
     p->block_twin[0] = threads_hopper(T, 0), p->block_twin[1] = p->block_twin[2] = 1;
     p->smem_twin = smem_hopper(T, D, p->choice.stages, 0);
   }
@@ -848,6 +942,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     goto fail;
   }
   p->grid[1] = (unsigned)gy, p->grid[2] = (unsigned)gz;
+  if ((st = plan_split(p, f, &o))) goto fail;
   p->prepare_ms = kernels_now_ms() - t0;
   *out = p;
   return STOF_OK;
@@ -1007,13 +1102,13 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
                                                 {p->H * Sq * D, Sq * D, D}};
   uint64_t addr[4] = {pq, pk, pv, po};
   if ((st = layout_check(p, addr, &l))) return st;
-  stof_cuda_kernel *fn = p->fn;
+  stof_cuda_kernel *fn = p->fn, *fn_chunk = p->fn_chunk;
   const unsigned *block = p->block;
   unsigned smem = p->smem;
   if (p->choice.tma) {
     int ok;
     if ((st = tma_maps(p, pk, pv, &l, &ok))) return st;
-    if (!ok) fn = p->fn_twin, block = p->block_twin, smem = p->smem_twin;
+    if (!ok) fn = p->fn_twin, fn_chunk = p->fn_chunk_twin, block = p->block_twin, smem = p->smem_twin;
   }
   int iB = (int)p->B, iH = (int)p->H, iHkv = (int)p->Hkv, iSq = (int)p->Sq, iSk = (int)p->Sk,
       mb = p->mask_b, mh = p->mask_h;
@@ -1023,7 +1118,24 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
   void *args[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
                   &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &tm[0], &tm[1]};
-  return stof_cuda_launch(ctx, fn, p->grid, block, smem, args);
+  if (!p->choice.split_rows) return stof_cuda_launch(ctx, fn, p->grid, block, smem, args);
+  /* Split rows: their chunks first (the long work starts at once), then every other row,
+   * then the combine of the chunks into O; in stream order. Three launches, not one: CTAs
+   * start in block-index order, so chunks put in one grid with the rows would start only
+   * when their (b, h) comes up (the last pair's at the end of the launch), and the combine
+   * must wait for every chunk of its row anyway. */
+  attn_split_args sa = {0};
+  uint64_t *tab[5] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow};
+  for (int i = 0; i < 5; i++) *tab[i] = p->d_split + 4 * (uint64_t)p->split_off[i];
+  sa.ws = p->d_ws, sa.nchunk_max = p->split_nchunk_max;
+  void *sargs[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
+                   &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &sa, &tm[0], &tm[1]};
+  void *cargs[] = {&po, &iB, &iH, &iSq, &mb, &mh, &l, &sa};
+  static const unsigned combine_block[3] = {256, 1, 1};
+  if ((st = stof_cuda_launch(ctx, fn_chunk, p->grid_chunk, block, smem, sargs)) ||
+      (st = stof_cuda_launch(ctx, fn, p->grid, block, smem, sargs)))
+    return st;
+  return stof_cuda_launch(ctx, p->fn_combine, p->grid_combine, combine_block, 0, cargs);
 }
 
 stof_status stof_attn_plan_launch_strided(stof_attn_plan *p, uint64_t pq, uint64_t pk, uint64_t pv,

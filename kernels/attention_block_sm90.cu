@@ -103,7 +103,21 @@
  *   before it arrives on the stage's full barrier (and, with STOF_SM90_HALFSKIP, the vote on
  *   the dead half in the mbarrier area's spare bytes); otherwise (cp.async, T = 128) by each
  *   consumer warp from the raw bitmap. The consumer's load is issued while S's wgmma runs;
- *   default 0).
+ *   default 0),
+ *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
+ *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
+ *       ..., mod_t M, const split_t S [, tmK, tmV]
+ *   (split_t below; the host's kernels_attn_split table, kernels/attention_split.c).
+ *   1: the main launch as above, but a CTA whose tile-row is split (S.row_nchunk[inst * nrow
+ *   + r] > 0) returns at once: its chunks run in the other module.
+ *   2: the chunk launch, grid (S.nchunk_max, as above): CTA x of (b, h) runs chunk
+ *   S.chunk_ptr[inst] + x of its instance (none past S.chunk_ptr[inst + 1]): the same tile
+ *   loop over the chunk's entries [e_begin, e_end) of its row instead of the whole row, and
+ *   instead of O it writes the unnormalised f32 accumulator, the row max (log2 units:
+ *   max score * the kernel's scale to log2) and the row sum into workspace slot
+ *   bh * S.nchunk_max + x (kSplitFloats floats: O [T][D], then m [T], then l [T]). The same
+ *   module holds stof_attn_split_combine_sm90 (end of this file), which merges a split row's
+ *   chunks into O after both launches.
  */
 #include "attention_common.cuh"
 
@@ -144,6 +158,12 @@
 #endif
 #ifndef STOF_SM90_ROWMASK
 #define STOF_SM90_ROWMASK 0
+#endif
+#ifndef STOF_SM90_SPLIT
+#define STOF_SM90_SPLIT 0
+#endif
+#if STOF_SM90_SPLIT < 0 || STOF_SM90_SPLIT > 2
+#error "stof attention: STOF_SM90_SPLIT must be 0 (no split), 1 (the main launch) or 2 (the chunk launch and combine)"
 #endif
 #if STOF_SM90_HALFSKIP && (STOF_TILE_M != 64 || STOF_SM90_OVERLAP)
 #error "stof attention: STOF_SM90_HALFSKIP needs STOF_TILE_M=64 (one warpgroup over the tile's 64 rows) and no STOF_SM90_OVERLAP"
@@ -192,6 +212,21 @@ constexpr int kBarBytes = kTma || kPingpong ? 128 : 0; /* mbarriers */
 constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
 static_assert(kDist >= 1, "stof attention (sm90): STOF_SM90_OVERLAP needs STOF_STAGES >= 3, STOF_SM90_PINGPONG >= 3");
 static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory over 227 KB; use fewer stages");
+
+#if STOF_SM90_SPLIT
+/* The split table (the host's attn_split_args, by value): per instance m of nmask and tile
+ * row r of nrow, row_nchunk[m * nrow + r] chunks (0: not split); instance m's chunks are
+ * chunk_ptr[m] .. chunk_ptr[m + 1] - 1, chunk c = {row, first entry, end entry} at
+ * chunk[3 c]; its split rows srow_ptr[m] .. srow_ptr[m + 1] - 1, split row s = {row, its
+ * first chunk counted from chunk_ptr[m], chunks} at srow[3 s]; ws the workspace (slot
+ * bh * nchunk_max + chunk - chunk_ptr[m] of kSplitFloats floats). */
+struct split_t {
+  const int *row_nchunk, *chunk_ptr, *chunk, *srow_ptr, *srow;
+  float *ws;
+  int nchunk_max;
+};
+constexpr int kSplitFloats = kT * (kD + 2); /* one chunk's O [T][D], m [T], l [T] */
+#endif
 
 /* Byte offset of 16-byte chunk ch (0 .. D/8-1) of row r in a tile. */
 __device__ __forceinline__ unsigned toff(int r, int ch)
@@ -659,6 +694,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
                          const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
                          int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
                          const stof_attn::layout_t L, const stof_attn::mod_t M
+#if STOF_SM90_SPLIT
+                         , const stof_attn::sm90::split_t S
+#endif
 #if STOF_SM90_TMA
                          , const __grid_constant__ stof_attn::sm90::tmap_t tmK,
                          const __grid_constant__ stof_attn::sm90::tmap_t tmV
@@ -679,10 +717,24 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
   const int b = bh / H, h = bh - b * H;
   const int nrow = (Sq + kT - 1) / kT;
+#if STOF_SM90_SPLIT == 2
+  /* this CTA's chunk: a run of consecutive entries of one tile-row */
+  const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+  const int ci = __ldg(S.chunk_ptr + inst) + (int)blockIdx.x;
+  if (ci >= __ldg(S.chunk_ptr + inst + 1)) return; /* instances with fewer chunks */
+  const int r = __ldg(S.chunk + 3 * ci);
+  const int e0 = __ldg(S.chunk + 3 * ci + 1), n = __ldg(S.chunk + 3 * ci + 2) - e0;
+  (void)row_ptr;
+  (void)nrow;
+#else
   const int r = nrow - 1 - (int)blockIdx.x;
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+#if STOF_SM90_SPLIT == 1
+  if (__ldg(S.row_nchunk + (unsigned long long)inst * nrow + r) > 0) return; /* the chunk launch's */
+#endif
   const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
   const int e0 = __ldg(rp), n = __ldg(rp + 1) - e0;
+#endif
   const int hk = h / (H / Hkv);
   const int q0 = r * kT;
   const int qrows = min(kT, Sq - q0);
@@ -1407,6 +1459,30 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
   unsigned char *stg = smem + (qbase - sbase);
   if (n < 0 && qkeep == 0x9e3779b9u) lrow[0] = 0.f; /* never: only keeps qkeep (and Q) alive */
+#if STOF_SM90_SPLIT == 2
+  /* The chunk's partial result, unnormalised, for the combine: O as accumulated (f32), and
+   * per row the max in log2 units (the exponents' offset: -inf when the chunk kept no key of
+   * the row, whose O and l are then 0) and the sum. Rows past Sq are written too (the slot
+   * has T rows); the combine reads only rows below Sq. */
+  (void)stg;
+  float *W = S.ws + ((long long)cta_bh_again() * S.nchunk_max + (int)blockIdx.x) * kSplitFloats;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = lrow[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int rr = wrow + hh * 8 + g;
+#pragma unroll
+    for (int db = 0; db < kD / 8; ++db)
+      *reinterpret_cast<float2 *>(W + rr * kD + db * 8 + 2 * t4) =
+          make_float2(o[4 * db + 2 * hh], o[4 * db + 2 * hh + 1]);
+    if (t4 == 0) {
+      W[kT * kD + rr] = mrow[hh] * sl2;
+      W[kT * kD + kT + rr] = l;
+    }
+  }
+  return;
+#endif
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     float l = lrow[hh];
@@ -1432,3 +1508,54 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
           *reinterpret_cast<const uint4 *>(stg + toff(rr, ch));
   }
 }
+
+#if STOF_SM90_SPLIT == 2
+/* The combine of split rows, after the chunk and main launches: grid (most split rows of an
+ * instance, then (b, h) as the main launch), 256 threads. CTA x of (b, h) merges split row
+ * S.srow_ptr[inst] + x of its instance (none past srow_ptr[inst + 1]): for each query row,
+ * over its chunks c with max m_c (log2 units), sum l_c and accumulator O_c,
+ *   M = max_c m_c, L = sum_c l_c 2^(m_c - M), O = sum_c 2^(m_c - M) O_c / L,
+ * stored as the main kernel stores O. A row no chunk kept a key of has every m_c = -inf:
+ * M stands in as 0 (as in the kernel's softmax), every weight is 0, L = 0 and the row is
+ * written as +0, bit for bit what the unsplit kernel writes. */
+extern "C" __global__ void __launch_bounds__(256)
+stof_attn_split_combine_sm90(stof_attn::elem_t *__restrict__ O, int B, int H, int Sq, int mask_b, int mask_h,
+                             const stof_attn::layout_t L, const stof_attn::sm90::split_t S)
+{
+  using namespace stof_attn;
+  using namespace stof_attn::sm90;
+  const int bh = blockIdx.y + gridDim.y * blockIdx.z;
+  if (bh >= B * H) return;
+  const int b = bh / H, h = bh - b * H;
+  const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+  const int si = __ldg(S.srow_ptr + inst) + (int)blockIdx.x;
+  if (si >= __ldg(S.srow_ptr + inst + 1)) return;
+  const int r = __ldg(S.srow + 3 * si), c0 = __ldg(S.srow + 3 * si + 1), nc = __ldg(S.srow + 3 * si + 2);
+  const int q0 = r * kT, qrows = min(kT, Sq - q0);
+  const float *W = S.ws + ((long long)bh * S.nchunk_max + c0) * kSplitFloats;
+  elem_t *Og = O + (long long)b * L.o[0] + (long long)h * L.o[1] + (long long)q0 * L.o[2];
+  for (int it = threadIdx.x; it < qrows * kCprT; it += blockDim.x) {
+    const int rr = it / kCprT, ch = it - rr * kCprT;
+    float mx = neg_inf();
+    for (int c = 0; c < nc; ++c) mx = fmaxf(mx, W[(long long)c * kSplitFloats + kT * kD + rr]);
+    const float ms = mx == neg_inf() ? 0.f : mx;
+    float l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int c = 0; c < nc; ++c) {
+      const float *Wc = W + (long long)c * kSplitFloats;
+      const float w = exp2f(Wc[kT * kD + rr] - ms);
+      l += w * Wc[kT * kD + kT + rr];
+      const float4 a = *reinterpret_cast<const float4 *>(Wc + rr * kD + ch * 8);
+      const float4 z = *reinterpret_cast<const float4 *>(Wc + rr * kD + ch * 8 + 4);
+      acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
+      acc[4] += w * z.x, acc[5] += w * z.y, acc[6] += w * z.z, acc[7] += w * z.w;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    uint4 v;
+    v.x = pack2(acc[0] * inv, acc[1] * inv);
+    v.y = pack2(acc[2] * inv, acc[3] * inv);
+    v.z = pack2(acc[4] * inv, acc[5] * inv);
+    v.w = pack2(acc[6] * inv, acc[7] * inv);
+    *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) = v;
+  }
+}
+#endif

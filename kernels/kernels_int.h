@@ -207,4 +207,39 @@ stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m, st
 /* A monotonic clock in milliseconds, for build and preparation times. */
 double kernels_now_ms(void);
 
+/* Heavy tile-rows of the Hopper kernel split across CTAs (kernels/attention_split.c; the
+ * rule is documented there). The table the kernels read (split_t in
+ * attention_block_sm90.cu), int32, at the offsets below:
+ *   row_nchunk[nmask * nrow]: chunks of instance m's tile-row r at m * nrow + r (0: whole);
+ *   chunk_ptr[nmask + 1]: instance m's chunks are chunk_ptr[m] .. chunk_ptr[m + 1] - 1;
+ *   chunk[3 * nchunk]: chunk c = {tile-row, first entry, end entry} (global entry offsets
+ *     as row_ptr's), the chunks of a row consecutive and in entry order;
+ *   srow_ptr[nmask + 1], srow[3 * nsplit]: instance m's split rows, split row s = {tile-row,
+ *     its first chunk counted from chunk_ptr[m], its chunks}.
+ * The workspace holds a T x (D + 2) f32 partial per chunk slot and (b, h): ws_bytes =
+ * B * H * nchunk_max * T * (D + 2) * 4. */
+typedef struct kernels_attn_split {
+  int32_t nsplit, nchunk;         /* split rows and chunks over all instances */
+  int32_t nsplit_max, nchunk_max; /* the most of one instance: the grids' x */
+  int64_t rows, chunks;           /* over all (b, h): what the choice reports */
+  int64_t min_tiles, chunk_tiles; /* rows of >= min_tiles split into chunks of <= chunk_tiles */
+  size_t ws_bytes;
+  int32_t *table;                 /* owned (kernels_attn_split_free); NULL when nothing split */
+  size_t ntable;
+  int64_t off_row_nchunk, off_chunk_ptr, off_chunk, off_srow_ptr, off_srow;
+  char why[256];                  /* "split 32 tile-rows of >= ...", or why not */
+} kernels_attn_split;
+
+/* Decides the split of a format's tile-rows (row_ptr of nmask instances x nrow rows, as
+ * stof_mask_format) for B * H = BH pairs, tile T, head dim D, `slots` CTAs resident at once
+ * on the device (<= 0: unknown, no automatic split), and split as stof_attn_opts.split
+ * (-1 never, 0 the automatic rule, N > 0 every row of more than N tiles into chunks of at
+ * most N). *out: nsplit == 0 when nothing is split (why says why). STOF_ERR_ARG for split
+ * < -1; STOF_ERR_UNSUPPORTED when a forced split's workspace is past 1 GiB or overflows, or
+ * its table past 2^31 - 1 entries (the automatic rule does not split then). Owned table. */
+stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
+                                    int64_t BH, int T, int64_t D, int64_t slots, int split,
+                                    kernels_attn_split *out);
+void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
+
 #endif

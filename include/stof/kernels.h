@@ -360,6 +360,10 @@ typedef struct stof_attn_opts {
                               kernel (a kernel without one is the plain kernel) */
   stof_dtype bias_dtype;   /* the GPU dtype of the T5 table / ALiBi slopes given at launch:
                               float32 (the default, 0) or the plan's dtype */
+  int split;               /* heavy tile-rows over several CTAs, log-sum-exp combined (Hopper
+                              kernel only): 0 the automatic rule (kernels/attention_split.c),
+                              -1 never, N > 0 every tile-row of more than N tiles in chunks
+                              of at most N (an error where the Hopper kernel is not chosen) */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -392,6 +396,11 @@ typedef struct stof_attn_choice {
                         skipped; tile 64) */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
+  /* Heavy tile-rows split (a plan's decision; the selector leaves them 0): tile-rows over all
+   * (b, h) of at least split_min_tiles tiles run as split_chunks chunks of at most
+   * split_chunk_tiles, in split_ws bytes of workspace (0 when none is split) */
+  int64_t split_rows, split_chunks, split_min_tiles, split_chunk_tiles;
+  size_t split_ws;
   char why[768];
 } stof_attn_choice;
 
@@ -422,7 +431,9 @@ void stof_attn_engine_free(stof_attn_engine *e);
  * compiles it and copies the format to the GPU. Errors: a head dim other than 64 or 128
  * and dtypes other than f16/bf16 (STOF_ERR_UNSUPPORTED), H not a multiple of Hkv or
  * non-positive sizes (STOF_ERR_SHAPE). A mask that keeps nothing is no error: the
- * output is zeros.
+ * output is zeros. On the Hopper kernel, tile-rows far longer than the rest are split over
+ * CTAs (opts->split; the choice's split_* fields): the plan then owns a device workspace of
+ * choice.split_ws bytes, so one plan must not run on two streams at once.
  * Owned: stof_attn_plan_free (before the engine).
  */
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,

@@ -14,11 +14,14 @@ end
 local B, H, Hkv = 1, 4, 2
 -- kernels: the selector's choice (the Hopper kernel with TMA at D 64 / tile 64 and D 128 /
 -- tile 128), the other tile (the Hopper kernel with cp.async), the portable block-wise
--- kernel (mma.sync) and the row-wise kernel
+-- kernel (mma.sync) and the row-wise kernel; the Hopper kernel with every tile-row of more
+-- than 2 tiles split over CTAs (the chunks' modifiers must match the main kernel's)
 local function kernels(D)
   return {
     {name = "auto", o = {}},
     {name = "other tile", o = {tile = D == 64 and 128 or 64}},
+    {name = "split 2", o = {split = 2}},
+    {name = "other tile, split 2", o = {tile = D == 64 and 128 or 64, split = 2}},
     {name = "portable", o = {portable = true}},
     {name = "row", o = {kernel = "row"}},
   }

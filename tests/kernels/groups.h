@@ -7,4 +7,5 @@
   X(mask_nomem)             \
   X(attention)              \
   X(attention_mod)          \
+  X(attention_split)        \
   X(gemm)

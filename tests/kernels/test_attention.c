@@ -782,9 +782,10 @@ static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
 /* The Hopper kernel compiles with NVRTC for sm_90a (no GPU needed) with its K/V loads by
  * cp.async and by TMA, at both head dims, both tiles and both element types, with Q in
  * shared memory at 4 CTAs per SM (the default at D = 64, tile 64, TMA), with a partial
- * tile's dead 32-key half skipped (STOF_SM90_HALFSKIP, tile 64; not chosen by the engine),
- * and with a partial tile's mask bits transposed per lane (STOF_SM90_ROWMASK: by the TMA
- * producer at tile 64, by the consumers with cp.async at tile 128; not chosen either). */
+ * tile's dead 32-key half skipped (STOF_SM90_HALFSKIP, tile 64), with a partial tile's mask
+ * bits transposed per lane (STOF_SM90_ROWMASK: by the TMA producer at tile 64, by the
+ * consumers with cp.async at tile 128), both as the selector picks them, and the variants of
+ * a plan that splits heavy tile-rows (STOF_SM90_SPLIT 1 and 2), with and without those. */
 static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) {
   (void)state;
   tu_heap heap;
@@ -795,7 +796,7 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
   assert_non_null(src);
   assert_non_null(hsrc[0]);
   assert_non_null(strstr(src, "stof_attn_block_fwd_sm90"));
-  static const char *const cases[][7] = {
+  static const char *const cases[][9] = {
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "", ""},
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "", ""},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "", ""},
@@ -810,18 +811,49 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_HALFSKIP=1",
        "-DSTOF_SM90_ROWMASK=1", ""},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1", ""},
+      /* split plans: the main kernel that skips split rows (1), the chunk kernel and the
+       * combine (2), as the engine compiles them beside each default variant */
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_SPLIT=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_SPLIT=2"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_SPLIT=2", ""},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_SPLIT=2",
+       "-DSTOF_SCORE_MOD=1", "-DSTOF_SOFTCAP=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_SPLIT=1",
+       "-DSTOF_SCORE_MOD=2", ""},
+      /* split plans of masks that get the per-lane masking and the half skip (longformer,
+       * bigbird with global rows) */
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_SPLIT=2"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_SPLIT=2"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
+       "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_SPLIT=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
+       "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_SPLIT=2"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1",
+       "-DSTOF_SM90_SPLIT=2", ""},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *cubin = NULL;
     size_t size = 0;
     int nopt = 0;
-    while (nopt < 7 && cases[k][nopt] && cases[k][nopt][0]) nopt++;
+    while (nopt < 9 && cases[k][nopt] && cases[k][nopt][0]) nopt++;
     stof_status st = stof_cuda_compile_ex(ctx, src, "attention_block_sm90.cu", "sm_90a", nopt, cases[k], 1,
                                           hname, hsrc, &cubin, &size);
     if (st) fail_msg("%s %s %s %s %s %s: %s", cases[k][0], cases[k][1], cases[k][2], cases[k][3], cases[k][4],
                      cases[k][5], stof_ctx_message(ctx));
     assert_true(size > 4);
     assert_memory_equal(cubin, "\177ELF", 4);
+    /* a chunk module holds the combine too */
+    static const char combine[] = "stof_attn_split_combine_sm90";
+    int has_combine = 0;
+    for (size_t i = 0; i + sizeof combine - 1 <= size && !has_combine; i++)
+      has_combine = !memcmp((const char *)cubin + i, combine, sizeof combine - 1);
+    int split2 = 0;
+    for (int i = 0; i < nopt; i++) split2 |= !strcmp(cases[k][i], "-DSTOF_SM90_SPLIT=2");
+    assert_int_equal(has_combine, split2);
     stof_ctx_dealloc(ctx, cubin, size);
   }
   tu_ctx_free(ctx, &heap);

@@ -82,6 +82,7 @@ typedef struct run_spec {
   stof_attn_kernel kernel;
   int tile, warps, stages; /* 0: the selector's */
   int portable, tma;       /* stof_attn_opts' (0: the selector's) */
+  int split;               /* stof_attn_opts.split (0: the automatic rule) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -231,7 +232,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .warps = rs->warps,
                       .stages = rs->stages,
                       .portable = rs->portable,
-                      .tma = rs->tma};
+                      .tma = rs->tma,
+                      .split = rs->split};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -240,9 +242,13 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
     return;
   }
   const stof_attn_choice *ch = stof_attn_plan_choice(plan);
-  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds%s", ct, stof_attn_kernel_name(rs->kernel),
+  char split[64] = "";
+  if (ch->split_rows)
+    snprintf(split, sizeof split, " split %lld rows/%lld chunks", (long long)ch->split_rows,
+             (long long)ch->split_chunks);
+  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds%s%s", ct, stof_attn_kernel_name(rs->kernel),
            rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages,
-           ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma");
+           ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma", split);
 
   /* the choice: what was forced is kept; auto is the selector's answer for this device */
   char bad[512] = "";
@@ -256,7 +262,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
   else if ((rs->kernel != STOF_ATTN_AUTO && ch->kernel != rs->kernel) ||
            (rs->tile && ch->tile != rs->tile) || (rs->warps && ch->warps != rs->warps) ||
            (rs->stages && ch->stages != rs->stages) || (rs->portable && ch->hopper) ||
-           (rs->tma > 0 && !ch->tma) || (rs->tma < 0 && (!ch->hopper || ch->tma)))
+           (rs->tma > 0 && !ch->tma) || (rs->tma < 0 && (!ch->hopper || ch->tma)) ||
+           (rs->split < 0 && ch->split_rows) || (rs->split > 0 && !ch->hopper))
     snprintf(bad, sizeof bad, "forced options not kept");
   else if (stof_attn_plan_nvalid(plan) != p->nvalid)
     snprintf(bad, sizeof bad, "plan_nvalid %lld, the mask keeps %lld",
@@ -557,10 +564,14 @@ static void every_kernel_variant_at_small_shapes(void **state) {
       {STOF_ATTN_BLOCK, 64, 0, 0, 0, -1}, {STOF_ATTN_BLOCK, 128, 0, 0, 0, -1}, /* wgmma */
       {STOF_ATTN_BLOCK, 64, 0, 0, 0, 1},  {STOF_ATTN_BLOCK, 128, 0, 0, 0, 1},  /* wgmma+tma */
       {STOF_ATTN_ROW, 64, 0, 0, 0, 0},    {STOF_ATTN_ROW, 128, 0, 0, 0, 0},
+      /* wgmma with every tile-row of more than 2 tiles split over CTAs, cp.async and TMA */
+      {STOF_ATTN_BLOCK, 64, 0, 0, 0, -1, 2}, {STOF_ATTN_BLOCK, 128, 0, 0, 0, -1, 2},
+      {STOF_ATTN_BLOCK, 64, 0, 0, 0, 1, 2},  {STOF_ATTN_BLOCK, 128, 0, 0, 0, 1, 2},
   };
-  run_spec runs[8];
+  enum { NVARIANT = sizeof variants / sizeof variants[0] };
+  run_spec runs[NVARIANT];
   int nrun = 0, hopper = f->props.cc_major == 9 && f->props.cc_minor == 0;
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < NVARIANT; i++)
     if (hopper || variants[i].kernel != STOF_ATTN_BLOCK || variants[i].portable) runs[nrun++] = variants[i];
 
   stof_mask *m[8], *a, *b;
@@ -591,6 +602,53 @@ static void every_kernel_variant_at_small_shapes(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(f, &cases[i], runs, nrun);
   for (int i = 0; i < 8; i++) stof_mask_free(m[i]);
+  finish(f);
+}
+
+/* Heavy tile-rows split over CTAs (Hopper only; stof_attn_opts.split): longformer's global
+ * rows at a length where the automatic rule splits them (asserted from the plan's choice),
+ * D 64 and 128, f16 and bf16, against split off; then split 4 (every tile-row of more than 4
+ * tiles in chunks of at most 4) on every suite mask at an odd length, tiles 64 and 128, K/V
+ * by cp.async and by TMA; grouped-query heads. (Per-head masks, fully masked rows, Sq != Sk
+ * and per-batch documents with split 2: every_kernel_variant_at_small_shapes; T5 / ALiBi /
+ * soft cap with split 2: tests/gpu/attention_mod.lua.) */
+static void split_rows_match_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: the split is the Hopper kernel's (compute capability 9.0)\n");
+    skip();
+  }
+  stof_mask *lf = NULL;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lf));
+  static const run_spec auto_off[] = {{STOF_ATTN_BLOCK, 64, 0, 0, 0, 0, 0}, {STOF_ATTN_BLOCK, 64, 0, 0, 0, 0, -1},
+                                      {STOF_ATTN_BLOCK, 64, 0, 0, 0, -1, 0}};
+  for (int i = 0; i < 2; i++) {
+    /* B 1, H 4 at 8192: row 0 holds 128 tiles, the others 3-4, the launch 2,544 */
+    gcase c = {lf, 1, 4, 2, 8192, 8192, i ? 128 : 64, i ? STOF_DTYPE_BF16 : STOF_DTYPE_F16, 0.5f, 3000 + (uint64_t)i};
+    stof_attn_plan *plan = NULL;
+    stof_attn_opts o = {.kernel = STOF_ATTN_BLOCK, .tile = 64};
+    TU_OK(ctx, stof_attn_plan_new(f->e, lf, c.B, c.H, c.Hkv, c.Sq, c.Sk, c.D, c.dtype, &o, &plan));
+    const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+    print_message("     %s\n", ch->why);
+    assert_int_equal(ch->split_rows, 4);
+    assert_true(ch->split_chunks >= 8 && ch->split_ws > 0);
+    assert_non_null(strstr(ch->why, "split 4 tile-rows of >= "));
+    stof_attn_plan_free(plan);
+    check_case(f, &c, auto_off, 3);
+  }
+  static const run_spec forced[] = {{STOF_ATTN_BLOCK, 64, 0, 0, 0, -1, 4}, {STOF_ATTN_BLOCK, 128, 0, 0, 0, -1, 4},
+                                    {STOF_ATTN_BLOCK, 64, 0, 0, 0, 1, 4},  {STOF_ATTN_BLOCK, 128, 0, 0, 0, 1, 4}};
+  for (int i = 0; stof_mask_suite_name(i); i++) {
+    stof_mask *m = suite_mask(f, i, 1000);
+    gcase c = {m, 1, 3, 3, 1000, 1000, i % 2 ? 128 : 64, i % 3 ? STOF_DTYPE_F16 : STOF_DTYPE_BF16, 0.5f,
+               3100 + (uint64_t)i};
+    check_case(f, &c, forced, 4);
+    stof_mask_free(m);
+  }
+  gcase g = {lf, 2, 4, 1, 777, 777, 64, STOF_DTYPE_F16, 1.0f, 3200}; /* one kv head for four */
+  check_case(f, &g, forced, 4);
+  stof_mask_free(lf);
   finish(f);
 }
 
@@ -1111,6 +1169,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(per_head_masks_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
       cmocka_unit_test_setup_teardown(every_kernel_variant_at_small_shapes, setup, teardown),
+      cmocka_unit_test_setup_teardown(split_rows_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),

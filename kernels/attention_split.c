@@ -1,0 +1,185 @@
+/*
+ * Heavy tile-rows of the Hopper attention kernel split across CTAs (DESIGN.md section 6):
+ * which tile-rows of a mask format run as chunks of consecutive entries, each on a CTA of
+ * its own (STOF_SM90_SPLIT=2 in attention_block_sm90.cu), their partial results merged by a
+ * log-sum-exp combine, and the table the kernels read. Host code only, so that the rule is
+ * tested on the CPU; kernels/attention.c uploads the table and launches.
+ *
+ * Invariants: a chunk is a non-empty run of consecutive entries of one tile-row; a split
+ * row's chunks cover its entries exactly, in order; a row is split into 2 chunks or more;
+ * every count, offset and byte size is computed in int64 and checked before it is narrowed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels_int.h"
+
+/* The automatic rule (split 0). A launch of many short tile-rows and a few long ones ends
+ * with the long ones running alone (longformer(w, g) at 1 x 32 x 131072, tile 64: 32 rows of
+ * 2,048 tiles, the rest 3-5 each; bench/NOTES-attention.md, session 8). With `slots` CTAs
+ * resident at once, every slot does about share = (all tiles of the launch) / slots tiles;
+ * a row that alone holds half of that or more decides when the launch ends. So a tile-row of
+ * n tiles is split when
+ *     n >= max(KERNELS_SPLIT_MIN_TILES, KERNELS_SPLIT_MEAN_FACTOR * mean row, share / 2)
+ * (the first two keep ordinary imbalance, such as causal's 1..nrow, where it is: every row
+ * of causal is below 4x its mean of nrow / 2), into chunks of at most
+ *     C = max(KERNELS_SPLIT_MIN_CHUNK, (all tiles of the split rows) / slots)
+ * tiles, so that the chunk launch, which runs first and alone, is about one wave of the whole
+ * GPU; a row that would make a single chunk stays whole. The chunk's fixed cost (Q load,
+ * prologue, a T x (D + 2) f32 partial written and read back by the combine) is a few tiles'
+ * time, hence the floor of 16. The constants are a first guess, to be calibrated on the
+ * device (bench/NOTES-attention.md, session 13 (helper)). */
+#define KERNELS_SPLIT_MIN_TILES 32
+#define KERNELS_SPLIT_MEAN_FACTOR 4
+#define KERNELS_SPLIT_MIN_CHUNK 16
+/* The most workspace the automatic rule takes (a forced split past it is an error). */
+#define KERNELS_SPLIT_MAX_WS ((int64_t)1 << 30)
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* a * b into *out; 0 when it overflows or either is negative. */
+static int mul_ok(int64_t a, int64_t b, int64_t *out) {
+  return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, out);
+}
+
+/* Chunks of a row of n tiles under chunk size C (0: not split): ceil(n / C), if >= 2. */
+static int64_t row_chunks(int64_t n, int64_t min_tiles, int64_t C) {
+  if (n < min_tiles) return 0;
+  int64_t nc = ceil_div(n, C);
+  return nc >= 2 ? nc : 0;
+}
+
+void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s) {
+  if (!s) return;
+  stof_ctx_dealloc(ctx, s->table, sizeof *s->table * s->ntable);
+  s->table = NULL;
+  s->ntable = 0;
+}
+
+stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
+                                    int64_t BH, int T, int64_t D, int64_t slots, int split,
+                                    kernels_attn_split *out) {
+  memset(out, 0, sizeof *out);
+  if (split < -1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
+                          "most N tiles)", split);
+  if (nmask <= 0 || nrow <= 0 || BH <= 0 || BH % nmask || T <= 0 || D <= 0)
+    return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: split of %d instances x %d rows over %lld (b, h)",
+                          nmask, nrow, (long long)BH);
+  if (split < 0) {
+    snprintf(out->why, sizeof out->why, "no split (asked for)");
+    return STOF_OK;
+  }
+  int64_t reps = BH / nmask; /* (b, h) pairs per instance */
+  int64_t sum = 0;           /* tiles of all instances */
+  for (int32_t m = 0; m < nmask; m++) {
+    const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
+    sum += (int64_t)rp[nrow] - rp[0];
+  }
+  int64_t min_tiles, C;
+  if (split > 0) {
+    min_tiles = (int64_t)split + 1, C = split;
+  } else {
+    if (slots <= 0) {
+      snprintf(out->why, sizeof out->why, "no split (the device's size is unknown)");
+      return STOF_OK;
+    }
+    int64_t total = reps * sum; /* < 2^31 * 2^31 */
+    double mean = (double)sum / ((double)nmask * nrow);
+    int64_t share = ceil_div(total, slots);
+    min_tiles = KERNELS_SPLIT_MIN_TILES;
+    if ((int64_t)ceil(KERNELS_SPLIT_MEAN_FACTOR * mean) > min_tiles)
+      min_tiles = (int64_t)ceil(KERNELS_SPLIT_MEAN_FACTOR * mean);
+    if (ceil_div(share, 2) > min_tiles) min_tiles = ceil_div(share, 2);
+    int64_t heavy = 0;
+    for (int32_t m = 0; m < nmask; m++)
+      for (int32_t r = 0; r < nrow; r++) {
+        int64_t n = (int64_t)row_ptr[(int64_t)m * (nrow + 1) + r + 1] - row_ptr[(int64_t)m * (nrow + 1) + r];
+        if (n >= min_tiles) heavy += n;
+      }
+    C = ceil_div(heavy * reps, slots);
+    if (C < KERNELS_SPLIT_MIN_CHUNK) C = KERNELS_SPLIT_MIN_CHUNK;
+  }
+  /* count */
+  int64_t nsplit = 0, nchunk = 0, split_max = 0, chunk_max = 0;
+  for (int32_t m = 0; m < nmask; m++) {
+    int64_t ns = 0, nc = 0;
+    for (int32_t r = 0; r < nrow; r++) {
+      int64_t n = (int64_t)row_ptr[(int64_t)m * (nrow + 1) + r + 1] - row_ptr[(int64_t)m * (nrow + 1) + r];
+      int64_t k = row_chunks(n, min_tiles, C);
+      ns += k > 0, nc += k;
+    }
+    nsplit += ns, nchunk += nc;
+    if (ns > split_max) split_max = ns;
+    if (nc > chunk_max) chunk_max = nc;
+  }
+  out->min_tiles = min_tiles, out->chunk_tiles = C;
+  if (!nsplit) {
+    snprintf(out->why, sizeof out->why, "no split (no tile-row has %lld tiles or more)", (long long)min_tiles);
+    out->min_tiles = out->chunk_tiles = 0;
+    return STOF_OK;
+  }
+  /* the workspace: a T x (D + 2) f32 partial per chunk and (b, h) */
+  int64_t ws = 0, per = 0, slots_ws = 0;
+  int ok = nchunk <= INT32_MAX && mul_ok(T, D + 2, &per) && mul_ok(per, 4, &per) &&
+           mul_ok(BH, chunk_max, &slots_ws) && mul_ok(slots_ws, per, &ws) && (uint64_t)ws <= SIZE_MAX;
+  if (!ok || ws > KERNELS_SPLIT_MAX_WS) {
+    if (split == 0) {
+      snprintf(out->why, sizeof out->why, "no split (%lld chunks of %lld (b, h) pairs would need %s workspace)",
+               (long long)chunk_max, (long long)BH, ok ? "over 1 GiB of" : "past 2^63 bytes of");
+      out->min_tiles = out->chunk_tiles = 0;
+      return STOF_OK;
+    }
+    if (!ok)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split %d: %lld chunks per instance over %lld (b, h) "
+                            "pairs at tile %d, D %lld: the workspace size overflows", split, (long long)chunk_max,
+                            (long long)BH, T, (long long)D);
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split %d needs %lld bytes of workspace (%lld chunks "
+                          "per instance x %lld (b, h) pairs x %lld bytes), at most %lld: ask for longer chunks",
+                          split, (long long)ws, (long long)chunk_max, (long long)BH, (long long)per,
+                          (long long)KERNELS_SPLIT_MAX_WS);
+  }
+  /* the table (layout in kernels_int.h) */
+  int64_t ntable = (int64_t)nmask * nrow + 2 * ((int64_t)nmask + 1) + 3 * nchunk + 3 * nsplit;
+  if (ntable > INT32_MAX)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split table of %lld entries (at most 2^31 - 1)",
+                          (long long)ntable);
+  int32_t *t = stof_ctx_alloc(ctx, sizeof *t * (size_t)ntable);
+  if (!t) return STOF_ERR_NOMEM;
+  out->table = t, out->ntable = (size_t)ntable;
+  out->off_row_nchunk = 0;
+  out->off_chunk_ptr = (int64_t)nmask * nrow;
+  out->off_chunk = out->off_chunk_ptr + nmask + 1;
+  out->off_srow_ptr = out->off_chunk + 3 * nchunk;
+  out->off_srow = out->off_srow_ptr + nmask + 1;
+  int32_t *row_nchunk = t + out->off_row_nchunk, *chunk_ptr = t + out->off_chunk_ptr, *chunk = t + out->off_chunk,
+          *srow_ptr = t + out->off_srow_ptr, *srow = t + out->off_srow;
+  int32_t c = 0, s = 0;
+  for (int32_t m = 0; m < nmask; m++) {
+    const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
+    chunk_ptr[m] = c, srow_ptr[m] = s;
+    for (int32_t r = 0; r < nrow; r++) {
+      int64_t e = rp[r], n = (int64_t)rp[r + 1] - rp[r], k = row_chunks(n, min_tiles, C);
+      row_nchunk[(int64_t)m * nrow + r] = (int32_t)k;
+      if (!k) continue;
+      srow[3 * s] = r, srow[3 * s + 1] = c - chunk_ptr[m], srow[3 * s + 2] = (int32_t)k;
+      s++;
+      for (int64_t i = 0; i < k; i++, c++) { /* as even as possible: sizes differ by at most 1 */
+        chunk[3 * c] = r;
+        chunk[3 * c + 1] = (int32_t)(e + n * i / k);
+        chunk[3 * c + 2] = (int32_t)(e + n * (i + 1) / k);
+      }
+    }
+  }
+  chunk_ptr[nmask] = c, srow_ptr[nmask] = s;
+  out->nsplit = (int32_t)nsplit, out->nchunk = (int32_t)nchunk;
+  out->nsplit_max = (int32_t)split_max, out->nchunk_max = (int32_t)chunk_max;
+  out->rows = nsplit * reps, out->chunks = nchunk * reps;
+  out->ws_bytes = (size_t)ws;
+  snprintf(out->why, sizeof out->why,
+           "split %lld tile-rows of >= %lld tiles into %lld chunks of <= %lld tiles (%s; %.1f MB of workspace)",
+           (long long)out->rows, (long long)min_tiles, (long long)out->chunks, (long long)C,
+           split > 0 ? "asked for" : "automatic", (double)ws / 1e6);
+  return STOF_OK;
+}

@@ -1,0 +1,324 @@
+/*
+ * Heavy tile-rows split across CTAs, without a GPU: the rule and table of
+ * kernels_attn_split_plan (which rows, chunk boundaries, the workspace size, overflow and
+ * size errors, out of memory) on real formats (longformer's global rows at long context,
+ * causal, dense, per-batch documents) and on made-up row pointers; and the combine's
+ * arithmetic (attention_block_sm90.cu, stof_attn_split_combine_sm90, mirrored here in C)
+ * against a one-pass softmax in double, including chunks and rows that keep no key.
+ */
+#include "helpers.h"
+#include "../core/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_int.h"
+
+/* Every invariant of a split table against the row pointers it was made from: a split row
+ * is cut into k = row_nchunk >= 2 consecutive chunks covering its entries in order, sizes
+ * differing by at most 1 and at most chunk_tiles; the other rows are below min_tiles (or
+ * would make one chunk); the per-instance lists and maxima agree. */
+static void check_table(const kernels_attn_split *s, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
+                        int64_t BH, int T, int64_t D) {
+  assert_non_null(s->table);
+  const int32_t *row_nchunk = s->table + s->off_row_nchunk, *chunk_ptr = s->table + s->off_chunk_ptr,
+                *chunk = s->table + s->off_chunk, *srow_ptr = s->table + s->off_srow_ptr,
+                *srow = s->table + s->off_srow;
+  assert_int_equal(s->ntable, (size_t)nmask * nrow + 2 * (nmask + 1) + 3 * (size_t)(s->nchunk + s->nsplit));
+  int32_t nsplit_max = 0, nchunk_max = 0;
+  assert_int_equal(chunk_ptr[0], 0);
+  assert_int_equal(srow_ptr[0], 0);
+  for (int32_t m = 0; m < nmask; m++) {
+    const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
+    int32_t s_i = srow_ptr[m], c = chunk_ptr[m];
+    for (int32_t r = 0; r < nrow; r++) {
+      int32_t n = rp[r + 1] - rp[r], k = row_nchunk[(int64_t)m * nrow + r];
+      if (!k) {
+        assert_true(n < s->min_tiles || (n + s->chunk_tiles - 1) / s->chunk_tiles < 2);
+        continue;
+      }
+      assert_true(k >= 2 && n >= s->min_tiles);
+      assert_int_equal(k, (n + s->chunk_tiles - 1) / s->chunk_tiles);
+      assert_int_equal(srow[3 * s_i], r);
+      assert_int_equal(srow[3 * s_i + 1], c - chunk_ptr[m]);
+      assert_int_equal(srow[3 * s_i + 2], k);
+      s_i++;
+      int32_t e = rp[r];
+      for (int32_t i = 0; i < k; i++, c++) {
+        int32_t size = chunk[3 * c + 2] - chunk[3 * c + 1];
+        assert_int_equal(chunk[3 * c], r);
+        assert_int_equal(chunk[3 * c + 1], e);
+        assert_true(size >= n / k && size <= (n + k - 1) / k && size <= s->chunk_tiles && size > 0);
+        e = chunk[3 * c + 2];
+      }
+      assert_int_equal(e, rp[r + 1]);
+    }
+    assert_int_equal(srow_ptr[m + 1], s_i);
+    assert_int_equal(chunk_ptr[m + 1], c);
+    if (s_i - srow_ptr[m] > nsplit_max) nsplit_max = s_i - srow_ptr[m];
+    if (c - chunk_ptr[m] > nchunk_max) nchunk_max = c - chunk_ptr[m];
+  }
+  assert_int_equal(srow_ptr[nmask], s->nsplit);
+  assert_int_equal(chunk_ptr[nmask], s->nchunk);
+  assert_int_equal(s->nsplit_max, nsplit_max);
+  assert_int_equal(s->nchunk_max, nchunk_max);
+  assert_int_equal(s->rows, (int64_t)s->nsplit * (BH / nmask));
+  assert_int_equal(s->chunks, (int64_t)s->nchunk * (BH / nmask));
+  assert_int_equal(s->ws_bytes, (size_t)(BH * nchunk_max * T * (D + 2) * 4));
+}
+
+/* longformer(32, 32) at 1 x 32 x 131072, tile 64, D 128 on an H100-sized device (132 SMs, 2
+ * CTAs each): the global tile-row 0 (all 2,048 key tiles) is split, nothing else; chunks of
+ * ceil(32 * 2048 / 264) = 249 tiles, so 9 per row. */
+static void split_rule_splits_longformer_global_rows(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m = NULL;
+  stof_mask_format *f = NULL;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &m));
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 32, 131072, 131072, 64, &f));
+  assert_int_equal(f->row_ptr[1] - f->row_ptr[0], 2048);
+  kernels_attn_split s;
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 32, 64, 128, 264, 0, &s));
+  assert_int_equal(s.nsplit, 1);
+  assert_int_equal(s.chunk_tiles, 249);
+  assert_int_equal(s.nchunk, 9);
+  assert_int_equal(s.rows, 32);
+  assert_int_equal(s.chunks, 288);
+  check_table(&s, f->row_ptr, f->nmask, f->nrow, 32, 64, 128);
+  assert_non_null(strstr(s.why, "split 32 tile-rows of >= "));
+  assert_non_null(strstr(s.why, "into 288 chunks of <= 249 tiles (automatic"));
+  kernels_attn_split_free(ctx, &s);
+  assert_null(s.table);
+  /* never, and no device size known: nothing split */
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 32, 64, 128, 264, -1, &s));
+  assert_int_equal(s.nsplit, 0);
+  assert_null(s.table);
+  assert_non_null(strstr(s.why, "no split (asked for)"));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 32, 64, 128, 0, 0, &s));
+  assert_int_equal(s.nsplit, 0);
+  assert_non_null(strstr(s.why, "unknown"));
+  stof_mask_format_free(f);
+  /* at a grid shape (8 x 32 x 4096, 528 slots) the global row (64 tiles) is under half a
+   * slot's share of the launch's ~80,000 tiles: not split */
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 8, 32, 4096, 4096, 64, &f));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 256, 64, 64, 528, 0, &s));
+  assert_int_equal(s.nsplit, 0);
+  assert_non_null(strstr(s.why, "no split (no tile-row has"));
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* Causal's and dense's rows are never split automatically, at any device size. */
+static void split_rule_leaves_causal_and_dense_alone(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  static const char *const names[] = {"causal", "dense", "document"};
+  for (int i = 0; i < 3; i++) {
+    stof_mask *m = NULL;
+    stof_mask_format *f = NULL;
+    TU_OK(ctx, stof_mask_suite(ctx, names[i], 16384, &m));
+    TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 16384, 16384, 64, &f));
+    for (int64_t slots = 1; slots <= 4096; slots *= 8) {
+      kernels_attn_split s;
+      TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 1, 64, 64, slots, 0, &s));
+      if (s.nsplit) fail_msg("%s split at %lld slots: %s", names[i], (long long)slots, s.why);
+    }
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  tu_ctx_free(ctx, &heap);
+}
+
+/* split N: every row of more than N tiles in chunks of at most N, per instance (per-batch
+ * documents & causal: 2 instances; bigbird at an odd length), tile 64 and 128. */
+static void forced_split_cuts_every_long_row(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *doc, *causal, *m[2];
+  TU_OK(ctx, stof_mask_document_batched(ctx, 2, (const int64_t[]){2, 4},
+                                        (const int64_t[]){333, 666, 10, 500, 89, 400}, &doc));
+  TU_OK(ctx, stof_mask_causal(ctx, &causal));
+  TU_OK(ctx, stof_mask_intersection(doc, causal, &m[0]));
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 999, &m[1]));
+  for (int i = 0; i < 2; i++)
+    for (int T = 64; T <= 128; T += 64)
+      for (int N = 1; N <= 7; N += 3) {
+        stof_mask_format *f = NULL;
+        TU_OK(ctx, stof_mask_format_build(ctx, m[i], 2, 3, 999, 999, T, &f));
+        kernels_attn_split s;
+        TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 6, T, 64, 132, N, &s));
+        int64_t want = 0;
+        for (int64_t r = 0; r < (int64_t)f->nmask * f->nrow; r++) {
+          int64_t mm = r / f->nrow, rr = r % f->nrow;
+          want += f->row_ptr[mm * (f->nrow + 1) + rr + 1] - f->row_ptr[mm * (f->nrow + 1) + rr] > N;
+        }
+        assert_int_equal(s.nsplit, want);
+        assert_true(want > 0 || (T == 128 && N == 7)); /* 8 tiles a row at most there */
+        if (!want) {
+          assert_null(s.table);
+          assert_non_null(strstr(s.why, "no split (no tile-row has 8 tiles or more)"));
+          stof_mask_format_free(f);
+          continue;
+        }
+        assert_int_equal(s.min_tiles, N + 1);
+        assert_int_equal(s.chunk_tiles, N);
+        check_table(&s, f->row_ptr, f->nmask, f->nrow, 6, T, 64);
+        assert_non_null(strstr(s.why, "asked for"));
+        kernels_attn_split_free(ctx, &s);
+        stof_mask_format_free(f);
+      }
+  stof_mask_free(doc);
+  stof_mask_free(causal);
+  stof_mask_free(m[0]);
+  stof_mask_free(m[1]);
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* Bad split values, a forced split whose workspace is past 1 GiB or overflows int64 (the
+ * automatic rule then does not split and says why), and out of memory for the table. */
+static void split_rejects_bad_values_and_oversized_workspaces(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  int32_t rp[3] = {0, 1000000, 1000001}; /* one instance: a row of 10^6 tiles, one of 1 */
+  kernels_attn_split s;
+  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, 1, 64, 64, 132, -2, &s), STOF_ERR_ARG, "split -2");
+  /* 1024 (b, h) x 10^6 chunks x 64 x 66 x 4 bytes */
+  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, 1024, 64, 64, 132, 1, &s), STOF_ERR_UNSUPPORTED,
+         "bytes of workspace");
+  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, (int64_t)1 << 31, 128, 128, 132, 1, &s),
+         STOF_ERR_UNSUPPORTED, "overflows");
+  /* the automatic rule, 2^20 (b, h) over 2^30 slots, a row of 10^6 tiles among 999 of 1:
+   * chunks of 977, 1,024 per (b, h): 17 TB of workspace, so no split, and why says so */
+  int32_t *rp2 = malloc(sizeof *rp2 * 1001);
+  assert_non_null(rp2);
+  rp2[0] = 0;
+  for (int r = 0; r < 1000; r++) rp2[r + 1] = rp2[r] + (r ? 1 : 1000000);
+  TU_OK(ctx, kernels_attn_split_plan(ctx, rp2, 1, 1000, 1 << 20, 64, 64, (int64_t)1 << 30, 0, &s));
+  assert_int_equal(s.nsplit, 0);
+  assert_null(s.table);
+  if (!strstr(s.why, "1024 chunks of 1048576 (b, h) pairs would need over 1 GiB")) fail_msg("why: %s", s.why);
+  /* with room for it, the same row is split */
+  TU_OK(ctx, kernels_attn_split_plan(ctx, rp2, 1, 1000, 1, 64, 64, 1024, 0, &s));
+  assert_int_equal(s.nsplit, 1);
+  check_table(&s, rp2, 1, 1000, 1, 64, 64);
+  kernels_attn_split_free(ctx, &s);
+  free(rp2);
+  /* a table allocation that fails: STOF_ERR_NOMEM, nothing kept */
+  heap.fail_at = heap.nalloc + 1;
+  assert_int_equal(kernels_attn_split_plan(ctx, rp, 1, 2, 1, 64, 64, 132, 1000, &s), STOF_ERR_NOMEM);
+  assert_null(s.table);
+  stof_ctx_clear_error(ctx);
+  heap.fail_at = 0;
+  TU_OK(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, 1, 64, 64, 132, 1000, &s));
+  assert_int_equal(s.nchunk, 1000);
+  check_table(&s, rp, 1, 2, 1, 64, 64);
+  kernels_attn_split_free(ctx, &s);
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), 0);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* ---------------------------------------------------------------- the combine */
+
+/* One chunk's partial result of one query row as the chunk kernel leaves it: the softmax in
+ * base 2 over its keys (scores s, the kernel's scale to log2 sl2) with its running max m
+ * (-inf while no key is kept; 0 stands in for it), the sum l and the unnormalised O. */
+static void chunk_partial(const float *s, const float *v, int n, int D, float sl2, float *m2, float *l,
+                          float *o) {
+  float mx = -INFINITY, sum = 0;
+  for (int j = 0; j < n; j++) mx = fmaxf(mx, s[j]);
+  float ms = (mx == -INFINITY ? 0.f : mx) * sl2;
+  for (int x = 0; x < D; x++) o[x] = 0;
+  for (int j = 0; j < n; j++) {
+    float p = exp2f(fmaf(s[j], sl2, -ms));
+    sum += p;
+    for (int x = 0; x < D; x++) o[x] += p * v[j * D + x];
+  }
+  *m2 = mx * sl2, *l = sum;
+}
+
+/* stof_attn_split_combine_sm90's arithmetic for one row and 8 columns (here all D). */
+static void combine(int nc, const float *m2, const float *l, const float *o, int D, float *out) {
+  float mx = -INFINITY;
+  for (int c = 0; c < nc; c++) mx = fmaxf(mx, m2[c]);
+  float ms = mx == -INFINITY ? 0.f : mx, L = 0;
+  for (int x = 0; x < D; x++) out[x] = 0;
+  for (int c = 0; c < nc; c++) {
+    float w = exp2f(m2[c] - ms);
+    L += w * l[c];
+    for (int x = 0; x < D; x++) out[x] += w * o[c * D + x];
+  }
+  float inv = L > 0 ? 1.f / L : 0.f;
+  for (int x = 0; x < D; x++) out[x] *= inv;
+}
+
+/* Random rows of up to 600 keys (some masked: -inf), cut into up to 9 chunks at random
+ * (some chunks all masked, some rows all masked), scales from 0.05 to 2 and scores up to
+ * +-40: the combined row equals the softmax in double within f32 rounding, and a row with
+ * no kept key is exactly +0. */
+static void combine_matches_the_unsplit_softmax(void **state) {
+  (void)state;
+  enum { D = 16, NMAX = 600, CMAX = 9 };
+  static float s[NMAX], v[NMAX * D], m2[CMAX], l[CMAX], o[CMAX * D], got[D];
+  uint64_t seed = 4242;
+  for (int trial = 0; trial < 400; trial++) {
+    int n = 1 + (int)(tu_splitmix(&seed) % NMAX), nc = 1 + (int)(tu_splitmix(&seed) % CMAX);
+    float scale = (float)tu_uniform(&seed, 0.05, 2), sl2 = scale * 1.4426950408889634f;
+    int pmask = (int)(tu_splitmix(&seed) % 4) * 30, all_masked = trial % 17 == 0;
+    for (int j = 0; j < n; j++) {
+      s[j] = (float)tu_uniform(&seed, -40, 40);
+      if (all_masked || (int)(tu_splitmix(&seed) % 100) < pmask) s[j] = -INFINITY;
+      for (int x = 0; x < D; x++) v[j * D + x] = (float)tu_uniform(&seed, -1, 1);
+    }
+    /* chunk boundaries: nc - 1 cut points, possibly repeated (empty chunks) */
+    int cut[CMAX + 1];
+    cut[0] = 0, cut[nc] = n;
+    for (int c = 1; c < nc; c++) cut[c] = (int)(tu_splitmix(&seed) % (uint64_t)(n + 1));
+    for (int c = 1; c < nc; c++) /* sort */
+      for (int d = c; d > 1 && cut[d] < cut[d - 1]; d--) {
+        int t = cut[d];
+        cut[d] = cut[d - 1], cut[d - 1] = t;
+      }
+    for (int c = 0; c < nc; c++)
+      chunk_partial(s + cut[c], v + cut[c] * D, cut[c + 1] - cut[c], D, sl2, &m2[c], &l[c], o + c * D);
+    combine(nc, m2, l, o, D, got);
+    double mx = -INFINITY, sum = 0, want[D] = {0};
+    for (int j = 0; j < n; j++) mx = fmax(mx, (double)s[j] * scale);
+    for (int j = 0; j < n; j++) {
+      if (s[j] == -INFINITY) continue;
+      double p = exp((double)s[j] * scale - mx);
+      sum += p;
+      for (int x = 0; x < D; x++) want[x] += p * v[j * D + x];
+    }
+    for (int x = 0; x < D; x++) {
+      if (sum == 0) {
+        if (got[x] != 0 || signbit(got[x])) fail_msg("trial %d: a row without keys gave %g, not +0", trial, got[x]);
+        continue;
+      }
+      double w = want[x] / sum;
+      if (!(fabs(got[x] - w) <= 1e-5 + 1e-4 * fabs(w)))
+        fail_msg("trial %d (n %d, %d chunks, scale %g), column %d: %.8g, want %.8g", trial, n, nc, scale, x,
+                 got[x], w);
+    }
+  }
+}
+
+int run_attention_split_tests(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(split_rule_splits_longformer_global_rows),
+      cmocka_unit_test(split_rule_leaves_causal_and_dense_alone),
+      cmocka_unit_test(forced_split_cuts_every_long_row),
+      cmocka_unit_test(split_rejects_bad_values_and_oversized_workspaces),
+      cmocka_unit_test(combine_matches_the_unsplit_softmax),
+  };
+  return cmocka_run_group_tests_name("attention_split", tests, NULL, NULL);
+}
