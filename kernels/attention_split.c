@@ -19,17 +19,21 @@
  * with the long ones running alone (longformer(w, g) at 1 x 32 x 131072, tile 64: 32 rows of
  * 2,048 tiles, the rest 3-5 each; bench/NOTES-attention.md, session 8). With `slots` CTAs
  * resident at once, every slot does about share = (all tiles of the launch) / slots tiles;
- * a row that alone holds half of that or more decides when the launch ends. So a tile-row of
+ * a row that alone holds that much or more decides when the launch ends. So a tile-row of
  * n tiles is split when
- *     n >= max(KERNELS_SPLIT_MIN_TILES, KERNELS_SPLIT_MEAN_FACTOR * mean row, share / 2)
+ *     n >= max(KERNELS_SPLIT_MIN_TILES, KERNELS_SPLIT_MEAN_FACTOR * mean row, share)
  * (the first two keep ordinary imbalance, such as causal's 1..nrow, where it is: every row
- * of causal is below 4x its mean of nrow / 2), into chunks of at most
+ * of causal is below 4x its mean of nrow / 2), into floor(n / C) chunks (2 at least) of
+ * about
  *     C = max(KERNELS_SPLIT_MIN_CHUNK, (all tiles of the split rows) / slots)
- * tiles, so that the chunk launch, which runs first and alone, is about one wave of the whole
- * GPU; a row that would make a single chunk stays whole. The chunk's fixed cost (Q load,
- * prologue, a T x (D + 2) f32 partial written and read back by the combine) is a few tiles'
- * time, hence the floor of 16. The constants are a first guess, to be calibrated on the
- * device (bench/NOTES-attention.md, session 13 (helper)). */
+ * tiles, so that the chunk launch, which runs first and alone, is at most one wave of the
+ * whole GPU. The chunk's fixed cost (Q load, prologue, a T x (D + 2) f32 partial written and
+ * read back by the combine) is a few tiles' time, hence the floor of 16.
+ * Measured on an H100 (thirteenth session, bench/results/split-h100-s13/): longformer at
+ * 1 x 32 x 131072 D 128 4.34 -> 3.14 ms and at 1 x 32 x 32768 1.11 -> 0.86 ms; with half a
+ * share as the threshold (the first version) longformer at 16 x 12 x 4096 D 64 split its
+ * 64-tile global rows (a slot's share: 116 tiles) and took 0.307 ms against 0.286 unsplit,
+ * hence a whole share. */
 #define KERNELS_SPLIT_MIN_TILES 32
 #define KERNELS_SPLIT_MEAN_FACTOR 4
 #define KERNELS_SPLIT_MIN_CHUNK 16
@@ -43,11 +47,13 @@ static int mul_ok(int64_t a, int64_t b, int64_t *out) {
   return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, out);
 }
 
-/* Chunks of a row of n tiles under chunk size C (0: not split): ceil(n / C), if >= 2. */
-static int64_t row_chunks(int64_t n, int64_t min_tiles, int64_t C) {
+/* Chunks of a row of n tiles (0: not split): a forced split (at_most) ceil(n / C), chunks
+ * of at most C tiles; the automatic rule max(2, floor(n / C)), chunks of about C; none
+ * below min_tiles or where that makes one chunk. */
+static int64_t row_chunks(int64_t n, int64_t min_tiles, int64_t C, int at_most) {
   if (n < min_tiles) return 0;
-  int64_t nc = ceil_div(n, C);
-  return nc >= 2 ? nc : 0;
+  int64_t nc = at_most ? ceil_div(n, C) : n / C < 2 ? 2 : n / C;
+  return nc >= 2 && nc <= n ? nc : 0;
 }
 
 void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s) {
@@ -91,7 +97,7 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
     min_tiles = KERNELS_SPLIT_MIN_TILES;
     if ((int64_t)ceil(KERNELS_SPLIT_MEAN_FACTOR * mean) > min_tiles)
       min_tiles = (int64_t)ceil(KERNELS_SPLIT_MEAN_FACTOR * mean);
-    if (ceil_div(share, 2) > min_tiles) min_tiles = ceil_div(share, 2);
+    if (share > min_tiles) min_tiles = share;
     int64_t heavy = 0;
     for (int32_t m = 0; m < nmask; m++)
       for (int32_t r = 0; r < nrow; r++) {
@@ -102,19 +108,21 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
     if (C < KERNELS_SPLIT_MIN_CHUNK) C = KERNELS_SPLIT_MIN_CHUNK;
   }
   /* count */
-  int64_t nsplit = 0, nchunk = 0, split_max = 0, chunk_max = 0;
+  int64_t nsplit = 0, nchunk = 0, split_max = 0, chunk_max = 0, longest = 0;
   for (int32_t m = 0; m < nmask; m++) {
     int64_t ns = 0, nc = 0;
     for (int32_t r = 0; r < nrow; r++) {
       int64_t n = (int64_t)row_ptr[(int64_t)m * (nrow + 1) + r + 1] - row_ptr[(int64_t)m * (nrow + 1) + r];
-      int64_t k = row_chunks(n, min_tiles, C);
+      int64_t k = row_chunks(n, min_tiles, C, split > 0);
       ns += k > 0, nc += k;
+      if (k && ceil_div(n, k) > longest) longest = ceil_div(n, k);
     }
     nsplit += ns, nchunk += nc;
     if (ns > split_max) split_max = ns;
     if (nc > chunk_max) chunk_max = nc;
   }
-  out->min_tiles = min_tiles, out->chunk_tiles = C;
+  if (split > 0) longest = C; /* the limit asked for */
+  out->min_tiles = min_tiles, out->chunk_tiles = longest;
   if (!nsplit) {
     snprintf(out->why, sizeof out->why, "no split (no tile-row has %lld tiles or more)", (long long)min_tiles);
     out->min_tiles = out->chunk_tiles = 0;
@@ -160,7 +168,7 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
     const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
     chunk_ptr[m] = c, srow_ptr[m] = s;
     for (int32_t r = 0; r < nrow; r++) {
-      int64_t e = rp[r], n = (int64_t)rp[r + 1] - rp[r], k = row_chunks(n, min_tiles, C);
+      int64_t e = rp[r], n = (int64_t)rp[r + 1] - rp[r], k = row_chunks(n, min_tiles, C, split > 0);
       row_nchunk[(int64_t)m * nrow + r] = (int32_t)k;
       if (!k) continue;
       srow[3 * s] = r, srow[3 * s + 1] = c - chunk_ptr[m], srow[3 * s + 2] = (int32_t)k;
@@ -179,7 +187,7 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
   out->ws_bytes = (size_t)ws;
   snprintf(out->why, sizeof out->why,
            "split %lld tile-rows of >= %lld tiles into %lld chunks of <= %lld tiles (%s; %.1f MB of workspace)",
-           (long long)out->rows, (long long)min_tiles, (long long)out->chunks, (long long)C,
+           (long long)out->rows, (long long)min_tiles, (long long)out->chunks, (long long)longest,
            split > 0 ? "asked for" : "automatic", (double)ws / 1e6);
   return STOF_OK;
 }
