@@ -813,10 +813,13 @@ static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, 
  * f's row_ptr, reported in the choice; when rows are split, the table and workspace on the
  * device, the main kernel (and twin) replaced by the one that skips split rows, the chunk
  * kernel (and twin) and combine compiled, and their grids. */
-static stof_status plan_split(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
-  stof_attn_engine *e = p->e;
-  stof_ctx *ctx = e->ctx;
-  stof_attn_choice *c = &p->choice;
+/* The split decision for a choice (sp->nsplit 0 and no table where nothing is split, or
+ * where the Hopper kernel is not chosen): the choice's split_* fields set and its why
+ * extended. f is the format at the choice's tile. */
+static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_t BH, int64_t D,
+                                const stof_cuda_props *dev, const stof_attn_opts *o, stof_attn_choice *c,
+                                kernels_attn_split *sp) {
+  memset(sp, 0, sizeof *sp);
   if (!c->hopper) {
     if (o->split > 0)
       return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split %d asked for, but the Hopper kernel is not "
@@ -824,17 +827,41 @@ static stof_status plan_split(stof_attn_plan *p, const stof_mask_format *f, cons
                             stof_attn_kernel_name(c->kernel), c->kernel == STOF_ATTN_BLOCK ? "mma.sync" : "a warp per row");
     return STOF_OK;
   }
-  int64_t slots = (int64_t)e->props.sm_count * hopper_ctas_per_sm(&e->props, c->tile, p->D, c->stages, c->tma);
-  kernels_attn_split sp;
-  stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, p->B * p->H, c->tile, p->D, slots,
-                                           o->split, &sp);
+  if (f->T != c->tile)
+    return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: split from a tile-%d format for tile %d", f->T, c->tile);
+  int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma);
+  stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, BH, c->tile, D, slots, o->split, sp);
   if (st) return st;
   size_t n = strlen(c->why);
-  if (n + 2 < sizeof c->why) snprintf(c->why + n, sizeof c->why - n, "; %s", sp.why);
-  if (!sp.nsplit) return STOF_OK;
-  c->split_rows = sp.rows, c->split_chunks = sp.chunks;
-  c->split_min_tiles = sp.min_tiles, c->split_chunk_tiles = sp.chunk_tiles;
-  c->split_ws = sp.ws_bytes;
+  if (n + 2 < sizeof c->why) snprintf(c->why + n, sizeof c->why - n, "; %s", sp->why);
+  if (!sp->nsplit) return STOF_OK;
+  c->split_rows = sp->rows, c->split_chunks = sp->chunks;
+  c->split_min_tiles = sp->min_tiles, c->split_chunk_tiles = sp->chunk_tiles;
+  c->split_ws = sp->ws_bytes;
+  return STOF_OK;
+}
+
+stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f, int64_t B, int64_t H, int64_t D,
+                                        const stof_cuda_props *dev, const stof_attn_opts *opts,
+                                        stof_attn_choice *c) {
+  stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
+  if (o.split < -1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
+                          "most N tiles)", o.split);
+  if (c->hopper && !dev) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: a Hopper choice without a device");
+  kernels_attn_split sp;
+  stof_status st = choose_split(ctx, f, B * H, D, dev, &o, c, &sp);
+  kernels_attn_split_free(ctx, &sp);
+  return st;
+}
+
+static stof_status plan_split(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
+  stof_attn_engine *e = p->e;
+  stof_ctx *ctx = e->ctx;
+  stof_attn_choice *c = &p->choice;
+  kernels_attn_split sp;
+  stof_status st = choose_split(ctx, f, p->B * p->H, p->D, &e->props, o, c, &sp);
+  if (st || !sp.nsplit) return st;
   p->split_table_bytes = sizeof *sp.table * sp.ntable;
   p->split_ws_bytes = sp.ws_bytes;
   p->split_nchunk_max = sp.nchunk_max;

@@ -423,7 +423,7 @@ static int plan_time(lua_State *L) {
 }
 
 static void push_choice(lua_State *L, const stof_attn_choice *c) {
-  lua_createtable(L, 0, 8);
+  lua_createtable(L, 0, 14);
   lua_pushstring(L, stof_attn_kernel_name(c->kernel));
   lua_setfield(L, -2, "kernel");
   lua_pushinteger(L, c->tile);
@@ -434,6 +434,16 @@ static void push_choice(lua_State *L, const stof_attn_choice *c) {
   lua_setfield(L, -2, "stages");
   lua_pushboolean(L, c->hopper);
   lua_setfield(L, -2, "hopper");
+  lua_pushboolean(L, c->tma);
+  lua_setfield(L, -2, "tma");
+  lua_pushboolean(L, c->rowmask);
+  lua_setfield(L, -2, "rowmask");
+  lua_pushboolean(L, c->halfskip);
+  lua_setfield(L, -2, "halfskip");
+  lua_pushinteger(L, (lua_Integer)c->split_rows);
+  lua_setfield(L, -2, "split_rows");
+  lua_pushinteger(L, (lua_Integer)c->split_chunks);
+  lua_setfield(L, -2, "split_chunks");
   lua_pushnumber(L, c->frac16);
   lua_setfield(L, -2, "frac16");
   lua_pushnumber(L, c->threshold);
@@ -594,6 +604,16 @@ static int l_explain(lua_State *L) {
   stof_attn_mod_describe(&mod, moddesc, sizeof moddesc);
   stof_attn_choice ch;
   st = stof_attention_select(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
+  /* the split a plan would make, from the format at the chosen tile (as the plan does) */
+  if (!st && ch.hopper && ch.tile != f->T) {
+    stof_mask_format_free(f);
+    f = NULL;
+    slua_pred_begin(L, &c);
+    st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, ch.tile, &f);
+    slua_pred_end(&c);
+    if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
+  }
+  if (!st) st = stof_attention_select_split(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
   if (st) {
     stof_mask_format_free(f);
     return slua_raise(L, ctx, st, fname);

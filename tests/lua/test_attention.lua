@@ -116,6 +116,21 @@ expect_error("ValueError", 'unknown gpu "b300"', stof.explain, M.causal(), {S = 
 expect_error("TypeError", "option gpu must be a string", stof.explain, M.causal(), {S = 128}, {gpu = 5})
 expect_error("UnsupportedError", "ask for tile 64", stof.explain, M.dense(), {S = 4096, D = 128},
              {gpu = "rtx4090", tile = 128, kernel = "block"})
+-- how partial tiles are masked, and the split of heavy tile-rows, as a plan on that GPU would
+-- (the split from the format at the chosen tile): longformer's global rows at 1 x 32 x 131072
+-- D 128 on an H100 split into one wave of chunks; BigBird 16 x 12 x 4096 per lane with its
+-- empty halves skipped and no split; dense neither; a forced split without the Hopper kernel
+local _, cl = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100"})
+assert(cl.hopper and cl.rowmask and not cl.halfskip and cl.split_rows == 32 and cl.split_chunks == 256, cl.why)
+assert(cl.why:find("split 32 tile-rows of >= 1241 tiles into 256 chunks of <= 256 tiles (automatic", 1, true), cl.why)
+local _, cl0 = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100", split = -1})
+assert(cl0.split_rows == 0 and cl0.why:find("no split (asked for)", 1, true), cl0.why)
+local _, cb = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
+assert(cb.rowmask and cb.halfskip and cb.split_rows == 0 and cb.why:find("empty halves skipped (82%", 1, true), cb.why)
+local _, cd = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h100"})
+assert(not cd.rowmask and not cd.halfskip and cd.why:find("masked from the bitmap (0% partial", 1, true), cd.why)
+expect_error("UnsupportedError", "split 4 asked for, but the Hopper kernel is not chosen", stof.explain,
+             M.dense(), {S = 1024}, {gpu = "a100", split = 4})
 
 -- Errors.
 -- a mask that keeps nothing gives zeros (tests/lua/test_messages.lua), as rows with no key do
