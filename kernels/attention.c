@@ -388,6 +388,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: rowmask %d (1 on, -1 off, 0 the selector's)", o.rowmask);
   if (o.halfskip < -1 || o.halfskip > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
+  if (o.split < -1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
+                          "most N tiles)", o.split);
   if (o.warps < 0 || o.warps > 32)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps", o.warps);
   if (!(o.scale >= 0) || isinf(o.scale))
@@ -809,10 +812,6 @@ static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, 
   return by_smem < by_regs ? by_smem : by_regs;
 }
 
-/* The split of heavy tile-rows (kernels/attention_split.c) for a Hopper plan: decided from
- * f's row_ptr, reported in the choice; when rows are split, the table and workspace on the
- * device, the main kernel (and twin) replaced by the one that skips split rows, the chunk
- * kernel (and twin) and combine compiled, and their grids. */
 /* The split decision for a choice (sp->nsplit 0 and no table where nothing is split, or
  * where the Hopper kernel is not chosen): the choice's split_* fields set and its why
  * extended. f is the format at the choice's tile. */
@@ -845,9 +844,6 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
                                         const stof_cuda_props *dev, const stof_attn_opts *opts,
                                         stof_attn_choice *c) {
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
-  if (o.split < -1)
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
-                          "most N tiles)", o.split);
   if (c->hopper && !dev) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: a Hopper choice without a device");
   kernels_attn_split sp;
   stof_status st = choose_split(ctx, f, B * H, D, dev, &o, c, &sp);
@@ -855,6 +851,10 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   return st;
 }
 
+/* The split of heavy tile-rows (kernels/attention_split.c) for a Hopper plan: decided from
+ * f's row_ptr, reported in the choice; when rows are split, the table and workspace on the
+ * device, the main kernel (and twin) replaced by the one that skips split rows, the chunk
+ * kernel (and twin) and combine compiled, and their grids. */
 static stof_status plan_split(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
   stof_attn_engine *e = p->e;
   stof_ctx *ctx = e->ctx;
@@ -910,9 +910,6 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   if (B * H > 0x7fffffff || Sq > 0x7fffffff || Sk > 0x7fffffff)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: sizes past 2^31");
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
-  if (o.split < -1)
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
-                          "most N tiles)", o.split);
   const stof_mask_format *f;
   const uint64_t *fdev; /* the format's arrays on the device (NULL: on the host) */
   st = engine_format(e, mask, B, H, Sq, Sk, o.tile ? o.tile : 64, &f, &fdev);

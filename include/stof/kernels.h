@@ -420,8 +420,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, 
 /** The split of heavy tile-rows a plan would make for choice c (from stof_attention_select;
  *  f the format at c->tile, dev the device): sets c's split_* fields and appends the reason
  *  to c->why (kernels/attention_split.c has the rule). What stof_attn_plan_new does after the
- *  selector; stof.explain shows it without a GPU. Errors: a forced split where the Hopper
- *  kernel is not chosen or whose workspace is past 1 GiB (STOF_ERR_UNSUPPORTED), split < -1. */
+ *  selector (which refuses split < -1); stof.explain shows it without a GPU. Errors: a
+ *  forced split where the Hopper kernel is not chosen or whose workspace is past 1 GiB
+ *  (STOF_ERR_UNSUPPORTED). */
 stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f, int64_t B, int64_t H, int64_t D,
                                         const stof_cuda_props *dev, const stof_attn_opts *opts,
                                         stof_attn_choice *c);

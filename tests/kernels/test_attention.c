@@ -646,6 +646,8 @@ static void select_picks_the_partial_tile_masking(void **state) {
          STOF_ERR_UNSUPPORTED, "rowmask asked for, but the Hopper kernel is not chosen");
   TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.rowmask = 2}, &c), STOF_ERR_ARG,
          "rowmask 2");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.split = -2}, &c), STOF_ERR_ARG,
+         "split -2");
   stof_mask_format_free(f);
   /* tile 128 has no half skip: asked for, an error */
   TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 128, &f));
