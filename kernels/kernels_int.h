@@ -148,6 +148,13 @@ uint64_t kernels_format_prog_word(const kernels_format_prog *p, int64_t b, int64
                                   int64_t Sk, int64_t i0, int64_t j0);
 int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_t i0,
                                  int64_t i1, int64_t j0, int64_t j1);
+/* The same word as kernels_format_prog_word, as the kernels get it: from the class of its
+ * 8 x 8 elements where that settles it (mf_word_fast). */
+uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, int64_t Sq,
+                                       int64_t Sk, int64_t i0, int64_t j0);
+/* Columns per item (a warp's chunk of a tile-row) of the kernels, for ncol >= 1 tiles: a
+ * multiple of 32, at most MF_MAX_CHUNKS (64) items a row. */
+int64_t kernels_format_chunk_cols(int64_t ncol);
 
 /* A GPU format builder: the kernels compiled (cubin cache) and loaded once, and a small
  * LRU of the formats it built. Needs a GPU (STOF_ERR_NO_DEVICE). Owned:
