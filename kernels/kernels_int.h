@@ -155,6 +155,9 @@ uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, 
 /* Columns per item (a warp's chunk of a tile-row) of the kernels, for ncol >= 1 tiles: a
  * multiple of 32, at most MF_MAX_CHUNKS (64) items a row. */
 int64_t kernels_format_chunk_cols(int64_t ncol);
+/* Which of a tile's wpt words the kernels' word x of the t-th listed tile is
+ * (mf_word_index). */
+int kernels_format_word_index(int x, int t, int wpt);
 
 /* A GPU format builder: the kernels compiled (cubin cache) and loaded once, and a small
  * LRU of the formats it built. Needs a GPU (STOF_ERR_NO_DEVICE). Owned:

@@ -69,6 +69,13 @@ enum {
 #define MF_WRITE_THREADS 128
 #define MF_ROWS_WRITE_THREADS 256 /* stof_mf_write_rows */
 
+/* Blocks an SM should hold (register caps: ptxas for sm_90 gives stof_mf_tiles 96 registers
+ * with 56 bytes spilled, 20 warps an SM, where unbounded it takes 114, 16 warps;
+ * stof_mf_write 80 and no spill, 24 warps, where unbounded it takes 64 and spills more).
+ * The word evaluator waits on its local stack and hashes: warps hide that. */
+#define MF_TILE_BLOCKS_PER_SM 5
+#define MF_WRITE_BLOCKS_PER_SM 6
+
 /* At most this many items (chunks of columns) per tile-row: the write pass sums an item's
  * earlier items, so their number must stay small; 64 chunks of 32 columns cover S = 128k at
  * tile 64. */
@@ -317,6 +324,12 @@ MF_FN unsigned long long mf_word_fast(const mf_node *prog, int nnode, const long
   return ((1ull << (unsigned)nc) - 1ull) * (0x0101010101010101ull >> (8 * (unsigned)(8 - nr)));
 }
 
+/* Word x of the t-th tile a warp lists (of wpt words: inner column ci = w / (T / 8), row ri =
+ * w % (T / 8)). Dealt to lane x % 32 in list order, word x would give a lane the same ri in
+ * every tile (32 is a multiple of T / 8), and a lane whose 8 rows hold a document boundary
+ * every word that needs mf_word; turning each tile by t spreads them over the lanes. */
+MF_FN int mf_word_index(int x, int t, int wpt) { return (x + t) % wpt; }
+
 /* Columns per item of a tile-row of ncol tiles (>= 1): a multiple of 32 (a warp's lanes),
  * as few as keep the row within MF_MAX_CHUNKS items. */
 MF_FN long long mf_chunk_cols(long long ncol) {
@@ -367,7 +380,7 @@ __device__ unsigned long long mf_block_scan(unsigned long long v, unsigned long 
  * npartial [m * nrow + r] and to stats {nvalid, non-empty 16 x 16 tiles, full tiles, partial
  * tiles, partial tiles with a key half [0, T/2) or [T/2, T) empty (T a multiple of 32;
  * mask_format.c's half_empty)}, all of which the host zeroes first. */
-extern "C" __global__ void __launch_bounds__(MF_TILE_THREADS)
+extern "C" __global__ void __launch_bounds__(MF_TILE_THREADS, MF_TILE_BLOCKS_PER_SM)
 stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
               long long Sk, int nrow, int ncol, int chunk, int nchunk, int mask_b, int mask_h,
               long long nitem, unsigned char *state, int *nfull, int *npartial,
@@ -427,7 +440,8 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
       unsigned mixed = __ballot_sync(MF_FULL_MASK, ismixed);
       if (!mixed) continue;
 
-      /* the warp's mixed tiles, listed; their words spread over the lanes, tile-major */
+      /* the warp's mixed tiles, listed; their words spread over the lanes, tile-major, each
+       * tile's turned by its place t in the list (mf_word_index) */
       int nmixed = __popc(mixed), pos = __popc(mixed & ((1u << lane) - 1u));
       if (ismixed) s_lane[warp][pos] = (unsigned char)lane;
       s_cnt[warp][lane] = 0;
@@ -436,7 +450,7 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
       int curk = -1, cnt = 0;
       unsigned long long sub = 0;
       for (int x = lane; x < nmixed * wpt; x += 32) {
-        int t = x / wpt, w = x - t * wpt;
+        int t = x / wpt, w = mf_word_index(x - t * wpt, t, wpt);
         if (t != curk) {
           if (curk >= 0 && cnt) {
             atomicAdd(&s_cnt[warp][curk], cnt);
@@ -656,7 +670,7 @@ stof_mf_scan(const int *nfull, const int *npartial, int nmask, int nrow, int *ro
  * earlier items (count, at most MF_MAX_CHUNKS - 1 of them); writes col_idx, bmp_off (-1 or
  * the first word of a partial tile), and the words of partial tiles (column-major inner
  * tiles). */
-extern "C" __global__ void __launch_bounds__(MF_WRITE_THREADS)
+extern "C" __global__ void __launch_bounds__(MF_WRITE_THREADS, MF_WRITE_BLOCKS_PER_SM)
 stof_mf_write(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
               long long Sk, int nrow, int ncol, int chunk, int nchunk, int mask_b, int mask_h,
               long long nitem, const unsigned char *state, const int *row_ptr,
@@ -705,7 +719,7 @@ stof_mf_write(const mf_node *prog, int nnode, const long long *doc, int T, long 
       __syncwarp();
       int np = __popc(pa);
       for (int x = lane; x < np * wpt; x += 32) {
-        int t = x / wpt, w = x - t * wpt, ci = w / nb8, ri = w - ci * nb8;
+        int t = x / wpt, w = mf_word_index(x - t * wpt, t, wpt), ci = w / nb8, ri = w - ci * nb8;
         bitmap[s_off[warp][t] + w] = mf_word_fast(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8,
                                                   (long long)s_col[warp][t] * T + ci * 8);
       }

@@ -247,6 +247,8 @@ uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, 
 
 int64_t kernels_format_chunk_cols(int64_t ncol) { return mf_chunk_cols(ncol); }
 
+int kernels_format_word_index(int x, int t, int wpt) { return mf_word_index(x, t, wpt); }
+
 /* ---------------------------------------------------------------- arguments */
 
 typedef kernels_format_dims dims;

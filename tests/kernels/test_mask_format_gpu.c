@@ -406,6 +406,18 @@ static void assert_same_format(const stof_mask_format *g, const stof_mask_format
 
 static void gpu_algorithm_on_the_host_gives_the_cpu_format(void **state) {
   stof_ctx *ctx = kt_ctx();
+  /* the order the kernels deal a listed tile's words in covers each word once (the emulation
+   * below takes them in order: the format cannot depend on it) */
+  for (int T = 16; T <= 128; T += 16)
+    for (int t = 0; t < 32; t++) {
+      int wpt = (T / 8) * (T / 8);
+      unsigned char seen[256] = {0};
+      for (int x = 0; x < wpt; x++) {
+        int w = kernels_format_word_index(x, t, wpt);
+        assert_true(w >= 0 && w < wpt && !seen[w]);
+        seen[w] = 1;
+      }
+    }
   /* 300 x 2100 cuts tile-rows of 132 tiles (T = 16) into 5 items, the last one short;
    * 7 x 33000 rows of 2063 tiles into 33 items of 64 columns */
   static const int64_t dims[][2] = {{1, 1},     {7, 300},     {65, 65},  {300, 300},
