@@ -287,6 +287,14 @@ void gpu_format_matches_cpu_with_unequal_lengths(void **state) {
       for (int t = 0; t < NTILE; t++) check_build(f, m[k], 1, 1, Sq, Sk, tiles[t], 0);
     free_all(m, n);
   }
+  /* 4,194,306 tile-rows of 3 tiles at tile 16: one item each, more than the 2^20 blocks of 4
+   * warps a launch gets (MAX_GRID), so some warps take a second item (the grid-stride step of
+   * both passes); global(16) makes column 0 of every row full (4.2 M entries placed, the
+   * last row's partial: 5 rows) and the scan runs over 4.2 M rows (CPU build ~0.2 s) */
+  stof_mask *g16;
+  TU_OK(f->ctx, stof_mask_global(f->ctx, 16, &g16));
+  check_build(f, g16, 1, 1, 67108885, 40, 16, 1);
+  stof_mask_free(g16);
   fg_finish(f);
 }
 
