@@ -922,6 +922,24 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     nx_col = __ldg(col_idx + e0 + kDist);
     nx_off = __ldg(bmp_off + e0 + kDist);
   }
+  /* Once tile i landed for every thread (each schedule's own wait and barrier before it):
+   * the copies of tile i + kDist (one group, empty past the end), and whether tile i is
+   * partial. */
+  auto prefetch_next = [&](int i) -> bool {
+    const int j = i + kDist;
+    if (j < n) {
+      issue(j % kStages, nx_col, nx_off);
+      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
+      if (j + 1 < n) {
+        nx_col = __ldg(col_idx + e0 + j + 1);
+        nx_off = __ldg(bmp_off + e0 + j + 1);
+      }
+    }
+    cp_async_commit();
+    const bool partial = pend & 1u;
+    pend >>= 1;
+    return partial;
+  };
 #endif
 
   float o[kNO];
@@ -1017,19 +1035,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     cp_async_wait<kDist - 1>();
     fence_async_smem();
     pp_sync(i); /* every thread's copies of tile i landed (release / acquire) */
-    const int j = i + kDist;
-    if (j < n) {
-      issue(j % kStages, nx_col, nx_off);
-      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
-      if (j + 1 < n) {
-        nx_col = __ldg(col_idx + e0 + j + 1);
-        nx_off = __ldg(bmp_off + e0 + j + 1);
-      }
-    }
-    cp_async_commit();
-    const bool partial = pend & 1u;
-    pend >>= 1;
-    return partial;
+    return prefetch_next(i);
   };
 #endif
   auto issue_s = [&](float (&s)[kNS], int st) {
@@ -1213,18 +1219,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     fence_async_smem();
     __syncthreads();
 
-    const int j = i + kDist;
-    if (j < n) {
-      issue(j % kStages, nx_col, nx_off);
-      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
-      if (j + 1 < n) {
-        nx_col = __ldg(col_idx + e0 + j + 1);
-        nx_off = __ldg(bmp_off + e0 + j + 1);
-      }
-    }
-    cp_async_commit();
-    const bool partial = pend & 1u;
-    pend >>= 1;
+    const bool partial = prefetch_next(i);
 #endif
     /* A dead half: none of its 32 bitmap words (key blocks 0-3: words 0-31, 4-7: 32-63) has a
      * bit. Every warp reads all 64 words and votes, so all four take the same branch (wgmma
@@ -1280,18 +1275,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     fence_async_smem();
     __syncthreads();
 
-    const int j = i + kDist;
-    if (j < n) {
-      issue(j % kStages, nx_col, nx_off);
-      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
-      if (j + 1 < n) {
-        nx_col = __ldg(col_idx + e0 + j + 1);
-        nx_off = __ldg(bmp_off + e0 + j + 1);
-      }
-    }
-    cp_async_commit();
-    const bool partial = pend & 1u;
-    pend >>= 1;
+    const bool partial = prefetch_next(i);
 #endif
 
     const unsigned ks_base = kvbase + st * 2 * kTileBytes;
