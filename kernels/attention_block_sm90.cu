@@ -1534,12 +1534,7 @@ stof_attn_split_combine_sm90(stof_attn::elem_t *__restrict__ O, int B, int H, in
       acc[4] += w * z.x, acc[5] += w * z.y, acc[6] += w * z.z, acc[7] += w * z.w;
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    uint4 v;
-    v.x = pack2(acc[0] * inv, acc[1] * inv);
-    v.y = pack2(acc[2] * inv, acc[3] * inv);
-    v.z = pack2(acc[4] * inv, acc[5] * inv);
-    v.w = pack2(acc[6] * inv, acc[7] * inv);
-    *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) = v;
+    *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) = pack8_scaled(acc, inv);
   }
 }
 #endif
