@@ -478,8 +478,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                             "memory, the device allows %zu (ask for tile 64 or fewer stages)",
                             out->tile, (long long)D, out->stages, need, (size_t)dev->smem_per_block_optin);
   }
-  /* how the Hopper kernel masks partial tiles, from the tile-64 format's counts (a tile-128
-   * plan has about the same share of partial tiles; the half skip needs tile 64) */
+  /* how the Hopper kernel masks partial tiles, from the counts of the format the selector
+   * reads (tile 64 unless a tile is asked for), also where the plan then runs at tile 128:
+   * the calibration timed the tile-128 configuration against those same counts; the half
+   * skip needs tile 64 */
   char mask_why[160] = "";
   if (out->hopper) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);

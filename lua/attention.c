@@ -608,18 +608,19 @@ static int l_explain(lua_State *L) {
   stof_attn_mod_describe(&mod, moddesc, sizeof moddesc);
   stof_attn_choice ch;
   st = stof_attention_select(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
-  /* the split a plan would make, from the format at the chosen tile (as the plan does) */
+  /* the split a plan would make, from the format at the chosen tile (as the plan does); the
+   * text below keeps describing the format the selector read */
+  stof_mask_format *fs = NULL;
   if (!st && ch.hopper && ch.tile != f->T) {
-    stof_mask_format_free(f);
-    f = NULL;
     slua_pred_begin(L, &c);
-    st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, ch.tile, &f);
+    st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, ch.tile, &fs);
     slua_pred_end(&c);
-    if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
   }
-  if (!st) st = stof_attention_select_split(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
+  if (!st) st = stof_attention_select_split(ctx, fs ? fs : f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
+  stof_mask_format_free(fs);
   if (st) {
     stof_mask_format_free(f);
+    if (c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
     return slua_raise(L, ctx, st, fname);
   }
   lua_pushfstring(L,
