@@ -534,6 +534,55 @@ __device__ __forceinline__ void rm_apply(float (&s)[N], const unsigned (&m)[kT /
 }
 #endif
 
+/* A partial tile's bitmap applied to this thread's scores of kNb key blocks of 8 (rows g
+ * and g + 8 of its warp's 16 at wrow, bsh / bhi its place in the words): a masked score
+ * becomes -inf. The plain schedule, the overlapped / ping-pong ones and hs_tile. */
+template <int kNb, int kN>
+__device__ __forceinline__ void mask_scores(float (&s)[kN], const unsigned *bmp, int wrow, int bhi, int bsh)
+{
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int rb = (wrow + hh * 8) >> 3;
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) {
+      const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
+      if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
+      if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
+    }
+  }
+}
+
+/* Online softmax of this thread's scores of kNb key blocks (rows g (hh = 0) and g + 8
+ * (hh = 1) of its warp's 16; a quad shares a row): s becomes exp, mrow / lrow move on, alpha
+ * is what O must be scaled by. While no valid key has been seen the max is -inf: 0 stands
+ * in for it. */
+template <int kNb, int kN>
+__device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2], float (&lrow)[2], float (&alpha)[2],
+                                               float sl2)
+{
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float mx = mrow[hh];
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+    alpha[hh] = ex2(mrow[hh] * sl2 - ms);
+    mrow[hh] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) {
+      const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
+      const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
+      s[4 * nb + 2 * hh] = p0;
+      s[4 * nb + 2 * hh + 1] = p1;
+      sum += p0 + p1;
+    }
+    lrow[hh] = lrow[hh] * alpha[hh] + sum;
+  }
+}
+
 #if STOF_SM90_HALFSKIP
 /* O += P V over the first N k-steps of 16 keys from vs (a 32-key half: N = 2, vs at the
  * half's first V row); as pv. */
@@ -624,42 +673,13 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
 #if STOF_SM90_ROWMASK
     rm_apply<kNb>(s, rm);
 #else
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int rb = (wrow + hh * 8) >> 3;
-#pragma unroll
-      for (int nb = 0; nb < kNb; ++nb) {
-        const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
-        if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
-        if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
-      }
-    }
+    mask_scores<kNb>(s, bmp, wrow, bhi, bsh);
 #endif
   }
 
   /* Online softmax over the computed keys (a skipped one would add exp(-inf) = 0). */
   float alpha[2];
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float mx = mrow[hh];
-#pragma unroll
-    for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-    alpha[hh] = ex2(mrow[hh] * sl2 - ms);
-    mrow[hh] = mx;
-    float sum = 0.f;
-#pragma unroll
-    for (int nb = 0; nb < kNb; ++nb) {
-      const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
-      const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
-      s[4 * nb + 2 * hh] = p0;
-      s[4 * nb + 2 * hh + 1] = p1;
-      sum += p0 + p1;
-    }
-    lrow[hh] = lrow[hh] * alpha[hh] + sum;
-  }
+  online_softmax<kNb>(s, mrow, lrow, alpha, sl2);
 #pragma unroll
   for (int db = 0; db < kD / 8; ++db) {
     o[4 * db + 0] *= alpha[0];
@@ -1063,39 +1083,10 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       rm_load(rm, bmp, wrow, lane);
       rm_apply<kT / 8>(s, rm);
 #else
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int rb = (wrow + hh * 8) >> 3;
-#pragma unroll
-        for (int nb = 0; nb < kT / 8; ++nb) {
-          const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
-          if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
-          if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
-        }
-      }
+      mask_scores<kT / 8>(s, bmp, wrow, bhi, bsh);
 #endif
     }
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = mrow[hh];
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-      alpha[hh] = ex2(mrow[hh] * sl2 - ms);
-      mrow[hh] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) {
-        const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
-        const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
-        s[4 * nb + 2 * hh] = p0;
-        s[4 * nb + 2 * hh + 1] = p1;
-        sum += p0 + p1;
-      }
-      lrow[hh] = lrow[hh] * alpha[hh] + sum;
-    }
+    online_softmax<kT / 8>(s, mrow, lrow, alpha, sl2);
   };
   /* O *= alpha (O must not be in flight), P = pack(exp). */
   auto rescale_pack = [&](const float (&s)[kNS]) {
@@ -1328,44 +1319,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #else
     if (partial) {
       const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int rb = (wrow + hh * 8) >> 3;
-#pragma unroll
-        for (int nb = 0; nb < kT / 8; ++nb) {
-          const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
-          if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
-          if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
-        }
-      }
+      mask_scores<kT / 8>(s, bmp, wrow, bhi, bsh);
     }
 #endif
 
-    /* Online softmax: this thread holds rows g (hh = 0) and g + 8 (hh = 1) of its warp's 16;
-     * a quad shares a row. */
-    float alpha[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = mrow[hh];
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      /* While no valid key has been seen the max is -inf: 0 stands in for it. */
-      const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-      alpha[hh] = ex2(mrow[hh] * sl2 - ms);
-      mrow[hh] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) {
-        const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
-        const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
-        s[4 * nb + 2 * hh] = p0;
-        s[4 * nb + 2 * hh + 1] = p1;
-        sum += p0 + p1;
-      }
-      lrow[hh] = lrow[hh] * alpha[hh] + sum;
-    }
+    float alpha[2]; /* O's scale */
+    online_softmax<kT / 8>(s, mrow, lrow, alpha, sl2);
 
     if (kOverlap) {
       wg_wait<0>(); /* P V of the previous tile: O and P are free again */
