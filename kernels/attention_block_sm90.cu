@@ -583,6 +583,29 @@ __device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2],
   }
 }
 
+/* O *= alpha (rows g and g + 8 of the thread's warp; O must not be in flight), then the
+ * exponentials of kSteps k-steps of 16 keys packed as P's A fragments (per warp: the
+ * m16n8k16 A layout). */
+template <int kSteps, int kN>
+__device__ __forceinline__ void rescale_pack(float (&o)[kNO], unsigned (&p)[kT / 16][4], const float (&s)[kN],
+                                             const float (&alpha)[2])
+{
+#pragma unroll
+  for (int db = 0; db < kD / 8; ++db) {
+    o[4 * db + 0] *= alpha[0];
+    o[4 * db + 1] *= alpha[0];
+    o[4 * db + 2] *= alpha[1];
+    o[4 * db + 3] *= alpha[1];
+  }
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
+    p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
+    p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
+    p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
 #if STOF_SM90_HALFSKIP
 /* O += P V over the first N k-steps of 16 keys from vs (a 32-key half: N = 2, vs at the
  * half's first V row); as pv. */
@@ -680,20 +703,7 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
   /* Online softmax over the computed keys (a skipped one would add exp(-inf) = 0). */
   float alpha[2];
   online_softmax<kNb>(s, mrow, lrow, alpha, sl2);
-#pragma unroll
-  for (int db = 0; db < kD / 8; ++db) {
-    o[4 * db + 0] *= alpha[0];
-    o[4 * db + 1] *= alpha[0];
-    o[4 * db + 2] *= alpha[1];
-    o[4 * db + 3] *= alpha[1];
-  }
-#pragma unroll
-  for (int kk = 0; kk < kNb / 2; ++kk) {
-    p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-    p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-    p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-    p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-  }
+  rescale_pack<kNb / 2>(o, p, s, alpha);
 
   reg_fence(o);
   wg_fence();
@@ -1088,23 +1098,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
     online_softmax<kT / 8>(s, mrow, lrow, alpha, sl2);
   };
-  /* O *= alpha (O must not be in flight), P = pack(exp). */
-  auto rescale_pack = [&](const float (&s)[kNS]) {
-#pragma unroll
-    for (int db = 0; db < kD / 8; ++db) {
-      o[4 * db + 0] *= alpha[0];
-      o[4 * db + 1] *= alpha[0];
-      o[4 * db + 2] *= alpha[1];
-      o[4 * db + 3] *= alpha[1];
-    }
-#pragma unroll
-    for (int kk = 0; kk < kT / 16; ++kk) {
-      p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-      p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-      p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-      p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-  };
   auto keep = [&]() { /* real reads of Q's registers (see the note on qkeep below) */
 #if STOF_SM90_QREG
 #pragma unroll
@@ -1135,7 +1128,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if STOF_SM90_TMA
       if (i > 0) tma_release(i - 1); /* S_i and P V_{i-1} done; V_i is read next time */
 #endif
-      rescale_pack(s);
+      rescale_pack<kT / 16>(o, p, s, alpha);
       vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
       keep();
     }
@@ -1161,7 +1154,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       const bool partial = barrier_prefetch(i);
       const int sp = (i - 1) % kStages;
       softmax_part(s, part_prev, sp, i - 1);
-      rescale_pack(s);
+      rescale_pack<kT / 16>(o, p, s, alpha);
       reg_fence(o);
       wg_fence();
       issue_s(s, i % kStages);
@@ -1178,7 +1171,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
     const int sp = (n - 1) % kStages;
     softmax_part(s, part_prev, sp, n - 1);
-    rescale_pack(s);
+    rescale_pack<kT / 16>(o, p, s, alpha);
     reg_fence(o);
     wg_fence();
     pv(o, p, kvbase + sp * 2 * kTileBytes + kTileBytes);
@@ -1333,22 +1326,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       if (i > 0) tma_release(i - 1);
 #endif
     }
-#pragma unroll
-    for (int db = 0; db < kD / 8; ++db) {
-      o[4 * db + 0] *= alpha[0];
-      o[4 * db + 1] *= alpha[0];
-      o[4 * db + 2] *= alpha[1];
-      o[4 * db + 3] *= alpha[1];
-    }
-
-    /* P as A fragments (per warp: the m16n8k16 A layout), k-steps of 16 keys. */
-#pragma unroll
-    for (int kk = 0; kk < kT / 16; ++kk) {
-      p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-      p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-      p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-      p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    rescale_pack<kT / 16>(o, p, s, alpha);
 
     if (kOverlap) {
       vs_prev = vs_base;
