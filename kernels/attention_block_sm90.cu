@@ -1036,6 +1036,22 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if !STOF_SM90_HALFSKIP
   unsigned vs_prev = 0;   /* overlapped: V of the previous tile */
 #endif
+#if !STOF_SM90_PINGPONG
+  /* The one-barrier schedules (plain, overlapped, half-skip): tile i landed for all threads
+   * (with cp.async: every warpgroup's wgmma reading the stage that the prefetch overwrites,
+   * tile i - kStages + kDist, has been waited for), the next copies issued; whether tile i is
+   * partial. */
+  auto plain_ready = [&](int i) -> bool {
+#if STOF_SM90_TMA
+    return tma_ready(i);
+#else
+    cp_async_wait<kDist - 1>();
+    fence_async_smem();
+    __syncthreads();
+    return prefetch_next(i);
+#endif
+  };
+#endif
 
 #if STOF_SM90_PINGPONG
   /* Ping-pong (two warpgroups, T = 128): the same per-tile barrier for both, but warpgroup 1
@@ -1196,15 +1212,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
-#if STOF_SM90_TMA
-    const bool partial = tma_ready(i);
-#else
-    cp_async_wait<kDist - 1>();
-    fence_async_smem();
-    __syncthreads();
-
-    const bool partial = prefetch_next(i);
-#endif
+    const bool partial = plain_ready(i);
     /* A dead half: none of its 32 bitmap words (key blocks 0-3: words 0-31, 4-7: 32-63) has a
      * bit. Every warp reads all 64 words and votes, so all four take the same branch (wgmma
      * is .sync.aligned over the warpgroup); with STOF_SM90_ROWMASK and TMA the producer has
@@ -1250,17 +1258,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #else
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
-#if STOF_SM90_TMA
-    const bool partial = tma_ready(i);
-#else
-    /* Tile i (and Q) landed for all threads; every warpgroup's wgmma reading the stage that
-     * the prefetch below overwrites (tile i - kStages + kDist) has been waited for. */
-    cp_async_wait<kDist - 1>();
-    fence_async_smem();
-    __syncthreads();
-
-    const bool partial = prefetch_next(i);
-#endif
+    const bool partial = plain_ready(i);
 
     const unsigned ks_base = kvbase + st * 2 * kTileBytes;
     const unsigned vs_base = ks_base + kTileBytes;
