@@ -325,14 +325,15 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
 /* Hopper, how a partial tile is masked (H100, thirteenth session, bench/attn_dev.cu A/B of
  * the engine's three configurations on the seven suite masks at 8x1024 .. 16x4096 and
  * 1x8192 H 32, bench/results/ab-h100-s13/): STOF_SM90_ROWMASK (the mask bits transposed per
- * lane, one select a score) took 0.89-0.99x the time wherever partial tiles are common
- * (sliding, causal_sliding, longformer, bigbird, document) and 0.97-1.01x on causal; on
- * dense, which has none, 0.99-1.035x (code placement): so it is used from 10% partial tiles
- * of the non-empty ones. STOF_SM90_HALFSKIP on top (a partial tile whose keys 0-31 or 32-63
- * are masked in every row computes the other half only; tile 64): against ROWMASK alone
- * 0.87-0.92x on bigbird (64-85% of the non-empty tiles have such a half), 0.95-0.97x on
- * sliding (65-66%), 0.98-1.06x on longformer (57-60%), 0.99-1.0x on causal_sliding
- * (48-50%), 1.04-1.1x on document, causal and dense (0-13%): used from 65%. */
+ * lane, one select a score) took 0.89-1.01x the time where partial tiles are common
+ * (bigbird 0.89-0.97x, longformer 0.91-0.99x, sliding 0.94-1.0x, document 0.94-1.0x,
+ * causal_sliding 0.99-1.01x) and 0.97-1.01x on causal; on dense, which has none,
+ * 0.99-1.035x (code placement): so it is used from 10% partial tiles of the non-empty ones.
+ * STOF_SM90_HALFSKIP on top (a partial tile whose keys 0-31 or 32-63 are masked in every row
+ * computes the other half only; tile 64), against ROWMASK alone: bigbird 0.88-0.92x where
+ * 72-85% of the non-empty tiles have such a half and 1.04x at 8x1024 (64%), sliding
+ * 0.94-0.97x (65-67%), longformer 0.95-1.06x (57-60%), causal_sliding 0.99-1.0x (48-50%),
+ * document, causal and dense 1.0-1.16x (0-13%): used from 65%. */
 #define SM90_ROWMASK_MIN_PARTIAL 0.10
 #define SM90_HALFSKIP_MIN_HALF 0.65
 
@@ -478,8 +479,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                             "memory, the device allows %zu (ask for tile 64 or fewer stages)",
                             out->tile, (long long)D, out->stages, need, (size_t)dev->smem_per_block_optin);
   }
-  /* how the Hopper kernel masks partial tiles, from the tile-64 format's counts (a tile-128
-   * plan has about the same share of partial tiles; the half skip needs tile 64) */
+  /* how the Hopper kernel masks partial tiles, from the counts of the format the selector
+   * reads (tile 64 unless a tile is asked for), also where the plan then runs at tile 128:
+   * the calibration timed the tile-128 configuration against those same counts; the half
+   * skip needs tile 64 */
   char mask_why[160] = "";
   if (out->hopper) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);

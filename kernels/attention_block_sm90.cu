@@ -534,6 +534,78 @@ __device__ __forceinline__ void rm_apply(float (&s)[N], const unsigned (&m)[kT /
 }
 #endif
 
+/* A partial tile's bitmap applied to this thread's scores of kNb key blocks of 8 (rows g
+ * and g + 8 of its warp's 16 at wrow, bsh / bhi its place in the words): a masked score
+ * becomes -inf. The plain schedule, the overlapped / ping-pong ones and hs_tile. */
+template <int kNb, int kN>
+__device__ __forceinline__ void mask_scores(float (&s)[kN], const unsigned *bmp, int wrow, int bhi, int bsh)
+{
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int rb = (wrow + hh * 8) >> 3;
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) {
+      const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
+      if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
+      if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
+    }
+  }
+}
+
+/* Online softmax of this thread's scores of kNb key blocks (rows g (hh = 0) and g + 8
+ * (hh = 1) of its warp's 16; a quad shares a row): s becomes exp, mrow / lrow move on, alpha
+ * is what O must be scaled by. While no valid key has been seen the max is -inf: 0 stands
+ * in for it. */
+template <int kNb, int kN>
+__device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2], float (&lrow)[2], float (&alpha)[2],
+                                               float sl2)
+{
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float mx = mrow[hh];
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+    alpha[hh] = ex2(mrow[hh] * sl2 - ms);
+    mrow[hh] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) {
+      const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
+      const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
+      s[4 * nb + 2 * hh] = p0;
+      s[4 * nb + 2 * hh + 1] = p1;
+      sum += p0 + p1;
+    }
+    lrow[hh] = lrow[hh] * alpha[hh] + sum;
+  }
+}
+
+/* O *= alpha (rows g and g + 8 of the thread's warp; O must not be in flight), then the
+ * exponentials of kSteps k-steps of 16 keys packed as P's A fragments (per warp: the
+ * m16n8k16 A layout). */
+template <int kSteps, int kN>
+__device__ __forceinline__ void rescale_pack(float (&o)[kNO], unsigned (&p)[kT / 16][4], const float (&s)[kN],
+                                             const float (&alpha)[2])
+{
+#pragma unroll
+  for (int db = 0; db < kD / 8; ++db) {
+    o[4 * db + 0] *= alpha[0];
+    o[4 * db + 1] *= alpha[0];
+    o[4 * db + 2] *= alpha[1];
+    o[4 * db + 3] *= alpha[1];
+  }
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
+    p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
+    p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
+    p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
 #if STOF_SM90_HALFSKIP
 /* O += P V over the first N k-steps of 16 keys from vs (a 32-key half: N = 2, vs at the
  * half's first V row); as pv. */
@@ -624,56 +696,14 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
 #if STOF_SM90_ROWMASK
     rm_apply<kNb>(s, rm);
 #else
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int rb = (wrow + hh * 8) >> 3;
-#pragma unroll
-      for (int nb = 0; nb < kNb; ++nb) {
-        const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
-        if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
-        if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
-      }
-    }
+    mask_scores<kNb>(s, bmp, wrow, bhi, bsh);
 #endif
   }
 
   /* Online softmax over the computed keys (a skipped one would add exp(-inf) = 0). */
   float alpha[2];
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float mx = mrow[hh];
-#pragma unroll
-    for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-    alpha[hh] = ex2(mrow[hh] * sl2 - ms);
-    mrow[hh] = mx;
-    float sum = 0.f;
-#pragma unroll
-    for (int nb = 0; nb < kNb; ++nb) {
-      const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
-      const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
-      s[4 * nb + 2 * hh] = p0;
-      s[4 * nb + 2 * hh + 1] = p1;
-      sum += p0 + p1;
-    }
-    lrow[hh] = lrow[hh] * alpha[hh] + sum;
-  }
-#pragma unroll
-  for (int db = 0; db < kD / 8; ++db) {
-    o[4 * db + 0] *= alpha[0];
-    o[4 * db + 1] *= alpha[0];
-    o[4 * db + 2] *= alpha[1];
-    o[4 * db + 3] *= alpha[1];
-  }
-#pragma unroll
-  for (int kk = 0; kk < kNb / 2; ++kk) {
-    p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-    p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-    p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-    p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-  }
+  online_softmax<kNb>(s, mrow, lrow, alpha, sl2);
+  rescale_pack<kNb / 2>(o, p, s, alpha);
 
   reg_fence(o);
   wg_fence();
@@ -922,6 +952,24 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     nx_col = __ldg(col_idx + e0 + kDist);
     nx_off = __ldg(bmp_off + e0 + kDist);
   }
+  /* Once tile i landed for every thread (each schedule's own wait and barrier before it):
+   * the copies of tile i + kDist (one group, empty past the end), and whether tile i is
+   * partial. */
+  auto prefetch_next = [&](int i) -> bool {
+    const int j = i + kDist;
+    if (j < n) {
+      issue(j % kStages, nx_col, nx_off);
+      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
+      if (j + 1 < n) {
+        nx_col = __ldg(col_idx + e0 + j + 1);
+        nx_off = __ldg(bmp_off + e0 + j + 1);
+      }
+    }
+    cp_async_commit();
+    const bool partial = pend & 1u;
+    pend >>= 1;
+    return partial;
+  };
 #endif
 
   float o[kNO];
@@ -988,6 +1036,22 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if !STOF_SM90_HALFSKIP
   unsigned vs_prev = 0;   /* overlapped: V of the previous tile */
 #endif
+#if !STOF_SM90_PINGPONG
+  /* The one-barrier schedules (plain, overlapped, half-skip): tile i landed for all threads
+   * (with cp.async: every warpgroup's wgmma reading the stage that the prefetch overwrites,
+   * tile i - kStages + kDist, has been waited for), the next copies issued; whether tile i is
+   * partial. */
+  auto plain_ready = [&](int i) -> bool {
+#if STOF_SM90_TMA
+    return tma_ready(i);
+#else
+    cp_async_wait<kDist - 1>();
+    fence_async_smem();
+    __syncthreads();
+    return prefetch_next(i);
+#endif
+  };
+#endif
 
 #if STOF_SM90_PINGPONG
   /* Ping-pong (two warpgroups, T = 128): the same per-tile barrier for both, but warpgroup 1
@@ -1017,19 +1081,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     cp_async_wait<kDist - 1>();
     fence_async_smem();
     pp_sync(i); /* every thread's copies of tile i landed (release / acquire) */
-    const int j = i + kDist;
-    if (j < n) {
-      issue(j % kStages, nx_col, nx_off);
-      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
-      if (j + 1 < n) {
-        nx_col = __ldg(col_idx + e0 + j + 1);
-        nx_off = __ldg(bmp_off + e0 + j + 1);
-      }
-    }
-    cp_async_commit();
-    const bool partial = pend & 1u;
-    pend >>= 1;
-    return partial;
+    return prefetch_next(i);
   };
 #endif
   auto issue_s = [&](float (&s)[kNS], int st) {
@@ -1057,56 +1109,10 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       rm_load(rm, bmp, wrow, lane);
       rm_apply<kT / 8>(s, rm);
 #else
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int rb = (wrow + hh * 8) >> 3;
-#pragma unroll
-        for (int nb = 0; nb < kT / 8; ++nb) {
-          const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
-          if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
-          if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
-        }
-      }
+      mask_scores<kT / 8>(s, bmp, wrow, bhi, bsh);
 #endif
     }
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = mrow[hh];
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-      alpha[hh] = ex2(mrow[hh] * sl2 - ms);
-      mrow[hh] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) {
-        const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
-        const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
-        s[4 * nb + 2 * hh] = p0;
-        s[4 * nb + 2 * hh + 1] = p1;
-        sum += p0 + p1;
-      }
-      lrow[hh] = lrow[hh] * alpha[hh] + sum;
-    }
-  };
-  /* O *= alpha (O must not be in flight), P = pack(exp). */
-  auto rescale_pack = [&](const float (&s)[kNS]) {
-#pragma unroll
-    for (int db = 0; db < kD / 8; ++db) {
-      o[4 * db + 0] *= alpha[0];
-      o[4 * db + 1] *= alpha[0];
-      o[4 * db + 2] *= alpha[1];
-      o[4 * db + 3] *= alpha[1];
-    }
-#pragma unroll
-    for (int kk = 0; kk < kT / 16; ++kk) {
-      p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-      p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-      p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-      p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    online_softmax<kT / 8>(s, mrow, lrow, alpha, sl2);
   };
   auto keep = [&]() { /* real reads of Q's registers (see the note on qkeep below) */
 #if STOF_SM90_QREG
@@ -1138,7 +1144,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if STOF_SM90_TMA
       if (i > 0) tma_release(i - 1); /* S_i and P V_{i-1} done; V_i is read next time */
 #endif
-      rescale_pack(s);
+      rescale_pack<kT / 16>(o, p, s, alpha);
       vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
       keep();
     }
@@ -1164,7 +1170,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       const bool partial = barrier_prefetch(i);
       const int sp = (i - 1) % kStages;
       softmax_part(s, part_prev, sp, i - 1);
-      rescale_pack(s);
+      rescale_pack<kT / 16>(o, p, s, alpha);
       reg_fence(o);
       wg_fence();
       issue_s(s, i % kStages);
@@ -1181,7 +1187,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
     const int sp = (n - 1) % kStages;
     softmax_part(s, part_prev, sp, n - 1);
-    rescale_pack(s);
+    rescale_pack<kT / 16>(o, p, s, alpha);
     reg_fence(o);
     wg_fence();
     pv(o, p, kvbase + sp * 2 * kTileBytes + kTileBytes);
@@ -1206,26 +1212,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
-#if STOF_SM90_TMA
-    const bool partial = tma_ready(i);
-#else
-    cp_async_wait<kDist - 1>();
-    fence_async_smem();
-    __syncthreads();
-
-    const int j = i + kDist;
-    if (j < n) {
-      issue(j % kStages, nx_col, nx_off);
-      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
-      if (j + 1 < n) {
-        nx_col = __ldg(col_idx + e0 + j + 1);
-        nx_off = __ldg(bmp_off + e0 + j + 1);
-      }
-    }
-    cp_async_commit();
-    const bool partial = pend & 1u;
-    pend >>= 1;
-#endif
+    const bool partial = plain_ready(i);
     /* A dead half: none of its 32 bitmap words (key blocks 0-3: words 0-31, 4-7: 32-63) has a
      * bit. Every warp reads all 64 words and votes, so all four take the same branch (wgmma
      * is .sync.aligned over the warpgroup); with STOF_SM90_ROWMASK and TMA the producer has
@@ -1271,28 +1258,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #else
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
-#if STOF_SM90_TMA
-    const bool partial = tma_ready(i);
-#else
-    /* Tile i (and Q) landed for all threads; every warpgroup's wgmma reading the stage that
-     * the prefetch below overwrites (tile i - kStages + kDist) has been waited for. */
-    cp_async_wait<kDist - 1>();
-    fence_async_smem();
-    __syncthreads();
-
-    const int j = i + kDist;
-    if (j < n) {
-      issue(j % kStages, nx_col, nx_off);
-      pend |= (nx_off >= 0 ? 1u : 0u) << kDist;
-      if (j + 1 < n) {
-        nx_col = __ldg(col_idx + e0 + j + 1);
-        nx_off = __ldg(bmp_off + e0 + j + 1);
-      }
-    }
-    cp_async_commit();
-    const bool partial = pend & 1u;
-    pend >>= 1;
-#endif
+    const bool partial = plain_ready(i);
 
     const unsigned ks_base = kvbase + st * 2 * kTileBytes;
     const unsigned vs_base = ks_base + kTileBytes;
@@ -1344,44 +1310,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #else
     if (partial) {
       const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int rb = (wrow + hh * 8) >> 3;
-#pragma unroll
-        for (int nb = 0; nb < kT / 8; ++nb) {
-          const unsigned w = bmp[2 * (nb * kT8 + rb) + bhi] >> bsh;
-          if (!(w & 1u)) s[4 * nb + 2 * hh] = neg_inf();
-          if (!(w & 2u)) s[4 * nb + 2 * hh + 1] = neg_inf();
-        }
-      }
+      mask_scores<kT / 8>(s, bmp, wrow, bhi, bsh);
     }
 #endif
 
-    /* Online softmax: this thread holds rows g (hh = 0) and g + 8 (hh = 1) of its warp's 16;
-     * a quad shares a row. */
-    float alpha[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = mrow[hh];
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      /* While no valid key has been seen the max is -inf: 0 stands in for it. */
-      const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-      alpha[hh] = ex2(mrow[hh] * sl2 - ms);
-      mrow[hh] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kT / 8; ++nb) {
-        const float p0 = ex2(fmaf(s[4 * nb + 2 * hh], sl2, -ms));
-        const float p1 = ex2(fmaf(s[4 * nb + 2 * hh + 1], sl2, -ms));
-        s[4 * nb + 2 * hh] = p0;
-        s[4 * nb + 2 * hh + 1] = p1;
-        sum += p0 + p1;
-      }
-      lrow[hh] = lrow[hh] * alpha[hh] + sum;
-    }
+    float alpha[2]; /* O's scale */
+    online_softmax<kT / 8>(s, mrow, lrow, alpha, sl2);
 
     if (kOverlap) {
       wg_wait<0>(); /* P V of the previous tile: O and P are free again */
@@ -1390,22 +1324,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       if (i > 0) tma_release(i - 1);
 #endif
     }
-#pragma unroll
-    for (int db = 0; db < kD / 8; ++db) {
-      o[4 * db + 0] *= alpha[0];
-      o[4 * db + 1] *= alpha[0];
-      o[4 * db + 2] *= alpha[1];
-      o[4 * db + 3] *= alpha[1];
-    }
-
-    /* P as A fragments (per warp: the m16n8k16 A layout), k-steps of 16 keys. */
-#pragma unroll
-    for (int kk = 0; kk < kT / 16; ++kk) {
-      p[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-      p[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-      p[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-      p[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    rescale_pack<kT / 16>(o, p, s, alpha);
 
     if (kOverlap) {
       vs_prev = vs_base;
@@ -1550,12 +1469,7 @@ stof_attn_split_combine_sm90(stof_attn::elem_t *__restrict__ O, int B, int H, in
       acc[4] += w * z.x, acc[5] += w * z.y, acc[6] += w * z.z, acc[7] += w * z.w;
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    uint4 v;
-    v.x = pack2(acc[0] * inv, acc[1] * inv);
-    v.y = pack2(acc[2] * inv, acc[3] * inv);
-    v.z = pack2(acc[4] * inv, acc[5] * inv);
-    v.w = pack2(acc[6] * inv, acc[7] * inv);
-    *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) = v;
+    *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) = pack8_scaled(acc, inv);
   }
 }
 #endif

@@ -201,6 +201,18 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi)
   return *reinterpret_cast<unsigned *>(&v);
 }
 
+/* Eight floats times inv as eight packed elements (one 16-byte store): a row's normalised
+ * output (the row-wise kernel, the split rows' combine). */
+__device__ __forceinline__ uint4 pack8_scaled(const float (&v)[8], float inv)
+{
+  uint4 r;
+  r.x = pack2(v[0] * inv, v[1] * inv);
+  r.y = pack2(v[2] * inv, v[3] * inv);
+  r.z = pack2(v[4] * inv, v[5] * inv);
+  r.w = pack2(v[6] * inv, v[7] * inv);
+  return r;
+}
+
 /* A packed pair of elements to two floats. */
 __device__ __forceinline__ float2 unpack2(unsigned u)
 {

@@ -274,12 +274,7 @@ stof_attn_row_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem
   }
   if (grp == 0) {
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    uint4 ov;
-    ov.x = pack2(o[0] * inv, o[1] * inv);
-    ov.y = pack2(o[2] * inv, o[3] * inv);
-    ov.z = pack2(o[4] * inv, o[5] * inv);
-    ov.w = pack2(o[6] * inv, o[7] * inv);
     *reinterpret_cast<uint4 *>(O + (long long)b * L.o[0] + (long long)h * L.o[1] + (long long)i * L.o[2] +
-                               dl * 8) = ov;
+                               dl * 8) = pack8_scaled(o, inv);
   }
 }

@@ -13,6 +13,7 @@
  * stof.attention are cached per mask handle (a weak-keyed table), per dims and options.
  * Masks used inside a graph are kept alive by the graph (weak-keyed table graph -> masks).
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,10 @@ static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname, const
   for (int i = 0; i < 4; i++) {
     if (lua_getfield(L, idx, ints[i]) != LUA_TNIL) {
       if (!lua_isinteger(L, -1)) slua_error(L, "TypeError", "%s: option %s must be an integer", fname, ints[i]);
-      *dst[i] = (int)lua_tointeger(L, -1);
+      lua_Integer v = lua_tointeger(L, -1);
+      if (v < INT_MIN || v > INT_MAX)
+        slua_error(L, "ValueError", "%s: option %s = %I is out of range", fname, ints[i], v);
+      *dst[i] = (int)v;
     }
     lua_pop(L, 1);
   }
@@ -259,9 +263,9 @@ static int l_attention(lua_State *L) {
   /* GPU: a plan per (mask handle, dims, dtype, options), cached */
   if (bias) o.bias_dtype = bias->dtype;
   char key[256]; /* the modifier too: a plan never runs without the modifier it was asked with */
-  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g m%d %d %d %d %g %d", (long long)d[0],
+  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g s%d m%d %d %d %d %g %d", (long long)d[0],
            (long long)d[1], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5], (int)q->dtype,
-           (int)o.kernel, o.tile, o.warps, o.stages, o.portable, (double)o.scale, (int)o.mod.kind,
+           (int)o.kernel, o.tile, o.warps, o.stages, o.portable, (double)o.scale, o.split, (int)o.mod.kind,
            o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap, (int)o.bias_dtype);
   slua_registry_table(L, REG_PLANS, "k");
   int pidx = lua_gettop(L);
@@ -604,18 +608,19 @@ static int l_explain(lua_State *L) {
   stof_attn_mod_describe(&mod, moddesc, sizeof moddesc);
   stof_attn_choice ch;
   st = stof_attention_select(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
-  /* the split a plan would make, from the format at the chosen tile (as the plan does) */
+  /* the split a plan would make, from the format at the chosen tile (as the plan does); the
+   * text below keeps describing the format the selector read */
+  stof_mask_format *fs = NULL;
   if (!st && ch.hopper && ch.tile != f->T) {
-    stof_mask_format_free(f);
-    f = NULL;
     slua_pred_begin(L, &c);
-    st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, ch.tile, &f);
+    st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, ch.tile, &fs);
     slua_pred_end(&c);
-    if (st && c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
   }
-  if (!st) st = stof_attention_select_split(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
+  if (!st) st = stof_attention_select_split(ctx, fs ? fs : f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
+  stof_mask_format_free(fs);
   if (st) {
     stof_mask_format_free(f);
+    if (c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
     return slua_raise(L, ctx, st, fname);
   }
   lua_pushfstring(L,

@@ -510,6 +510,11 @@ static void select_follows_the_papers_rule(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* Devices the selector tests answer for (no GPU needed): compute capability, SMs, the
+ * per-block shared memory a kernel may opt into. */
+static const stof_cuda_props h100 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
+static const stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
+
 /* The tile rule: on the Hopper kernel, tile 128 only at D = 128, S >= 2048 and at least 25%
  * of the 16x16 tiles non-empty; the portable kernel keeps its own rule (dense at S = 4096:
  * tile 128). Each case names its reason in `why`. */
@@ -517,8 +522,6 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
   (void)state;
   tu_heap heap;
   stof_ctx *ctx = tu_ctx_new(&heap);
-  stof_cuda_props h100 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
-  stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
   static const struct {
     int dense; /* 1: dense mask, 0: sliding(64) (about 5% of the 16x16 tiles at S = 4096) */
     int64_t S, D;
@@ -600,8 +603,6 @@ static void select_picks_the_partial_tile_masking(void **state) {
   (void)state;
   tu_heap heap;
   stof_ctx *ctx = tu_ctx_new(&heap);
-  stof_cuda_props h100 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
-  stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
   static const struct {
     const char *mask;
     int64_t D;
@@ -744,8 +745,7 @@ static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
   stof_mask *m;
   TU_OK(ctx, stof_mask_causal(ctx, &m));
   stof_mask_format *f = format_of(ctx, m, 1024, 1024);
-  stof_cuda_props h200 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
-  stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
+  const stof_cuda_props h200 = h100;
   stof_attn_choice c;
   for (int tile = 64; tile <= 128; tile += 64)
     for (int D = 64; D <= 128; D += 64) {

@@ -131,6 +131,9 @@ local _, cd = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h100"})
 assert(not cd.rowmask and not cd.halfskip and cd.why:find("masked from the bitmap (0% partial", 1, true), cd.why)
 expect_error("UnsupportedError", "split 4 asked for, but the Hopper kernel is not chosen", stof.explain,
              M.dense(), {S = 1024}, {gpu = "a100", split = 4})
+expect_error("ValueError", "option split = 4294967296 is out of range", stof.explain, M.dense(), {S = 1024},
+             {gpu = "h100", split = 1 << 32})
+expect_error("ValueError", "split -2", stof.explain, M.dense(), {S = 1024}, {gpu = "h100", split = -2})
 
 -- Errors.
 -- a mask that keeps nothing gives zeros (tests/lua/test_messages.lua), as rows with no key do
