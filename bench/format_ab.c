@@ -1,12 +1,13 @@
 /*
- * The mask format built on the GPU, the chunked kernels against the row-per-block ones they
- * replaced (kernels/mask_format.cu; STOF_FORMAT_GPU_LEGACY=1 selects the old ones at each
- * build), for the suite masks at batch 1, tile 64.
+ * The mask format built on the GPU, the chunked kernels against the row-per-block ones
+ * (kernels/mask_format.cu; STOF_FORMAT_GPU_KERNELS=chunks or =rows forces either at each
+ * build; unset, the builder picks by the mask's terms), for the suite masks at batch 1,
+ * tile 64.
  *
  *   bench_format_ab [--masks bigbird,...] [--shapes 32768,65536,131072] [--tile 64]
  *                   [--heads 32] [--reps 5] [--rounds 2] [--out FILE] [--count]
  *
- * On a GPU: per (mask, S), --rounds rounds of new then legacy, each the median of --reps
+ * On a GPU: per (mask, S), --rounds rounds of chunks ("new") then rows ("legacy"), each the median of --reps
  * warm on-device builds (stof_mask_format_time_gpu: what bench_attention reports as
  * format_ms); then one host build of each, compared array by array and statistic by
  * statistic (they must be identical; the GPU tests compare both with the CPU builder at
@@ -157,8 +158,7 @@ static void count_case(stof_ctx *ctx, const stof_mask *m, int64_t S, int T, FILE
 
 static double timed(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int T, int reps,
                     int legacy) {
-  if (legacy) setenv("STOF_FORMAT_GPU_LEGACY", "1", 1);
-  else unsetenv("STOF_FORMAT_GPU_LEGACY");
+  setenv("STOF_FORMAT_GPU_KERNELS", legacy ? "rows" : "chunks", 1);
   double ms = -1;
   size_t bytes = 0;
   if (stof_mask_format_time_gpu(ctx, m, 1, H, S, S, T, reps, &ms, &bytes)) die(ctx, "time");
@@ -191,11 +191,10 @@ static int ab_case(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int 
     }
   stof_mask_format *f[2] = {NULL, NULL};
   for (int legacy = 0; legacy < 2; legacy++) {
-    if (legacy) setenv("STOF_FORMAT_GPU_LEGACY", "1", 1);
-    else unsetenv("STOF_FORMAT_GPU_LEGACY");
+    setenv("STOF_FORMAT_GPU_KERNELS", legacy ? "rows" : "chunks", 1);
     if (stof_mask_format_build_gpu(ctx, m, 1, H, S, S, T, &f[legacy])) die(ctx, "host build");
   }
-  unsetenv("STOF_FORMAT_GPU_LEGACY");
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
   const char *why = differ(f[0], f[1]);
   printf("%-46.46s S=%-6lld format_ms new", stof_mask_description(m), (long long)S);
   for (int r = 0; r < rounds; r++) printf(" %.3f", ms[0][r]);

@@ -5,7 +5,7 @@
 #   1. the GPU format tests (test_kernels_gpu, its *format* tests: every GPU-built format, on
 #      the host and kept on the device, identical to the CPU builder's);
 #   2. bench_format_ab: the chunked kernels against the row-per-block ones
-#      (STOF_FORMAT_GPU_LEGACY=1) at 1 x 32 x {32k, 64k, 128k}, tile 64, every suite mask
+#      (STOF_FORMAT_GPU_KERNELS=rows; chunks forced for "new") at 1 x 32 x {32k, 64k, 128k}, tile 64, every suite mask
 #      but dense: alternating rounds, each a median of warm on-device builds (format_ms as
 #      bench_attention reports it), and both formats compared array by array;
 #   3. bench_attention --reps 0 at the same shapes: each case checked (rows against float64,
@@ -66,7 +66,7 @@ def lines(name):
     return [json.loads(l) for l in open(p) if l.strip()] if os.path.exists(p) else []
 attn = {(r["mask"], r["S"]): r for r in lines("attn_check.jsonl")}
 peer = {(r["mask"], r["S"]): r.get("block_mask_ms") for r in lines("peers_bm.jsonl")}
-print("| mask | S | new ms | legacy ms | legacy/new | bench_attention format_ms (check) | create_block_mask ms | cbm/new | identical |")
+print("| mask | S | chunks ms | rows ms | rows/chunks | bench_attention format_ms (check) | create_block_mask ms | cbm/new | identical |")
 print("|---|---|---|---|---|---|---|---|---|")
 for r in lines("format_ab.jsonl"):
     name = r["mask"].split("(")[0]

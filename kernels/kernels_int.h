@@ -139,6 +139,10 @@ void kernels_format_prog_free(kernels_format_prog *p);
 int kernels_format_prog_nnode(const kernels_format_prog *p);
 /* Stack slots the program needs. */
 int kernels_format_prog_depth(const kernels_format_prog *p);
+/* Whether the GPU builder's automatic choice for this program is its chunked kernels (a
+ * global, random or document term: rows of many mixed tiles) rather than its row kernels
+ * (only dense, window and dilated terms); kernels/mask_format_gpu.c, kernels_choice. */
+int kernels_format_prog_wants_chunks(const kernels_format_prog *p);
 /* The device's own evaluator, compiled for the host: element (i, j) of batch element b
  * (0 or 1, as stof_mask_eval); the format word of the 8 x 8 inner tile at (i0, j0)
  * (bits outside [0, Sq) x [0, Sk) are 0); the class (KERNELS_TILE_*) of rows [i0, i1) x

@@ -24,9 +24,11 @@
  * Both passes get a word from mf_word_fast: the class of its 8 x 8 elements where that
  * settles it, else mf_word (most words of BigBird's random blocks are wholly in or out).
  *
- * stof_mf_tiles_rows and stof_mf_write_rows are the builder before chunks and mf_word_fast
- * (a block per tile-row), kept only so that one process can time both on a GPU
- * (STOF_FORMAT_GPU_LEGACY=1, kernels/mask_format_gpu.c); to be removed once timed.
+ * stof_mf_tiles_rows and stof_mf_write_rows are the row kernels (the builder before chunks
+ * and mf_word_fast: a block per tile-row, every word evaluated). They are faster where rows
+ * are runs of tiles one classification settles (window-only masks: causal, sliding), the
+ * chunked ones where rows hold many mixed tiles; the host picks by the program's terms
+ * (kernels_choice in kernels/mask_format_gpu.c, with the measurements).
  *
  * The part above the kernels is plain C as well: kernels/mask_format_gpu.c includes this
  * file (with __CUDACC__ undefined) to get the very same evaluator as the host-side

@@ -245,6 +245,14 @@ uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, 
   return mf_word_fast(p->node, p->nnode, p->doc, b, Sq, Sk, i0, j0);
 }
 
+int kernels_format_prog_wants_chunks(const kernels_format_prog *p) {
+  for (int k = 0; k < p->nnode; k++) {
+    long long kind = p->node[k].kind;
+    if (kind == MF_GLOBAL || kind == MF_RANDOM || kind == MF_DOC) return 1;
+  }
+  return 0;
+}
+
 int64_t kernels_format_chunk_cols(int64_t ncol) { return mf_chunk_cols(ncol); }
 
 int kernels_format_word_index(int x, int t, int wpt) { return mf_word_index(x, t, wpt); }
@@ -416,11 +424,40 @@ static void *fetch(stof_ctx *ctx, uint64_t src, size_t n, size_t es, stof_status
   return p;
 }
 
-/* STOF_FORMAT_GPU_LEGACY=1: the kernels before chunks and mf_word_fast (a block per
- * tile-row, every word evaluated), for an A/B in one process; read at every build. */
-static int legacy_kernels(void) {
-  const char *v = getenv("STOF_FORMAT_GPU_LEGACY");
-  return v && v[0] == '1' && !v[1];
+/* Which kernels build a format: the row kernels (a block per tile-row, every word of a
+ * mixed tile evaluated) or the chunked ones (a warp per 32-column chunk of a tile-row, words
+ * settled from their 8 x 8 class where it can). Measured on an H100 (bench/format_ab.sh,
+ * bench/results/format-h100-s14/, 1 x 32 x {32k, 64k, 128k}, tile 64): the chunked kernels
+ * take 1.6-3.5x less time on document, 3.9-4.9x on bigbird and 7-12.5x on longformer, whose
+ * rows hold many mixed tiles (global rows, random blocks, document boundaries); the row
+ * kernels 1.1-1.6x less on sliding and causal_sliding and 1.2-2.4x on causal, whose rows
+ * are runs of tiles one classification settles. So: chunks when the program has a global,
+ * random or document term, rows when it has only dense, window and dilated ones.
+ * STOF_FORMAT_GPU_KERNELS=rows or =chunks forces either (the A/B and the tests; read at
+ * every build); anything else set there is an error. */
+enum { KERNELS_AUTO, KERNELS_ROWS, KERNELS_CHUNKS };
+
+static stof_status kernels_choice(stof_ctx *ctx, const char *who, const kernels_format_prog *p,
+                                  int64_t nrows, int *rows) {
+  const char *v = getenv("STOF_FORMAT_GPU_KERNELS");
+  int want = KERNELS_AUTO;
+  if (v && *v) {
+    if (!strcmp(v, "rows")) want = KERNELS_ROWS;
+    else if (!strcmp(v, "chunks")) want = KERNELS_CHUNKS;
+    else
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: STOF_FORMAT_GPU_KERNELS=%.40s: expected "
+                            "rows or chunks", who, v);
+  }
+  if (want == KERNELS_AUTO) want = kernels_format_prog_wants_chunks(p) ? KERNELS_CHUNKS : KERNELS_ROWS;
+  /* the row kernels launch a block per tile-row: a grid's x is below 2^31 */
+  if (want == KERNELS_ROWS && nrows > INT32_MAX) {
+    if (v && *v)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "%s: STOF_FORMAT_GPU_KERNELS=rows: %lld "
+                            "tile-rows are more blocks than a launch takes", who, (long long)nrows);
+    want = KERNELS_CHUNKS;
+  }
+  *rows = want == KERNELS_ROWS;
+  return STOF_OK;
 }
 
 /* More blocks than this walk the items in a grid-stride loop (the GPU holds far fewer). */
@@ -449,7 +486,7 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
   kernels_format_prog *prog = NULL;
   if ((st = prog_new(ctx, who, mask, &prog))) return st;
 
-  int legacy = legacy_kernels();
+  int rows = 0;
   int64_t nrows = d.nmask * d.nrow, ntiles = nrows * d.ncol;
   int64_t chunk = mf_chunk_cols(d.ncol), nchunk = (d.ncol + chunk - 1) / chunk;
   int64_t nitem = nrows * nchunk; /* <= ntiles: chunk >= 1 column */
@@ -465,11 +502,7 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
       ichunk = (int)chunk, inchunk = (int)nchunk;
   long long lSq = Sq, lSk = Sk, lnitem = nitem;
   unsigned grid_items = (unsigned)((nitem + 3) / 4 < MAX_GRID ? (nitem + 3) / 4 : MAX_GRID);
-  if (legacy && nrows > INT32_MAX) {
-    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "%s: STOF_FORMAT_GPU_LEGACY: %lld tile-rows "
-                        "are more blocks than a launch takes", who, (long long)nrows);
-    goto done;
-  }
+  if ((st = kernels_choice(ctx, who, prog, nrows, &rows))) goto done;
 
   /* 1. tile states and counts */
   ws_layout w = ws_plan(nrows, nitem, ntiles, prog->nnode, prog->ndoc);
@@ -483,7 +516,7 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
   if ((st = stof_cuda_htod(ctx, d_prog, g->stage, prog_bytes + doc_bytes)) ||
       (st = stof_cuda_memset32(ctx, d_stats, 0, (w.nfull - w.stats + (size_t)nrows * 8) / 4)))
     goto done;
-  if (legacy) {
+  if (rows) {
     void *args[] = {&d_prog, &nnode, &d_doc, &iT, &lSq, &lSk, &nrow, &ncol, &mask_b,
                     &mask_h, &d_state, &d_nfull, &d_npart, &d_stats};
     unsigned grid[3] = {(unsigned)nrows, 1, 1}, block[3] = {MF_TILE_THREADS, 1, 1};
@@ -519,7 +552,7 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
     unsigned grid[3] = {1, 1, 1}, block[3] = {MF_SCAN_THREADS, 1, 1};
     if ((st = stof_cuda_launch(ctx, g->k_scan, grid, block, 0, args))) goto done;
   }
-  if (nentry > 0 && legacy) {
+  if (nentry > 0 && rows) {
     void *args[] = {&d_prog, &nnode, &d_doc, &iT, &lSq, &lSk, &nrow, &ncol, &mask_b, &mask_h,
                     &d_state, &dev[D_ROWPTR], &d_partptr, &dev[D_COL], &dev[D_OFF],
                     &dev[D_BITS]};

@@ -650,12 +650,55 @@ static void gpu_program_survives_every_allocation_failure(void **state) {
   assert_true(n > 1 && n < 1000);
 }
 
+/* The builder's automatic choice of kernels (kernels_choice): the row kernels for masks of
+ * only dense, window and dilated terms, the chunked ones as soon as a global, random or
+ * document term appears anywhere in the program (a union or a difference included). */
+static void gpu_builder_picks_rows_or_chunks_by_the_terms(void **state) {
+  (void)state;
+  stof_ctx *ctx = stof_ctx_new(NULL, NULL);
+  assert_non_null(ctx);
+  static const struct { const char *name; int chunks; } suite[] = {
+      {"dense", 0},      {"causal", 0},  {"sliding", 0}, {"causal_sliding", 0},
+      {"longformer", 1}, {"bigbird", 1}, {"document", 1}};
+  for (size_t k = 0; k < sizeof suite / sizeof suite[0]; k++) {
+    stof_mask *m = NULL;
+    kernels_format_prog *p = NULL;
+    KT_OK(ctx, stof_mask_suite(ctx, suite[k].name, 4096, &m));
+    KT_OK(ctx, kernels_format_prog_new(ctx, m, &p));
+    if (kernels_format_prog_wants_chunks(p) != suite[k].chunks)
+      fail_msg("%s: expected the %s kernels", suite[k].name, suite[k].chunks ? "chunked" : "row");
+    kernels_format_prog_free(p);
+    stof_mask_free(m);
+  }
+  /* a window-only combination, and a global term under a difference */
+  stof_mask *a, *b, *u;
+  kernels_format_prog *p = NULL;
+  KT_OK(ctx, stof_mask_causal(ctx, &a));
+  KT_OK(ctx, stof_mask_dilated(ctx, 8, 3, &b));
+  KT_OK(ctx, stof_mask_union(a, b, &u));
+  KT_OK(ctx, kernels_format_prog_new(ctx, u, &p));
+  assert_int_equal(kernels_format_prog_wants_chunks(p), 0);
+  kernels_format_prog_free(p);
+  stof_mask_free(u);
+  stof_mask_free(b);
+  KT_OK(ctx, stof_mask_global(ctx, 16, &b));
+  KT_OK(ctx, stof_mask_difference(a, b, &u));
+  KT_OK(ctx, kernels_format_prog_new(ctx, u, &p));
+  assert_int_equal(kernels_format_prog_wants_chunks(p), 1);
+  kernels_format_prog_free(p);
+  stof_mask_free(u);
+  stof_mask_free(b);
+  stof_mask_free(a);
+  stof_ctx_free(ctx);
+}
+
 int run_mask_format_gpu_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gpu_format_kernels_compile_for_sm80_and_sm90),
       cmocka_unit_test(gpu_program_matches_mask_eval),
       cmocka_unit_test(gpu_algorithm_on_the_host_gives_the_cpu_format),
       cmocka_unit_test(gpu_builder_refuses_tensor_and_fn_masks),
+      cmocka_unit_test(gpu_builder_picks_rows_or_chunks_by_the_terms),
       cmocka_unit_test(gpu_program_limits_are_refused_and_unions_kept_shallow),
       cmocka_unit_test(gpu_builder_checks_arguments_then_reports_no_device),
       cmocka_unit_test(gpu_program_survives_every_allocation_failure),

@@ -130,15 +130,17 @@ static int differ(const stof_mask_format *g, const stof_mask_format *c, char *wh
   return 0;
 }
 
-/* Builds mask on both sides and compares; prints a line (with times from S = 8192 on,
- * or always when verbose). */
-static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
-                        int64_t Sk, int T, int verbose) {
+/* Builds mask on both sides with the GPU builder's kernels forced to `kernels` ("rows" or
+ * "chunks", STOF_FORMAT_GPU_KERNELS) and compares; prints a line (with times from S = 8192
+ * on, or always when verbose). */
+static void check_build_with(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t H,
+                             int64_t Sq, int64_t Sk, int T, int verbose, const char *kernels) {
   stof_ctx *ctx = f->ctx;
   char head[200];
-  snprintf(head, sizeof head, "%-34.34s B=%lld H=%lld %6lldx%-6lld T=%3d",
+  snprintf(head, sizeof head, "%-34.34s B=%lld H=%lld %6lldx%-6lld T=%3d %-6s",
            stof_mask_description(mask), (long long)B, (long long)H, (long long)Sq,
-           (long long)Sk, T);
+           (long long)Sk, T, kernels);
+  setenv("STOF_FORMAT_GPU_KERNELS", kernels, 1);
   f->nrun++;
   stof_mask_format *cpu = NULL, *gpu = NULL;
   stof_status st = stof_mask_format_build(ctx, mask, B, H, Sq, Sk, T, &cpu);
@@ -198,6 +200,15 @@ static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t
   }
   stof_mask_format_free(cpu);
   stof_mask_format_free(gpu);
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
+}
+
+/* check_build_with for both kinds of kernels: whichever the builder picks for a mask, the
+ * other must give the same format. */
+static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                        int64_t Sk, int T, int verbose) {
+  check_build_with(f, mask, B, H, Sq, Sk, T, verbose, "rows");
+  check_build_with(f, mask, B, H, Sq, Sk, T, verbose, "chunks");
 }
 
 static const int tiles[] = {16, 64, 128};
@@ -429,6 +440,10 @@ void gpu_format_public_entry_cache_and_refusals(void **state) {
          "only the CPU builder");
   TU_ERR(ctx, kernels_format_gpu_build(f->g, m, 1, 1, 9000, 9000, 72, &g), STOF_ERR_ARG,
          "tile size T = 72");
+  setenv("STOF_FORMAT_GPU_KERNELS", "fast", 1);
+  stof_status st = kernels_format_gpu_build(f->g, m, 1, 1, 9000, 9000, 64, &g);
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
+  TU_ERR(ctx, st, STOF_ERR_ARG, "STOF_FORMAT_GPU_KERNELS=fast: expected rows or chunks");
   stof_mask_free(m);
   stof_mask_free(fm);
   stof_mask_free(mix);
