@@ -13,7 +13,10 @@ plus the peak device memory of each case (torch.cuda.max_memory_allocated: q, k,
 
   python3 bench/peers_long.py [--peers .peers/peers.py] [--shapes 1x32768,1x65536,1x131072]
                               [--heads 32] [--dim 128] [--masks ...] [--out FILE]
-One JSON line per case (the fields of peers.py's, plus peak_mb).
+                              [--block-mask-only]
+One JSON line per case (the fields of peers.py's, plus peak_mb). --block-mask-only: only
+create_block_mask's time (block_mask_ms, impl "create_block_mask"), no attention (dense is
+skipped; what bench/format_ab.sh compares stof's format build with).
 """
 import argparse, importlib.util, json, sys, time
 
@@ -29,6 +32,7 @@ def main():
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--masks", default="dense,causal,sliding,causal_sliding,longformer,bigbird,document")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--block-mask-only", action="store_true")
     a = ap.parse_args()
     spec = importlib.util.spec_from_file_location("peers", a.peers)
     P = importlib.util.module_from_spec(spec)
@@ -57,6 +61,17 @@ def main():
         for name in masks:
             torch.cuda.reset_peak_memory_stats()
             try:
+                if a.block_mask_only:
+                    if name == "dense":
+                        continue
+                    mod = mods[name]
+                    t0 = time.time()
+                    create_block_mask(mod, None, None, S, S, device=dev, _compile=True)
+                    torch.cuda.synchronize()
+                    first = time.time() - t0
+                    bm_ms = P.bench(lambda: create_block_mask(mod, None, None, S, S, device=dev, _compile=True), warm=1, rep=5)
+                    emit(**base, mask=name, impl="create_block_mask", first_call_s=round(first, 2), block_mask_ms=bm_ms)
+                    continue
                 if name == "dense":
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                         emit(**base, mask=name, impl="sdpa_flash2", ms=P.bench(lambda: F.scaled_dot_product_attention(q, k, v), rep=10), density=1.0)

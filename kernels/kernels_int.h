@@ -139,6 +139,10 @@ void kernels_format_prog_free(kernels_format_prog *p);
 int kernels_format_prog_nnode(const kernels_format_prog *p);
 /* Stack slots the program needs. */
 int kernels_format_prog_depth(const kernels_format_prog *p);
+/* Whether the GPU builder's automatic choice for this program is its chunked kernels (a
+ * global, random or document term: rows of many mixed tiles) rather than its row kernels
+ * (only dense, window and dilated terms); kernels/mask_format_gpu.c, kernels_choice. */
+int kernels_format_prog_wants_chunks(const kernels_format_prog *p);
 /* The device's own evaluator, compiled for the host: element (i, j) of batch element b
  * (0 or 1, as stof_mask_eval); the format word of the 8 x 8 inner tile at (i0, j0)
  * (bits outside [0, Sq) x [0, Sk) are 0); the class (KERNELS_TILE_*) of rows [i0, i1) x
@@ -148,6 +152,16 @@ uint64_t kernels_format_prog_word(const kernels_format_prog *p, int64_t b, int64
                                   int64_t Sk, int64_t i0, int64_t j0);
 int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_t i0,
                                  int64_t i1, int64_t j0, int64_t j1);
+/* The same word as kernels_format_prog_word, as the kernels get it: from the class of its
+ * 8 x 8 elements where that settles it (mf_word_fast). */
+uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, int64_t Sq,
+                                       int64_t Sk, int64_t i0, int64_t j0);
+/* Columns per item (a warp's chunk of a tile-row) of the kernels, for ncol >= 1 tiles: a
+ * multiple of 32, at most MF_MAX_CHUNKS (64) items a row. */
+int64_t kernels_format_chunk_cols(int64_t ncol);
+/* Which of a tile's wpt words the kernels' word x of the t-th listed tile is
+ * (mf_word_index). */
+int kernels_format_word_index(int x, int t, int wpt);
 
 /* A GPU format builder: the kernels compiled (cubin cache) and loaded once, and a small
  * LRU of the formats it built. Needs a GPU (STOF_ERR_NO_DEVICE). Owned:

@@ -9,14 +9,26 @@
  *    only when they hold for every element);
  *  - mf_byte / mf_word: exact bits, eight columns of one row at a time.
  *
- * Three kernels, launched in order by the host:
- *  1. stof_mf_tiles (a block per tile row of an instance): classifies every tile, computes
- *     the words of MIXED tiles to count their bits; writes each tile's state (empty, full,
- *     partial), the row's full and partial counts, and adds the statistics (atomics).
+ * Three kernels, launched in order by the host, over items: a tile-row of an instance cut
+ * into chunks of mf_chunk_cols columns (at most MF_MAX_CHUNKS a row), one warp per item, so
+ * that a row of many mixed tiles (the global rows of longformer and bigbird, a document
+ * boundary) is spread over up to 64 warps and a short S still fills the GPU:
+ *  1. stof_mf_tiles: classifies every tile, computes the words of MIXED tiles to count their
+ *     bits; writes each tile's state (empty, full, partial), the item's non-empty and
+ *     partial counts, adds to the row's full and partial counts and to the statistics
+ *     (atomics; the host zeroes them first).
  *  2. stof_mf_scan (one block): exclusive scans over all rows of all instances of the
  *     non-empty and partial counts: row_ptr and the first partial tile of every row.
- *  3. stof_mf_write (a block per tile row): scans the row's states to place its entries:
- *     col_idx, bmp_off, and the bitmap words of its partial tiles.
+ *  3. stof_mf_write: places the item's entries (its offsets: the row's plus its earlier
+ *     items' counts): col_idx, bmp_off, and the bitmap words of its partial tiles.
+ * Both passes get a word from mf_word_fast: the class of its 8 x 8 elements where that
+ * settles it, else mf_word (most words of BigBird's random blocks are wholly in or out).
+ *
+ * stof_mf_tiles_rows and stof_mf_write_rows are the row kernels (the builder before chunks
+ * and mf_word_fast: a block per tile-row, every word evaluated). They are faster where rows
+ * are runs of tiles one classification settles (window-only masks: causal, sliding), the
+ * chunked ones where rows hold many mixed tiles; the host picks by the program's terms
+ * (kernels_choice in kernels/mask_format_gpu.c, with the measurements).
  *
  * The part above the kernels is plain C as well: kernels/mask_format_gpu.c includes this
  * file (with __CUDACC__ undefined) to get the very same evaluator as the host-side
@@ -53,10 +65,23 @@ enum {
 #define MF_MAX_NODES 256
 #define MF_MAX_DEPTH 16
 
-/* Threads per block of the three kernels (the host launches with these). */
+/* Threads per block of the kernels (the host launches with these). */
 #define MF_TILE_THREADS 128
 #define MF_SCAN_THREADS 1024
-#define MF_WRITE_THREADS 256
+#define MF_WRITE_THREADS 128
+#define MF_ROWS_WRITE_THREADS 256 /* stof_mf_write_rows */
+
+/* Blocks an SM should hold (register caps: ptxas for sm_90 gives stof_mf_tiles 96 registers
+ * with 56 bytes spilled, 20 warps an SM, where unbounded it takes 114, 16 warps;
+ * stof_mf_write 80 and no spill, 24 warps, where unbounded it takes 64 and spills more).
+ * The word evaluator waits on its local stack and hashes: warps hide that. */
+#define MF_TILE_BLOCKS_PER_SM 5
+#define MF_WRITE_BLOCKS_PER_SM 6
+
+/* At most this many items (chunks of columns) per tile-row: the write pass sums an item's
+ * earlier items, so their number must stay small; 64 chunks of 32 columns cover S = 128k at
+ * tile 64. */
+#define MF_MAX_CHUNKS 64
 
 /* Tile classes (the values of KERNELS_TILE_*) and tile states. */
 enum { MF_ZERO = 0, MF_ONE = 1, MF_MIXED = 2 };
@@ -285,6 +310,35 @@ MF_FN int mf_classify(const mf_node *prog, int nnode, const long long *doc, long
   return sp == 1 ? st[0] : MF_MIXED;
 }
 
+/* The word at (i0, j0) exactly as mf_word gives it, from the class of its 8 x 8 elements
+ * (clipped to [0, Sq) x [0, Sk)) where that settles it: ZERO and ONE hold for every element.
+ * A class costs about one row of mf_word (BigBird's random leaf: 2 hashes against 16), so
+ * words wholly inside or outside the mask's parts come cheap; a MIXED one costs both. */
+MF_FN unsigned long long mf_word_fast(const mf_node *prog, int nnode, const long long *doc,
+                                      long long b, long long Sq, long long Sk, long long i0,
+                                      long long j0) {
+  if (i0 >= Sq || j0 >= Sk) return 0ull;
+  long long nr = Sq - i0 < 8 ? Sq - i0 : 8, nc = Sk - j0 < 8 ? Sk - j0 : 8;
+  int cls = mf_classify(prog, nnode, doc, b, i0, i0 + nr, j0, j0 + nc);
+  if (cls == MF_ZERO) return 0ull;
+  if (cls == MF_MIXED) return mf_word(prog, nnode, doc, b, Sq, Sk, i0, j0);
+  /* nc ones in each of the nr rows (bytes, so the product has no carries) */
+  return ((1ull << (unsigned)nc) - 1ull) * (0x0101010101010101ull >> (8 * (unsigned)(8 - nr)));
+}
+
+/* Word x of the t-th tile a warp lists (of wpt words: inner column ci = w / (T / 8), row ri =
+ * w % (T / 8)). Dealt to lane x % 32 in list order, word x would give a lane the same ri in
+ * every tile (32 is a multiple of T / 8), and a lane whose 8 rows hold a document boundary
+ * every word that needs mf_word; turning each tile by t spreads them over the lanes. */
+MF_FN int mf_word_index(int x, int t, int wpt) { return (x + t) % wpt; }
+
+/* Columns per item of a tile-row of ncol tiles (>= 1): a multiple of 32 (a warp's lanes),
+ * as few as keep the row within MF_MAX_CHUNKS items. */
+MF_FN long long mf_chunk_cols(long long ncol) {
+  long long per = (ncol + MF_MAX_CHUNKS - 1) / MF_MAX_CHUNKS;
+  return (per + 31) / 32 * 32;
+}
+
 /* ---------------------------------------------------------------- kernels */
 
 #if defined(__CUDACC__)
@@ -321,12 +375,155 @@ __device__ unsigned long long mf_block_scan(unsigned long long v, unsigned long 
   return before + x - v;
 }
 
-/* Grid: nmask * nrow blocks of MF_TILE_THREADS, block x = m * nrow + r. Writes
- * state[(m * nrow + r) * ncol + c] for every tile, nfull and npartial [m * nrow + r], and
- * adds to stats {nvalid, non-empty 16 x 16 tiles, full tiles, partial tiles, partial tiles
- * with a key half [0, T/2) or [T/2, T) empty (T a multiple of 32; mask_format.c's half_empty)}. */
-extern "C" __global__ void __launch_bounds__(MF_TILE_THREADS)
+/* Grid-stride over items k = (m * nrow + r) * nchunk + q, k < nitem = nmask * nrow * nchunk,
+ * a warp each, MF_TILE_THREADS a block; item q covers columns [q * chunk, q * chunk + chunk)
+ * of tile-row (m, r). Writes state[(m * nrow + r) * ncol + c] for its tiles and count[k]
+ * (non-empty tiles in the low 32 bits, partial tiles in the high 32), and adds to nfull and
+ * npartial [m * nrow + r] and to stats {nvalid, non-empty 16 x 16 tiles, full tiles, partial
+ * tiles, partial tiles with a key half [0, T/2) or [T/2, T) empty (T a multiple of 32;
+ * mask_format.c's half_empty)}, all of which the host zeroes first. */
+extern "C" __global__ void __launch_bounds__(MF_TILE_THREADS, MF_TILE_BLOCKS_PER_SM)
 stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
+              long long Sk, int nrow, int ncol, int chunk, int nchunk, int mask_b, int mask_h,
+              long long nitem, unsigned char *state, int *nfull, int *npartial,
+              unsigned long long *count, unsigned long long *stats) {
+  __shared__ unsigned char s_lane[MF_TILE_WARPS][32];
+  __shared__ int s_cnt[MF_TILE_WARPS][32];
+  __shared__ unsigned long long s_sub[MF_TILE_WARPS][32];
+  __shared__ unsigned long long s_tot[5];
+
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int n16 = T / 16, nb8 = T / 8, wpt = nb8 * nb8;
+  unsigned long long my_valid = 0, my_v16 = 0, my_full = 0, my_part = 0, my_half = 0;
+  /* the 16 x 16 sub-tiles (bit r16 * n16 + c16) of the left and right key halves */
+  unsigned long long sub_lo = 0, sub_hi = 0;
+  for (int k = 0; T % 32 == 0 && k < n16 * n16; k++) (k % n16 < n16 / 2 ? sub_lo : sub_hi) |= 1ull << k;
+
+  if (threadIdx.x < 5) s_tot[threadIdx.x] = 0;
+  __syncthreads();
+
+  /* k is the same for the whole warp: every branch below on it or on a ballot is uniform */
+  for (long long k = (long long)blockIdx.x * MF_TILE_WARPS + warp; k < nitem;
+       k += (long long)gridDim.x * MF_TILE_WARPS) {
+    long long row = k / nchunk;
+    int q = (int)(k - row * nchunk);
+    int m = (int)(row / nrow), r = (int)(row % nrow);
+    long long b = mask_b > 1 ? m / mask_h : 0;
+    long long i0 = (long long)r * T;
+    int nr = (int)(Sq - i0 < T ? Sq - i0 : T);
+    unsigned char *st = state + row * ncol;
+    int cbeg = q * chunk, cend = (int)((long long)cbeg + chunk < ncol ? cbeg + chunk : ncol);
+    unsigned it_full = 0, it_part = 0; /* this lane's tiles of item k */
+    for (int c0 = cbeg; c0 < cend; c0 += 32) {
+      /* each lane classifies one tile */
+      int c = c0 + lane, cls = MF_ZERO, nc = 0;
+      if (c < cend) {
+        long long j0 = (long long)c * T;
+        nc = (int)(Sk - j0 < T ? Sk - j0 : T);
+        cls = mf_classify(prog, nnode, doc, b, i0, i0 + nr, j0, j0 + nc);
+      }
+      int edge = nr < T || nc < T, ismixed = c < cend && cls == MF_MIXED;
+      if (c < cend && !ismixed) {
+        unsigned char s = MF_EMPTY;
+        if (cls == MF_ONE && !edge) {
+          s = MF_FULL;
+          it_full++;
+          my_valid += (unsigned long long)T * T;
+          my_v16 += (unsigned long long)n16 * n16;
+        } else if (cls == MF_ONE) {
+          s = MF_PARTIAL;
+          it_part++;
+          my_half += T % 32 == 0 && nc <= T / 2;
+          my_valid += (unsigned long long)nr * nc;
+          my_v16 += (unsigned long long)((nr + 15) / 16) * ((nc + 15) / 16);
+        }
+        st[c] = s;
+      }
+      unsigned mixed = __ballot_sync(MF_FULL_MASK, ismixed);
+      if (!mixed) continue;
+
+      /* the warp's mixed tiles, listed; their words spread over the lanes, tile-major, each
+       * tile's turned by its place t in the list (mf_word_index) */
+      int nmixed = __popc(mixed), pos = __popc(mixed & ((1u << lane) - 1u));
+      if (ismixed) s_lane[warp][pos] = (unsigned char)lane;
+      s_cnt[warp][lane] = 0;
+      s_sub[warp][lane] = 0;
+      __syncwarp();
+      int curk = -1, cnt = 0;
+      unsigned long long sub = 0;
+      for (int x = lane; x < nmixed * wpt; x += 32) {
+        int t = x / wpt, w = mf_word_index(x - t * wpt, t, wpt);
+        if (t != curk) {
+          if (curk >= 0 && cnt) {
+            atomicAdd(&s_cnt[warp][curk], cnt);
+            atomicOr(&s_sub[warp][curk], sub);
+          }
+          curk = t, cnt = 0, sub = 0;
+        }
+        int ci = w / nb8, ri = w - ci * nb8;
+        long long cc = c0 + s_lane[warp][t];
+        unsigned long long word =
+            mf_word_fast(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, cc * T + ci * 8);
+        if (word) {
+          cnt += __popcll(word);
+          sub |= 1ull << ((ri >> 1) * n16 + (ci >> 1));
+        }
+      }
+      if (curk >= 0 && cnt) {
+        atomicAdd(&s_cnt[warp][curk], cnt);
+        atomicOr(&s_sub[warp][curk], sub);
+      }
+      __syncwarp();
+      if (ismixed) {
+        int cn = s_cnt[warp][pos];
+        unsigned char s = MF_EMPTY;
+        if (cn == T * T && !edge) {
+          s = MF_FULL;
+          it_full++;
+          my_valid += (unsigned long long)cn;
+          my_v16 += (unsigned long long)n16 * n16;
+        } else if (cn > 0) {
+          unsigned long long sub16 = s_sub[warp][pos];
+          s = MF_PARTIAL;
+          it_part++;
+          my_half += T % 32 == 0 && (!(sub16 & sub_lo) || !(sub16 & sub_hi));
+          my_valid += (unsigned long long)cn;
+          my_v16 += (unsigned long long)__popcll(sub16);
+        }
+        st[c] = s;
+      }
+      __syncwarp(); /* the lists are rewritten by the next round */
+    }
+    /* the warp's sums, packed (full low, partial high: each < 2^31, no carry); shuffles, not
+     * __reduce_add_sync, which needs sm_80 and would fail the whole module's compilation
+     * (legacy kernels included) on a Turing GPU, where stof_mask_format_build_gpu ran */
+    unsigned long long fp = (unsigned long long)it_full | ((unsigned long long)it_part << 32);
+    for (int o = 16; o; o >>= 1) fp += __shfl_xor_sync(MF_FULL_MASK, fp, o);
+    unsigned f = (unsigned)(fp & 0xffffffffull), p = (unsigned)(fp >> 32);
+    my_full += it_full;
+    my_part += it_part;
+    if (lane == 0) {
+      count[k] = (unsigned long long)(f + p) | ((unsigned long long)p << 32);
+      if (f) atomicAdd(&nfull[row], (int)f);
+      if (p) atomicAdd(&npartial[row], (int)p);
+    }
+  }
+
+  if (my_valid) atomicAdd(&s_tot[0], my_valid);
+  if (my_v16) atomicAdd(&s_tot[1], my_v16);
+  if (my_full) atomicAdd(&s_tot[2], my_full);
+  if (my_part) atomicAdd(&s_tot[3], my_part);
+  if (my_half) atomicAdd(&s_tot[4], my_half);
+  __syncthreads();
+  if (threadIdx.x < 5 && s_tot[threadIdx.x]) atomicAdd(&stats[threadIdx.x], s_tot[threadIdx.x]);
+}
+
+/* stof_mf_tiles before chunks (see the top of the file; only for the A/B). Grid: nmask *
+ * nrow blocks of MF_TILE_THREADS, block x = m * nrow + r. Writes state[(m * nrow + r) *
+ * ncol + c] for every tile, nfull and npartial [m * nrow + r], and adds to stats as
+ * stof_mf_tiles does. */
+extern "C" __global__ void __launch_bounds__(MF_TILE_THREADS)
+stof_mf_tiles_rows(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
               long long Sk, int nrow, int ncol, int mask_b, int mask_h, unsigned char *state,
               int *nfull, int *npartial, unsigned long long *stats) {
   __shared__ unsigned char s_lane[MF_TILE_WARPS][32];
@@ -473,17 +670,83 @@ stof_mf_scan(const int *nfull, const int *npartial, int nmask, int nrow, int *ro
   }
 }
 
-/* Grid: nmask * nrow blocks of MF_WRITE_THREADS. Places the non-empty tiles of row
- * (m, r) in column order from row_ptr and part_ptr: col_idx, bmp_off (-1 or the first
- * word of a partial tile), and the words of partial tiles (column-major inner tiles). */
-extern "C" __global__ void __launch_bounds__(MF_WRITE_THREADS)
+/* Grid-stride over the items of stof_mf_tiles (same nitem, chunk, nchunk), a warp each,
+ * MF_WRITE_THREADS a block. Places the non-empty tiles of item k in column order: its first
+ * entry and partial tile are its row's (row_ptr, part_ptr) plus the counts of the row's
+ * earlier items (count, at most MF_MAX_CHUNKS - 1 of them); writes col_idx, bmp_off (-1 or
+ * the first word of a partial tile), and the words of partial tiles (column-major inner
+ * tiles). */
+extern "C" __global__ void __launch_bounds__(MF_WRITE_THREADS, MF_WRITE_BLOCKS_PER_SM)
 stof_mf_write(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
+              long long Sk, int nrow, int ncol, int chunk, int nchunk, int mask_b, int mask_h,
+              long long nitem, const unsigned char *state, const int *row_ptr,
+              const int *part_ptr, const unsigned long long *count, int *col_idx,
+              int *bmp_off, unsigned long long *bitmap) {
+  __shared__ int s_col[MF_WRITE_THREADS / 32][32];
+  __shared__ long long s_off[MF_WRITE_THREADS / 32][32];
+
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int nb8 = T / 8, wpt = nb8 * nb8;
+  unsigned below = (1u << lane) - 1u;
+  for (long long k = (long long)blockIdx.x * (MF_WRITE_THREADS / 32) + warp; k < nitem;
+       k += (long long)gridDim.x * (MF_WRITE_THREADS / 32)) {
+    long long row = k / nchunk;
+    int q = (int)(k - row * nchunk);
+    int m = (int)(row / nrow), r = (int)(row % nrow);
+    long long b = mask_b > 1 ? m / mask_h : 0;
+    long long i0 = (long long)r * T;
+    const unsigned char *st = state + row * ncol;
+    int cbeg = q * chunk, cend = (int)((long long)cbeg + chunk < ncol ? cbeg + chunk : ncol);
+    /* the row's earlier items: packed sums cannot carry (a row has < 2^31 tiles) */
+    unsigned long long before = 0;
+    for (int x = lane; x < q; x += 32) before += count[row * nchunk + x];
+    for (int o = 16; o; o >>= 1) before += __shfl_xor_sync(MF_FULL_MASK, before, o);
+    long long e_next = row_ptr[(long long)m * (nrow + 1) + r] + (long long)(before & 0xffffffffull);
+    long long p_next = part_ptr[row] + (long long)(before >> 32);
+
+    for (int c0 = cbeg; c0 < cend; c0 += 32) {
+      int c = c0 + lane;
+      int s = c < cend ? st[c] : MF_EMPTY;
+      unsigned ne = __ballot_sync(MF_FULL_MASK, s != MF_EMPTY);
+      unsigned pa = __ballot_sync(MF_FULL_MASK, s == MF_PARTIAL);
+      if (s != MF_EMPTY) {
+        long long e = e_next + __popc(ne & below);
+        col_idx[e] = c;
+        if (s == MF_PARTIAL) {
+          int t = __popc(pa & below);
+          long long off = (p_next + t) * wpt;
+          bmp_off[e] = (int)off;
+          s_col[warp][t] = c;
+          s_off[warp][t] = off;
+        } else {
+          bmp_off[e] = -1;
+        }
+      }
+      __syncwarp();
+      int np = __popc(pa);
+      for (int x = lane; x < np * wpt; x += 32) {
+        int t = x / wpt, w = mf_word_index(x - t * wpt, t, wpt), ci = w / nb8, ri = w - ci * nb8;
+        bitmap[s_off[warp][t] + w] = mf_word_fast(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8,
+                                                  (long long)s_col[warp][t] * T + ci * 8);
+      }
+      e_next += __popc(ne);
+      p_next += np;
+      __syncwarp(); /* s_col / s_off are rewritten by the next round */
+    }
+  }
+}
+
+/* stof_mf_write before chunks (only for the A/B). Grid: nmask * nrow blocks of
+ * MF_ROWS_WRITE_THREADS. Places the non-empty tiles of row (m, r) in column order from
+ * row_ptr and part_ptr, as stof_mf_write does. */
+extern "C" __global__ void __launch_bounds__(MF_ROWS_WRITE_THREADS)
+stof_mf_write_rows(const mf_node *prog, int nnode, const long long *doc, int T, long long Sq,
               long long Sk, int nrow, int ncol, int mask_b, int mask_h,
               const unsigned char *state, const int *row_ptr, const int *part_ptr,
               int *col_idx, int *bmp_off, unsigned long long *bitmap) {
   __shared__ unsigned long long s_warp[32];
-  __shared__ int s_col[MF_WRITE_THREADS];
-  __shared__ long long s_off[MF_WRITE_THREADS];
+  __shared__ int s_col[MF_ROWS_WRITE_THREADS];
+  __shared__ long long s_off[MF_ROWS_WRITE_THREADS];
 
   long long row = blockIdx.x;
   int m = (int)(row / nrow), r = (int)(row % nrow);
@@ -493,7 +756,7 @@ stof_mf_write(const mf_node *prog, int nnode, const long long *doc, int T, long 
   const unsigned char *st = state + row * ncol;
   long long e_next = row_ptr[(long long)m * (nrow + 1) + r], p_next = part_ptr[row];
 
-  for (int c0 = 0; c0 < ncol; c0 += MF_WRITE_THREADS) {
+  for (int c0 = 0; c0 < ncol; c0 += MF_ROWS_WRITE_THREADS) {
     int c = c0 + (int)threadIdx.x;
     int s = c < ncol ? st[c] : MF_EMPTY;
     /* non-empty count in the low half, partial count in the high half */
@@ -516,7 +779,7 @@ stof_mf_write(const mf_node *prog, int nnode, const long long *doc, int T, long 
     }
     __syncthreads();
     int np = (int)(total >> 32);
-    for (int q = (int)threadIdx.x; q < np * wpt; q += MF_WRITE_THREADS) {
+    for (int q = (int)threadIdx.x; q < np * wpt; q += MF_ROWS_WRITE_THREADS) {
       int k = q / wpt, w = q - k * wpt, ci = w / nb8, ri = w - ci * nb8;
       bitmap[s_off[k] + w] =
           mf_word(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, (long long)s_col[k] * T + ci * 8);

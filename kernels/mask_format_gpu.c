@@ -240,6 +240,23 @@ int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_
   return mf_classify(p->node, p->nnode, p->doc, b, i0, i1, j0, j1);
 }
 
+uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, int64_t Sq,
+                                       int64_t Sk, int64_t i0, int64_t j0) {
+  return mf_word_fast(p->node, p->nnode, p->doc, b, Sq, Sk, i0, j0);
+}
+
+int kernels_format_prog_wants_chunks(const kernels_format_prog *p) {
+  for (int k = 0; k < p->nnode; k++) {
+    long long kind = p->node[k].kind;
+    if (kind == MF_GLOBAL || kind == MF_RANDOM || kind == MF_DOC) return 1;
+  }
+  return 0;
+}
+
+int64_t kernels_format_chunk_cols(int64_t ncol) { return mf_chunk_cols(ncol); }
+
+int kernels_format_word_index(int x, int t, int wpt) { return mf_word_index(x, t, wpt); }
+
 /* ---------------------------------------------------------------- arguments */
 
 typedef kernels_format_dims dims;
@@ -274,8 +291,15 @@ static void entry_free(kernels_format_gpu *g, gpu_entry *e);
 struct kernels_format_gpu {
   stof_ctx *ctx;
   stof_cuda_module *mod;
-  stof_cuda_kernel *k_tiles, *k_scan, *k_write;
+  stof_cuda_kernel *k_tiles, *k_scan, *k_write, *k_tiles_rows, *k_write_rows;
   double setup_ms;
+  /* A build's scratch on the device (the program, tile states, counts, statistics), kept
+   * from one build to the next and grown when a build needs more: no allocation or free
+   * (each a wait for the device) on the way. Its host twin stages the program's upload. */
+  uint64_t ws;
+  size_t ws_bytes;
+  unsigned char *stage;
+  size_t stage_bytes;
   int n;
   gpu_entry e[GPU_CACHE_CAP];
   uint64_t clock;
@@ -284,6 +308,8 @@ struct kernels_format_gpu {
 void kernels_format_gpu_free(kernels_format_gpu *g) {
   if (!g) return;
   for (int k = 0; k < g->n; k++) entry_free(g, &g->e[k]);
+  stof_cuda_mem_free(g->ctx, g->ws);
+  if (g->stage) stof_ctx_dealloc(g->ctx, g->stage, g->stage_bytes);
   stof_cuda_module_free(g->mod);
   stof_ctx_dealloc(g->ctx, g, sizeof *g);
 }
@@ -302,6 +328,7 @@ stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out) {
   snprintf(arch, sizeof arch, "sm_%d%d", props.cc_major, props.cc_minor);
   kernels_format_gpu *g = stof_ctx_alloc(ctx, sizeof *g);
   if (!g) return STOF_ERR_NOMEM;
+  memset(g, 0, sizeof *g);
   g->ctx = ctx;
   void *cubin = NULL;
   size_t size = 0;
@@ -314,6 +341,8 @@ stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out) {
   if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_tiles", &g->k_tiles);
   if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_scan", &g->k_scan);
   if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_write", &g->k_write);
+  if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_tiles_rows", &g->k_tiles_rows);
+  if (!st) st = stof_cuda_module_kernel(g->mod, "stof_mf_write_rows", &g->k_write_rows);
   if (st) {
     kernels_format_gpu_free(g);
     return st;
@@ -325,12 +354,64 @@ stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out) {
 
 double kernels_format_gpu_setup_ms(const kernels_format_gpu *g) { return g->setup_ms; }
 
-/* Device buffers of one build. */
-enum { D_PROG, D_DOC, D_STATE, D_NFULL, D_NPART, D_STATS, D_ROWPTR, D_PARTPTR, D_COL, D_OFF,
-       D_BITS, D_COUNT };
+/* Output buffers of one build (the caller's with on_device, else freed at its end). */
+enum { D_ROWPTR, D_COL, D_OFF, D_BITS, D_NOUT };
 
-static stof_status dev_alloc(stof_ctx *ctx, uint64_t *dev, int which, size_t bytes) {
-  return stof_cuda_malloc(ctx, bytes, &dev[which]);
+/* The workspace's parts: byte offsets (multiples of 256) and the total. The statistics,
+ * nfull and npartial lie together so that one memset zeroes them; nfull and npartial so
+ * that one copy brings both back. */
+typedef struct ws_layout {
+  size_t stats, nfull, npart, count, partptr, state, prog, doc, total;
+} ws_layout;
+
+#define WS_STATS_BYTES 64 /* 5 statistics, padded */
+
+static size_t ws_take(size_t *at, size_t bytes) {
+  size_t o = *at;
+  *at += (bytes + 255) / 256 * 256;
+  return o;
+}
+
+/* Every size below is at most 8 * ntiles + 16 * nrows plus the program's; the host's
+ * limits (check_args: at most 2^34 tiles; the program's MF_MAX_NODES and its document
+ * positions, already host arrays) keep the total far from SIZE_MAX. */
+static ws_layout ws_plan(int64_t nrows, int64_t nitem, int64_t ntiles, int nnode, int64_t ndoc) {
+  ws_layout w;
+  size_t at = 0;
+  w.stats = ws_take(&at, 0);
+  at += WS_STATS_BYTES;
+  w.nfull = at;
+  at += (size_t)nrows * 4;
+  w.npart = at;
+  at = (at + (size_t)nrows * 4 + 255) / 256 * 256;
+  w.count = ws_take(&at, (size_t)nitem * 8);
+  w.partptr = ws_take(&at, (size_t)nrows * 4);
+  w.state = ws_take(&at, (size_t)ntiles);
+  w.prog = ws_take(&at, (size_t)nnode * sizeof(mf_node));
+  w.doc = w.prog + (size_t)nnode * sizeof(mf_node); /* uploaded with the program */
+  ws_take(&at, (size_t)ndoc * sizeof(long long));
+  w.total = at;
+  return w;
+}
+
+/* g->ws of at least bytes, g->stage of at least stage bytes (contents not kept). */
+static stof_status ws_reserve(kernels_format_gpu *g, size_t bytes, size_t stage) {
+  stof_ctx *ctx = g->ctx;
+  if (bytes > g->ws_bytes) {
+    stof_cuda_mem_free(ctx, g->ws);
+    g->ws = 0, g->ws_bytes = 0;
+    size_t want = (bytes + ((size_t)1 << 21) - 1) & ~(((size_t)1 << 21) - 1); /* 2 MiB pages */
+    stof_status st = stof_cuda_malloc(ctx, want, &g->ws);
+    if (st) return st;
+    g->ws_bytes = want;
+  }
+  if (stage > g->stage_bytes) {
+    if (g->stage) stof_ctx_dealloc(ctx, g->stage, g->stage_bytes);
+    g->stage_bytes = 0;
+    if (!(g->stage = stof_ctx_alloc(ctx, stage))) return STOF_ERR_NOMEM;
+    g->stage_bytes = stage;
+  }
+  return STOF_OK;
 }
 
 /* A host array of n elements of size es copied from the device (NULL when n == 0 or on
@@ -343,10 +424,54 @@ static void *fetch(stof_ctx *ctx, uint64_t src, size_t n, size_t es, stof_status
   return p;
 }
 
+/* Which kernels build a format: the row kernels (a block per tile-row, every word of a
+ * mixed tile evaluated) or the chunked ones (a warp per 32-column chunk of a tile-row, words
+ * settled from their 8 x 8 class where it can). Measured on an H100 (bench/format_ab.sh,
+ * bench/results/format-h100-s14/, 1 x 32 x {32k, 64k, 128k}, tile 64): the chunked kernels
+ * take 1.6-3.5x less time on document, 3.9-4.9x on bigbird and 7-12.5x on longformer, whose
+ * rows hold many mixed tiles (global rows, random blocks, document boundaries); the row
+ * kernels 1.1-1.6x less on sliding and causal_sliding and 1.2-2.4x on causal, whose rows
+ * are runs of tiles one classification settles. So: chunks when the program has a global,
+ * random or document term, rows when it has only dense, window and dilated ones.
+ * STOF_FORMAT_GPU_KERNELS=rows or =chunks forces either (the A/B and the tests; read at
+ * every build); anything else set there is an error. */
+enum { KERNELS_AUTO, KERNELS_ROWS, KERNELS_CHUNKS };
+
+static stof_status kernels_choice(stof_ctx *ctx, const char *who, const kernels_format_prog *p,
+                                  int64_t nrows, int *rows) {
+  const char *v = getenv("STOF_FORMAT_GPU_KERNELS");
+  int want = KERNELS_AUTO;
+  if (v && *v) {
+    if (!strcmp(v, "rows")) want = KERNELS_ROWS;
+    else if (!strcmp(v, "chunks")) want = KERNELS_CHUNKS;
+    else
+      return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: STOF_FORMAT_GPU_KERNELS=%.40s: expected "
+                            "rows or chunks", who, v);
+  }
+  if (want == KERNELS_AUTO) want = kernels_format_prog_wants_chunks(p) ? KERNELS_CHUNKS : KERNELS_ROWS;
+  /* the row kernels launch a block per tile-row: a grid's x is below 2^31 */
+  if (want == KERNELS_ROWS && nrows > INT32_MAX) {
+    if (v && *v)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "%s: STOF_FORMAT_GPU_KERNELS=rows: %lld "
+                            "tile-rows are more blocks than a launch takes", who, (long long)nrows);
+    want = KERNELS_CHUNKS;
+  }
+  *rows = want == KERNELS_ROWS;
+  return STOF_OK;
+}
+
+/* More blocks than this walk the items in a grid-stride loop (the GPU holds far fewer). */
+#define MAX_GRID ((int64_t)1 << 20)
+
 /* The build; with on_device the large arrays (col_idx, bmp_off, bitmap) stay on the device,
  * their host pointers NULL, and dev_out gets row_ptr, col_idx, bmp_off and bitmap there
  * (owned by the caller: stof_cuda_mem_free each); only the tile-row arrays and the
- * statistics cross. */
+ * statistics cross.
+ *
+ * What waits for the device, on_device (host builds add the probe and three copies back):
+ * the program's upload (one copy), the statistics (sizes for the allocations that
+ * follow), the four output allocations, and nfull with npartial at the end (row_ptr is
+ * their prefix sum, made here). The workspace is allocated only when it must grow. */
 static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
                          int64_t Sk, int T, int on_device, stof_mask_format **out, uint64_t *dev_out) {
   stof_ctx *ctx = g->ctx;
@@ -361,37 +486,49 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
   kernels_format_prog *prog = NULL;
   if ((st = prog_new(ctx, who, mask, &prog))) return st;
 
+  int rows = 0;
   int64_t nrows = d.nmask * d.nrow, ntiles = nrows * d.ncol;
+  int64_t chunk = mf_chunk_cols(d.ncol), nchunk = (d.ncol + chunk - 1) / chunk;
+  int64_t nitem = nrows * nchunk; /* <= ntiles: chunk >= 1 column */
   int wpt = (T / 8) * (T / 8);
-  uint64_t dev[D_COUNT] = {0};
+  uint64_t dev[D_NOUT] = {0};
   unsigned long long stats[5] = {0, 0, 0, 0, 0};
   stof_mask_format *f = NULL;
+  int32_t *counts = NULL; /* nfull then npartial, as copied back */
   int64_t nentry = 0, nword = 0;
   /* the kernels' scalar arguments */
   int iT = T, nnode = prog->nnode, nrow = (int)d.nrow, ncol = (int)d.ncol,
-      mask_b = (int)d.mask_b, mask_h = (int)d.mask_h, nmask = (int)d.nmask;
-  long long lSq = Sq, lSk = Sk;
+      mask_b = (int)d.mask_b, mask_h = (int)d.mask_h, nmask = (int)d.nmask,
+      ichunk = (int)chunk, inchunk = (int)nchunk;
+  long long lSq = Sq, lSk = Sk, lnitem = nitem;
+  unsigned grid_items = (unsigned)((nitem + 3) / 4 < MAX_GRID ? (nitem + 3) / 4 : MAX_GRID);
+  if ((st = kernels_choice(ctx, who, prog, nrows, &rows))) goto done;
 
   /* 1. tile states and counts */
-  if ((st = dev_alloc(ctx, dev, D_PROG, (size_t)prog->nnode * sizeof(mf_node))) ||
-      (st = dev_alloc(ctx, dev, D_DOC, (size_t)prog->ndoc * sizeof(long long))) ||
-      (st = dev_alloc(ctx, dev, D_STATE, (size_t)ntiles)) ||
-      (st = dev_alloc(ctx, dev, D_NFULL, (size_t)nrows * 4)) ||
-      (st = dev_alloc(ctx, dev, D_NPART, (size_t)nrows * 4)) ||
-      (st = dev_alloc(ctx, dev, D_STATS, sizeof stats)) ||
-      (st = stof_cuda_htod(ctx, dev[D_PROG], prog->node, (size_t)prog->nnode * sizeof(mf_node))) ||
-      (st = stof_cuda_htod(ctx, dev[D_DOC], prog->doc, (size_t)prog->ndoc * sizeof(long long))) ||
-      (st = stof_cuda_htod(ctx, dev[D_STATS], stats, sizeof stats)))
+  ws_layout w = ws_plan(nrows, nitem, ntiles, prog->nnode, prog->ndoc);
+  size_t prog_bytes = (size_t)prog->nnode * sizeof(mf_node), doc_bytes = (size_t)prog->ndoc * 8;
+  if ((st = ws_reserve(g, w.total, prog_bytes + doc_bytes))) goto done;
+  memcpy(g->stage, prog->node, prog_bytes);
+  if (doc_bytes) memcpy(g->stage + prog_bytes, prog->doc, doc_bytes);
+  uint64_t ws = g->ws, d_prog = ws + w.prog, d_doc = ws + w.doc, d_state = ws + w.state,
+           d_nfull = ws + w.nfull, d_npart = ws + w.npart, d_count = ws + w.count,
+           d_stats = ws + w.stats, d_partptr = ws + w.partptr;
+  if ((st = stof_cuda_htod(ctx, d_prog, g->stage, prog_bytes + doc_bytes)) ||
+      (st = stof_cuda_memset32(ctx, d_stats, 0, (w.nfull - w.stats + (size_t)nrows * 8) / 4)))
     goto done;
-  {
-    void *args[] = {&dev[D_PROG], &nnode, &dev[D_DOC], &iT, &lSq, &lSk, &nrow, &ncol,
-                    &mask_b, &mask_h, &dev[D_STATE], &dev[D_NFULL], &dev[D_NPART],
-                    &dev[D_STATS]};
+  if (rows) {
+    void *args[] = {&d_prog, &nnode, &d_doc, &iT, &lSq, &lSk, &nrow, &ncol, &mask_b,
+                    &mask_h, &d_state, &d_nfull, &d_npart, &d_stats};
     unsigned grid[3] = {(unsigned)nrows, 1, 1}, block[3] = {MF_TILE_THREADS, 1, 1};
-    if ((st = stof_cuda_launch(ctx, g->k_tiles, grid, block, 0, args)) ||
-        (st = stof_cuda_dtoh(ctx, stats, dev[D_STATS], sizeof stats)))
-      goto done;
+    st = stof_cuda_launch(ctx, g->k_tiles_rows, grid, block, 0, args);
+  } else {
+    void *args[] = {&d_prog, &nnode, &d_doc, &iT, &lSq, &lSk, &nrow, &ncol, &ichunk,
+                    &inchunk, &mask_b, &mask_h, &lnitem, &d_state, &d_nfull, &d_npart,
+                    &d_count, &d_stats};
+    unsigned grid[3] = {grid_items, 1, 1}, block[3] = {MF_TILE_THREADS, 1, 1};
+    st = stof_cuda_launch(ctx, g->k_tiles, grid, block, 0, args);
   }
+  if (st || (st = stof_cuda_dtoh(ctx, stats, d_stats, sizeof stats))) goto done;
   nentry = (int64_t)(stats[2] + stats[3]);
   nword = (int64_t)stats[3] * wpt;
   if (nentry > INT32_MAX) {
@@ -405,38 +542,44 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
   }
 
   /* 2. row pointers; 3. entries and bitmaps */
-  if ((st = dev_alloc(ctx, dev, D_ROWPTR, (size_t)(d.nmask * (d.nrow + 1)) * 4)) ||
-      (st = dev_alloc(ctx, dev, D_PARTPTR, (size_t)nrows * 4)) ||
-      (st = dev_alloc(ctx, dev, D_COL, (size_t)nentry * 4)) ||
-      (st = dev_alloc(ctx, dev, D_OFF, (size_t)nentry * 4)) ||
-      (st = dev_alloc(ctx, dev, D_BITS, (size_t)nword * 8)))
+  if ((st = stof_cuda_malloc(ctx, (size_t)(d.nmask * (d.nrow + 1)) * 4, &dev[D_ROWPTR])) ||
+      (st = stof_cuda_malloc(ctx, (size_t)nentry * 4, &dev[D_COL])) ||
+      (st = stof_cuda_malloc(ctx, (size_t)nentry * 4, &dev[D_OFF])) ||
+      (st = stof_cuda_malloc(ctx, (size_t)nword * 8, &dev[D_BITS])))
     goto done;
   {
-    void *args[] = {&dev[D_NFULL], &dev[D_NPART], &nmask, &nrow, &dev[D_ROWPTR],
-                    &dev[D_PARTPTR]};
+    void *args[] = {&d_nfull, &d_npart, &nmask, &nrow, &dev[D_ROWPTR], &d_partptr};
     unsigned grid[3] = {1, 1, 1}, block[3] = {MF_SCAN_THREADS, 1, 1};
     if ((st = stof_cuda_launch(ctx, g->k_scan, grid, block, 0, args))) goto done;
   }
-  if (nentry > 0) {
-    void *args[] = {&dev[D_PROG], &nnode, &dev[D_DOC], &iT, &lSq, &lSk, &nrow, &ncol,
-                    &mask_b, &mask_h, &dev[D_STATE], &dev[D_ROWPTR], &dev[D_PARTPTR],
-                    &dev[D_COL], &dev[D_OFF], &dev[D_BITS]};
-    unsigned grid[3] = {(unsigned)nrows, 1, 1}, block[3] = {MF_WRITE_THREADS, 1, 1};
+  if (nentry > 0 && rows) {
+    void *args[] = {&d_prog, &nnode, &d_doc, &iT, &lSq, &lSk, &nrow, &ncol, &mask_b, &mask_h,
+                    &d_state, &dev[D_ROWPTR], &d_partptr, &dev[D_COL], &dev[D_OFF],
+                    &dev[D_BITS]};
+    unsigned grid[3] = {(unsigned)nrows, 1, 1}, block[3] = {MF_ROWS_WRITE_THREADS, 1, 1};
+    if ((st = stof_cuda_launch(ctx, g->k_write_rows, grid, block, 0, args))) goto done;
+  } else if (nentry > 0) {
+    void *args[] = {&d_prog, &nnode, &d_doc, &iT, &lSq, &lSk, &nrow, &ncol, &ichunk,
+                    &inchunk, &mask_b, &mask_h, &lnitem, &d_state, &dev[D_ROWPTR],
+                    &d_partptr, &d_count, &dev[D_COL], &dev[D_OFF], &dev[D_BITS]};
+    unsigned grid[3] = {grid_items, 1, 1}, block[3] = {MF_WRITE_THREADS, 1, 1};
     if ((st = stof_cuda_launch(ctx, g->k_write, grid, block, 0, args))) goto done;
   }
 
-  /* the host format, copied back (timed apart: the kernels done first; a one-byte copy
-   * waits for this stream only, not for other work on the device) */
-  unsigned char probe;
-  if ((st = stof_cuda_dtoh(ctx, &probe, dev[D_STATE], 1))) goto done;
+  /* the host format, copied back; a host build times its copies apart (the kernels done
+   * first: a one-byte copy waits for this stream only, not for other work on the device) */
+  if (!on_device) {
+    unsigned char probe;
+    if ((st = stof_cuda_dtoh(ctx, &probe, d_state, 1))) goto done;
+  }
   double t_copy = kernels_now_ms();
   f = stof_ctx_alloc(ctx, sizeof *f);
   if (!f) {
     st = STOF_ERR_NOMEM;
     goto done;
   }
+  memset(f, 0, sizeof *f);
   f->ctx = ctx;
-  f->copy_ms = 0;
   f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
   f->nrow = nrow, f->ncol = ncol;
   f->mask_b = mask_b, f->mask_h = mask_h, f->nmask = nmask;
@@ -448,9 +591,22 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
   /* the sizes first: stof_mask_format_free frees any array already fetched */
   f->nentry = (int32_t)nentry;
   f->nword = nword;
-  f->row_ptr = fetch(ctx, dev[D_ROWPTR], (size_t)(d.nmask * (d.nrow + 1)), 4, &st);
-  f->nfull = fetch(ctx, dev[D_NFULL], (size_t)nrows, 4, &st);
-  f->npartial = fetch(ctx, dev[D_NPART], (size_t)nrows, 4, &st);
+  counts = fetch(ctx, d_nfull, (size_t)nrows * 2, 4, &st);
+  f->row_ptr = st ? NULL : stof_ctx_alloc(ctx, (size_t)(d.nmask * (d.nrow + 1)) * 4);
+  f->nfull = st ? NULL : stof_ctx_alloc(ctx, (size_t)nrows * 4);
+  f->npartial = st ? NULL : stof_ctx_alloc(ctx, (size_t)nrows * 4);
+  if (!st && (!f->row_ptr || !f->nfull || !f->npartial)) st = STOF_ERR_NOMEM;
+  if (st) goto done;
+  memcpy(f->nfull, counts, (size_t)nrows * 4);
+  memcpy(f->npartial, counts + nrows, (size_t)nrows * 4);
+  /* row_ptr as stof_mf_scan makes it on the device: no copy needed */
+  for (int64_t m = 0, e = 0; m < d.nmask; m++) {
+    for (int64_t r = 0; r < d.nrow; r++) {
+      f->row_ptr[m * (d.nrow + 1) + r] = (int32_t)e;
+      e += f->nfull[m * d.nrow + r] + f->npartial[m * d.nrow + r];
+    }
+    f->row_ptr[m * (d.nrow + 1) + d.nrow] = (int32_t)e;
+  }
   if (!on_device) {
     f->col_idx = fetch(ctx, dev[D_COL], (size_t)nentry, 4, &st);
     f->bmp_off = fetch(ctx, dev[D_OFF], (size_t)nentry, 4, &st);
@@ -475,10 +631,10 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
 
 done:
   if (!st && on_device) { /* handed over: the caller frees them */
-    const int keep[4] = {D_ROWPTR, D_COL, D_OFF, D_BITS};
-    for (int k = 0; k < 4; k++) dev_out[k] = dev[keep[k]], dev[keep[k]] = 0;
+    for (int k = 0; k < D_NOUT; k++) dev_out[k] = dev[k], dev[k] = 0;
   }
-  for (int k = 0; k < D_COUNT; k++) stof_cuda_mem_free(ctx, dev[k]);
+  for (int k = 0; k < D_NOUT; k++) stof_cuda_mem_free(ctx, dev[k]);
+  if (counts) stof_ctx_dealloc(ctx, counts, (size_t)nrows * 8);
   kernels_format_prog_free(prog);
   if (st) {
     stof_mask_format_free(f);

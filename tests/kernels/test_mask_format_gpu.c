@@ -1,7 +1,8 @@
-/* The GPU format builder, checked without a GPU: its kernels compile with NVRTC for sm_80
+/* The GPU format builder, checked without a GPU: its kernels compile with NVRTC for sm_75, sm_80
  * and sm_90; the program a mask becomes, run by the device's own evaluator compiled for
- * the host, agrees with stof_mask_eval element by element, word by word and tile class by
- * tile class; the GPU algorithm (classify, count, scan, place), replayed here on the
+ * the host, agrees with stof_mask_eval element by element, word by word (the words the
+ * kernels take from their class, mf_word_fast, too) and tile class by tile class; the GPU
+ * algorithm (items of a tile-row: classify, count; scan rows; place), replayed here on the
  * host with that evaluator, gives exactly the CPU builder's format; tensor and fn masks and
  * oversized programs are refused (STOF_ERR_UNSUPPORTED); without a GPU the builder says
  * STOF_ERR_NO_DEVICE and leaves nothing behind. */
@@ -108,8 +109,10 @@ static void gpu_format_kernels_compile_for_sm80_and_sm90(void **state) {
   stof_ctx *ctx = kt_ctx();
   const char *src = stof_kernels_source("mask_format.cu");
   assert_non_null(src);
-  static const char *const archs[] = {"sm_80", "sm_90"};
-  for (int a = 0; a < 2; a++) {
+  /* sm_75 too: the attention engine needs 8.0, but the builder alone (and its public entry)
+   * has no such floor, so nothing in it may need sm_80 (__reduce_*_sync, ...) */
+  static const char *const archs[] = {"sm_75", "sm_80", "sm_90"};
+  for (int a = 0; a < 3; a++) {
     void *cubin = NULL;
     size_t size = 0;
     KT_OK(ctx, stof_cuda_compile_ex(ctx, src, "mask_format.cu", archs[a], 0, NULL, 0, NULL,
@@ -171,10 +174,31 @@ static void check_program(stof_ctx *ctx, const stof_mask *m, int64_t B, int64_t 
     int64_t i0 = 8 * (rng_next(seed) % (S / 8 + 2)), j0 = 8 * (rng_next(seed) % (S / 8 + 2));
     uint64_t want = word_by_eval(m, b, 0, Sq, Sk, i0, j0);
     uint64_t got = kernels_format_prog_word(p, b, Sq, Sk, i0, j0);
-    if (got != want)
-      fail_msg("%s: word at (%lld, %lld) of %lld x %lld: program %016llx, mask %016llx", d,
-               (long long)i0, (long long)j0, (long long)Sq, (long long)Sk,
-               (unsigned long long)got, (unsigned long long)want);
+    uint64_t fast = kernels_format_prog_word_fast(p, b, Sq, Sk, i0, j0);
+    if (got != want || fast != want)
+      fail_msg("%s: word at (%lld, %lld) of %lld x %lld: program %016llx, from its class "
+               "%016llx, mask %016llx", d, (long long)i0, (long long)j0, (long long)Sq,
+               (long long)Sk, (unsigned long long)got, (unsigned long long)fast,
+               (unsigned long long)want);
+  }
+  /* the word from its class, against the evaluated word, densely: the first 40 x 40 words
+   * (the parameters' edges), words along the diagonal and at the far corner (clipped) */
+  for (int k = 0; k < 4000; k++) {
+    int64_t b = rng_next(seed) % B, Sq = S - rng_next(seed) % 8, Sk = S - rng_next(seed) % 13;
+    if (Sq < 1) Sq = 1;
+    if (Sk < 1) Sk = 1;
+    int64_t i0, j0;
+    if (k < 1600) i0 = 8 * (k / 40), j0 = 8 * (k % 40);
+    else if (k < 3200) i0 = 8 * (rng_next(seed) % (S / 8 + 1)), j0 = i0 + 8 * (rng_next(seed) % 9 - 4);
+    else i0 = S - 8 * (rng_next(seed) % 4) - 1 - rng_next(seed) % 8, j0 = S - 8 * (rng_next(seed) % 4) - 8;
+    if (i0 < 0) i0 = 0;
+    if (j0 < 0) j0 = 0;
+    uint64_t want = kernels_format_prog_word(p, b, Sq, Sk, i0, j0);
+    uint64_t fast = kernels_format_prog_word_fast(p, b, Sq, Sk, i0, j0);
+    if (fast != want)
+      fail_msg("%s: word at (%lld, %lld) of %lld x %lld: from its class %016llx, evaluated "
+               "%016llx", d, (long long)i0, (long long)j0, (long long)Sq, (long long)Sk,
+               (unsigned long long)fast, (unsigned long long)want);
   }
   /* tile classes: exactly the CPU's, and sound (small tiles near the origin, where the
    * parameters of the masks put their edges, and anywhere) */
@@ -215,8 +239,11 @@ static void gpu_program_matches_mask_eval(void **state) {
 
 /* ---------------------------------------------------------------- the algorithm, on the host */
 
-/* The GPU builder's algorithm with the device's evaluator: class every tile, count the
- * bits of mixed ones, then place entries and words in (instance, row, column) order. */
+/* The GPU builder's algorithm with the device's evaluator and its words (from their class
+ * where it settles them): items (a chunk of a tile-row each) class their tiles and count
+ * the bits of mixed ones, adding to their row's counts; rows are scanned; then each item
+ * places its entries and words from its row's offsets plus its row's earlier items'
+ * counts, and must end where the next item begins. */
 static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
                                  int64_t Sq, int64_t Sk, int T) {
   kernels_format_prog *p = NULL;
@@ -224,44 +251,59 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
   int64_t nrow = (Sq + T - 1) / T, ncol = (Sk + T - 1) / T;
   int64_t mask_b = stof_mask_varies_b(mask) ? B : 1, mask_h = stof_mask_varies_h(mask) ? H : 1;
   int64_t nmask = mask_b * mask_h, nb8 = T / 8, wpt = nb8 * nb8, n16 = T / 16;
+  int64_t chunk = kernels_format_chunk_cols(ncol), nchunk = (ncol + chunk - 1) / chunk;
+  assert_true(chunk % 32 == 0 && chunk >= 32 && nchunk >= 1 && nchunk <= 64);
+  assert_true((nchunk - 1) * chunk < ncol);
   uint8_t *state = malloc((size_t)(nmask * nrow * ncol));
+  uint64_t *count = calloc((size_t)(nmask * nrow * nchunk), sizeof *count);
+  int64_t *part_ptr = calloc((size_t)(nmask * nrow), sizeof *part_ptr);
   assert_non_null(state);
+  assert_non_null(count);
+  assert_non_null(part_ptr);
+  stof_mask_format *f = stof_ctx_alloc(ctx, sizeof *f);
+  assert_non_null(f);
+  memset(f, 0, sizeof *f);
+  f->nfull = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  f->npartial = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  memset(f->nfull, 0, (size_t)(nmask * nrow) * 4);
+  memset(f->npartial, 0, (size_t)(nmask * nrow) * 4);
   int64_t nvalid = 0, v16 = 0, nfull = 0, npart = 0, nhalf = 0;
-  for (int64_t m = 0; m < nmask; m++) {
+  /* 1. the tile pass, item by item */
+  for (int64_t k = 0; k < nmask * nrow * nchunk; k++) {
+    int64_t row = k / nchunk, q = k % nchunk, m = row / nrow, r = row % nrow;
     int64_t b = mask_b > 1 ? m / mask_h : 0;
-    for (int64_t r = 0; r < nrow; r++) {
-      int64_t i0 = r * T, nr = Sq - i0 < T ? Sq - i0 : T;
-      for (int64_t c = 0; c < ncol; c++) {
-        int64_t j0 = c * T, nc = Sk - j0 < T ? Sk - j0 : T;
-        int edge = nr < T || nc < T;
-        int cls = kernels_format_prog_classify(p, b, i0, i0 + nr, j0, j0 + nc);
-        int64_t cnt = 0;
-        uint64_t sub = 0;
-        if (cls == KERNELS_TILE_ONE) {
-          cnt = nr * nc;
-          sub = ~(uint64_t)0;
-        } else if (cls == KERNELS_TILE_MIXED) {
-          for (int64_t w = 0; w < wpt; w++) {
-            int64_t ci = w / nb8, ri = w % nb8;
-            uint64_t word = kernels_format_prog_word(p, b, Sq, Sk, i0 + ri * 8, j0 + ci * 8);
-            cnt += __builtin_popcountll(word);
-            if (word) sub |= (uint64_t)1 << ((ri >> 1) * n16 + (ci >> 1));
-          }
+    int64_t i0 = r * T, nr = Sq - i0 < T ? Sq - i0 : T;
+    int64_t cend = (q + 1) * chunk < ncol ? (q + 1) * chunk : ncol;
+    for (int64_t c = q * chunk; c < cend; c++) {
+      int64_t j0 = c * T, nc = Sk - j0 < T ? Sk - j0 : T;
+      int edge = nr < T || nc < T;
+      int cls = kernels_format_prog_classify(p, b, i0, i0 + nr, j0, j0 + nc);
+      int64_t cnt = 0;
+      uint64_t sub = 0;
+      if (cls == KERNELS_TILE_ONE) {
+        cnt = nr * nc;
+      } else if (cls == KERNELS_TILE_MIXED) {
+        for (int64_t w = 0; w < wpt; w++) {
+          int64_t ci = w / nb8, ri = w % nb8;
+          uint64_t word = kernels_format_prog_word_fast(p, b, Sq, Sk, i0 + ri * 8, j0 + ci * 8);
+          cnt += __builtin_popcountll(word);
+          if (word) sub |= (uint64_t)1 << ((ri >> 1) * n16 + (ci >> 1));
         }
-        uint8_t s = cnt == 0 ? 0 : cnt == (int64_t)T * T && !edge ? 1 : 2;
-        state[(m * nrow + r) * ncol + c] = s;
-        nvalid += cnt;
-        if (s == 1) nfull++, v16 += n16 * n16;
-        if (s == 2) {
-          npart++;
-          v16 += cls == KERNELS_TILE_ONE ? ((nr + 15) / 16) * ((nc + 15) / 16)
-                                         : __builtin_popcountll(sub);
-        }
+      }
+      uint8_t s = cnt == 0 ? 0 : cnt == (int64_t)T * T && !edge ? 1 : 2;
+      state[row * ncol + c] = s;
+      nvalid += cnt;
+      if (s) count[k] += 1;
+      if (s == 1) nfull++, v16 += n16 * n16, f->nfull[row]++;
+      if (s == 2) {
+        npart++;
+        count[k] += (uint64_t)1 << 32;
+        f->npartial[row]++;
+        v16 += cls == KERNELS_TILE_ONE ? ((nr + 15) / 16) * ((nc + 15) / 16)
+                                       : __builtin_popcountll(sub);
       }
     }
   }
-  stof_mask_format *f = stof_ctx_alloc(ctx, sizeof *f);
-  assert_non_null(f);
   f->ctx = ctx;
   f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
   f->nrow = (int32_t)nrow, f->ncol = (int32_t)ncol;
@@ -270,40 +312,54 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
   f->nentry = (int32_t)(nfull + npart);
   f->nword = npart * wpt;
   f->row_ptr = stof_ctx_alloc(ctx, (size_t)(nmask * (nrow + 1)) * 4);
-  f->nfull = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
-  f->npartial = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
   if (f->nentry) {
     f->col_idx = stof_ctx_alloc(ctx, (size_t)f->nentry * 4);
     f->bmp_off = stof_ctx_alloc(ctx, (size_t)f->nentry * 4);
   }
   if (f->nword) f->bitmap = stof_ctx_alloc(ctx, (size_t)f->nword * 8);
-  int64_t e = 0, pi = 0;
-  for (int64_t m = 0; m < nmask; m++) {
-    int64_t b = mask_b > 1 ? m / mask_h : 0;
+  /* 2. the scan over rows */
+  for (int64_t m = 0, e = 0, pi = 0; m < nmask; m++) {
     for (int64_t r = 0; r < nrow; r++) {
       f->row_ptr[m * (nrow + 1) + r] = (int32_t)e;
-      for (int64_t c = 0; c < ncol; c++) {
-        uint8_t s = state[(m * nrow + r) * ncol + c];
-        if (!s) continue;
-        f->col_idx[e] = (int32_t)c;
-        f->bmp_off[e] = s == 1 ? -1 : (int32_t)(pi * wpt);
-        if (s == 1) f->nfull[m * nrow + r]++;
-        else {
-          f->npartial[m * nrow + r]++;
-          uint64_t lo = 0, hi = 0; /* words of inner column ci at w / nb8 */
-          for (int64_t w = 0; w < wpt; w++) {
-            f->bitmap[pi * wpt + w] = kernels_format_prog_word(
-                p, b, Sq, Sk, r * T + (w % nb8) * 8, c * T + (w / nb8) * 8);
-            *(w / nb8 < nb8 / 2 ? &lo : &hi) |= f->bitmap[pi * wpt + w];
-          }
-          nhalf += T % 32 == 0 && (!lo || !hi);
-          pi++;
-        }
-        e++;
-      }
+      part_ptr[m * nrow + r] = pi;
+      e += f->nfull[m * nrow + r] + f->npartial[m * nrow + r];
+      pi += f->npartial[m * nrow + r];
     }
     f->row_ptr[m * (nrow + 1) + nrow] = (int32_t)e;
   }
+  /* 3. the write pass, item by item, in any order */
+  int64_t e_end = 0, p_end = 0; /* where the previous item ended */
+  for (int64_t k = 0; k < nmask * nrow * nchunk; k++) {
+    int64_t row = k / nchunk, q = k % nchunk, m = row / nrow, r = row % nrow;
+    int64_t b = mask_b > 1 ? m / mask_h : 0;
+    uint64_t before = 0;
+    for (int64_t x = 0; x < q; x++) before += count[row * nchunk + x];
+    int64_t e = f->row_ptr[m * (nrow + 1) + r] + (int64_t)(before & 0xffffffffu);
+    int64_t pi = part_ptr[row] + (int64_t)(before >> 32);
+    assert_int_equal(e, e_end);
+    assert_int_equal(pi, p_end);
+    int64_t cend = (q + 1) * chunk < ncol ? (q + 1) * chunk : ncol;
+    for (int64_t c = q * chunk; c < cend; c++) {
+      uint8_t s = state[row * ncol + c];
+      if (!s) continue;
+      f->col_idx[e] = (int32_t)c;
+      f->bmp_off[e] = s == 1 ? -1 : (int32_t)(pi * wpt);
+      if (s == 2) {
+        uint64_t lo = 0, hi = 0; /* words of inner column ci at w / nb8 */
+        for (int64_t w = 0; w < wpt; w++) {
+          f->bitmap[pi * wpt + w] = kernels_format_prog_word_fast(
+              p, b, Sq, Sk, r * T + (w % nb8) * 8, c * T + (w / nb8) * 8);
+          *(w / nb8 < nb8 / 2 ? &lo : &hi) |= f->bitmap[pi * wpt + w];
+        }
+        nhalf += T % 32 == 0 && (!lo || !hi);
+        pi++;
+      }
+      e++;
+    }
+    e_end = e, p_end = pi;
+  }
+  assert_int_equal(e_end, f->nentry);
+  assert_int_equal(p_end, npart);
   int64_t ntile16 = nmask * ((Sq + 15) / 16) * ((Sk + 15) / 16);
   f->nvalid = nvalid;
   f->density = (double)nvalid / ((double)nmask * (double)Sq * (double)Sk);
@@ -314,6 +370,8 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
   f->ntile_empty = nmask * nrow * ncol - nfull - npart;
   f->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)f->nentry * 8 + (size_t)f->nword * 8;
   free(state);
+  free(count);
+  free(part_ptr);
   kernels_format_prog_free(p);
   return f;
 }
@@ -350,15 +408,30 @@ static void assert_same_format(const stof_mask_format *g, const stof_mask_format
 
 static void gpu_algorithm_on_the_host_gives_the_cpu_format(void **state) {
   stof_ctx *ctx = kt_ctx();
-  static const int64_t dims[][2] = {{1, 1}, {7, 300}, {65, 65}, {300, 300}, {300, 129}, {1000, 1000}};
+  /* the order the kernels deal a listed tile's words in covers each word once (the emulation
+   * below takes them in order: the format cannot depend on it) */
+  for (int T = 16; T <= 128; T += 16)
+    for (int t = 0; t < 32; t++) {
+      int wpt = (T / 8) * (T / 8);
+      unsigned char seen[256] = {0};
+      for (int x = 0; x < wpt; x++) {
+        int w = kernels_format_word_index(x, t, wpt);
+        assert_true(w >= 0 && w < wpt && !seen[w]);
+        seen[w] = 1;
+      }
+    }
+  /* 300 x 2100 cuts tile-rows of 132 tiles (T = 16) into 5 items, the last one short;
+   * 7 x 33000 rows of 2063 tiles into 33 items of 64 columns */
+  static const int64_t dims[][2] = {{1, 1},     {7, 300},     {65, 65},  {300, 300},
+                                    {300, 129}, {1000, 1000}, {300, 2100}, {7, 33000}};
   static const int tiles[] = {16, 48, 64, 128};
-  for (int s = 0; s < 6; s++) {
+  for (int s = 0; s < 8; s++) {
     int64_t Sq = dims[s][0], Sk = dims[s][1];
     named ms[MAXM] = {{0}};
     int n = many_masks(ctx, Sq > Sk ? Sq : Sk, ms);
     for (int k = 0; k < n; k++)
       for (int t = 0; t < 4; t++) {
-        if (Sq == 1000 && tiles[t] != 64) continue;
+        if ((Sq == 1000 && tiles[t] != 64) || (Sk == 33000 && tiles[t] != 16)) continue;
         stof_mask_format *cpu = NULL;
         KT_OK(ctx, stof_mask_format_build(ctx, ms[k].m, ms[k].B, 2, Sq, Sk, tiles[t], &cpu));
         stof_mask_format *emu = emulate(ctx, ms[k].m, ms[k].B, 2, Sq, Sk, tiles[t]);
@@ -577,12 +650,55 @@ static void gpu_program_survives_every_allocation_failure(void **state) {
   assert_true(n > 1 && n < 1000);
 }
 
+/* The builder's automatic choice of kernels (kernels_choice): the row kernels for masks of
+ * only dense, window and dilated terms, the chunked ones as soon as a global, random or
+ * document term appears anywhere in the program (a union or a difference included). */
+static void gpu_builder_picks_rows_or_chunks_by_the_terms(void **state) {
+  (void)state;
+  stof_ctx *ctx = stof_ctx_new(NULL, NULL);
+  assert_non_null(ctx);
+  static const struct { const char *name; int chunks; } suite[] = {
+      {"dense", 0},      {"causal", 0},  {"sliding", 0}, {"causal_sliding", 0},
+      {"longformer", 1}, {"bigbird", 1}, {"document", 1}};
+  for (size_t k = 0; k < sizeof suite / sizeof suite[0]; k++) {
+    stof_mask *m = NULL;
+    kernels_format_prog *p = NULL;
+    KT_OK(ctx, stof_mask_suite(ctx, suite[k].name, 4096, &m));
+    KT_OK(ctx, kernels_format_prog_new(ctx, m, &p));
+    if (kernels_format_prog_wants_chunks(p) != suite[k].chunks)
+      fail_msg("%s: expected the %s kernels", suite[k].name, suite[k].chunks ? "chunked" : "row");
+    kernels_format_prog_free(p);
+    stof_mask_free(m);
+  }
+  /* a window-only combination, and a global term under a difference */
+  stof_mask *a, *b, *u;
+  kernels_format_prog *p = NULL;
+  KT_OK(ctx, stof_mask_causal(ctx, &a));
+  KT_OK(ctx, stof_mask_dilated(ctx, 8, 3, &b));
+  KT_OK(ctx, stof_mask_union(a, b, &u));
+  KT_OK(ctx, kernels_format_prog_new(ctx, u, &p));
+  assert_int_equal(kernels_format_prog_wants_chunks(p), 0);
+  kernels_format_prog_free(p);
+  stof_mask_free(u);
+  stof_mask_free(b);
+  KT_OK(ctx, stof_mask_global(ctx, 16, &b));
+  KT_OK(ctx, stof_mask_difference(a, b, &u));
+  KT_OK(ctx, kernels_format_prog_new(ctx, u, &p));
+  assert_int_equal(kernels_format_prog_wants_chunks(p), 1);
+  kernels_format_prog_free(p);
+  stof_mask_free(u);
+  stof_mask_free(b);
+  stof_mask_free(a);
+  stof_ctx_free(ctx);
+}
+
 int run_mask_format_gpu_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gpu_format_kernels_compile_for_sm80_and_sm90),
       cmocka_unit_test(gpu_program_matches_mask_eval),
       cmocka_unit_test(gpu_algorithm_on_the_host_gives_the_cpu_format),
       cmocka_unit_test(gpu_builder_refuses_tensor_and_fn_masks),
+      cmocka_unit_test(gpu_builder_picks_rows_or_chunks_by_the_terms),
       cmocka_unit_test(gpu_program_limits_are_refused_and_unions_kept_shallow),
       cmocka_unit_test(gpu_builder_checks_arguments_then_reports_no_device),
       cmocka_unit_test(gpu_program_survives_every_allocation_failure),

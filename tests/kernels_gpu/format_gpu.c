@@ -130,15 +130,17 @@ static int differ(const stof_mask_format *g, const stof_mask_format *c, char *wh
   return 0;
 }
 
-/* Builds mask on both sides and compares; prints a line (with times from S = 8192 on,
- * or always when verbose). */
-static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
-                        int64_t Sk, int T, int verbose) {
+/* Builds mask on both sides with the GPU builder's kernels forced to `kernels` ("rows" or
+ * "chunks", STOF_FORMAT_GPU_KERNELS) and compares; prints a line (with times from S = 8192
+ * on, or always when verbose). */
+static void check_build_with(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t H,
+                             int64_t Sq, int64_t Sk, int T, int verbose, const char *kernels) {
   stof_ctx *ctx = f->ctx;
   char head[200];
-  snprintf(head, sizeof head, "%-34.34s B=%lld H=%lld %6lldx%-6lld T=%3d",
+  snprintf(head, sizeof head, "%-34.34s B=%lld H=%lld %6lldx%-6lld T=%3d %-6s",
            stof_mask_description(mask), (long long)B, (long long)H, (long long)Sq,
-           (long long)Sk, T);
+           (long long)Sk, T, kernels);
+  setenv("STOF_FORMAT_GPU_KERNELS", kernels, 1);
   f->nrun++;
   stof_mask_format *cpu = NULL, *gpu = NULL;
   stof_status st = stof_mask_format_build(ctx, mask, B, H, Sq, Sk, T, &cpu);
@@ -198,6 +200,15 @@ static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t
   }
   stof_mask_format_free(cpu);
   stof_mask_format_free(gpu);
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
+}
+
+/* check_build_with for both kinds of kernels: whichever the builder picks for a mask, the
+ * other must give the same format. */
+static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                        int64_t Sk, int T, int verbose) {
+  check_build_with(f, mask, B, H, Sq, Sk, T, verbose, "rows");
+  check_build_with(f, mask, B, H, Sq, Sk, T, verbose, "chunks");
 }
 
 static const int tiles[] = {16, 64, 128};
@@ -273,9 +284,10 @@ void gpu_format_matches_cpu_on_other_kinds_and_combinations(void **state) {
 
 void gpu_format_matches_cpu_with_unequal_lengths(void **state) {
   fg_fixture *f = fg_gpu(state);
+  /* 100 x 40000 at tile 16: 2500 tiles a row, in 40 items (warps) of 64 columns */
   static const int64_t dims[][2] = {{3000, 8192}, {8192, 1000}, {16384, 3001}, {1, 9000},
-                                    {777, 1},     {8193, 8191}};
-  for (int s = 0; s < 6; s++) {
+                                    {777, 1},     {8193, 8191}, {100, 40000}};
+  for (int s = 0; s < 7; s++) {
     int64_t Sq = dims[s][0], Sk = dims[s][1], S = Sq > Sk ? Sq : Sk;
     stof_mask *m[MAXM + 8];
     int n = 0;
@@ -286,6 +298,14 @@ void gpu_format_matches_cpu_with_unequal_lengths(void **state) {
       for (int t = 0; t < NTILE; t++) check_build(f, m[k], 1, 1, Sq, Sk, tiles[t], 0);
     free_all(m, n);
   }
+  /* 4,194,306 tile-rows of 3 tiles at tile 16: one item each, more than the 2^20 blocks of 4
+   * warps a launch gets (MAX_GRID), so some warps take a second item (the grid-stride step of
+   * both passes); global(16) makes column 0 of every row full (4.2 M entries placed, the
+   * last row's partial: 5 rows) and the scan runs over 4.2 M rows (CPU build ~0.2 s) */
+  stof_mask *g16;
+  TU_OK(f->ctx, stof_mask_global(f->ctx, 16, &g16));
+  check_build(f, g16, 1, 1, 67108885, 40, 16, 1);
+  stof_mask_free(g16);
   fg_finish(f);
 }
 
@@ -324,7 +344,8 @@ void gpu_format_matches_cpu_on_per_batch_documents(void **state) {
 /* Small sizes, for compute-sanitizer (scripts/gpu-sanitize.sh runs this test alone:
  * STOF_TEST_FILTER=gpu_format_matches_cpu_at_small_sizes): every suite mask and the other
  * kinds and combinations at S = 200 on every tile, the suite masks at unequal and odd
- * lengths on tile 64, per-batch documents at S = 129. */
+ * lengths on tile 64 and at 600 x 1100 on tile 16 (3 items a row), per-batch documents at
+ * S = 129. */
 void gpu_format_matches_cpu_at_small_sizes(void **state) {
   fg_fixture *f = fg_gpu(state);
   stof_mask *m[MAXM + 8];
@@ -339,6 +360,15 @@ void gpu_format_matches_cpu_at_small_sizes(void **state) {
   for (int d = 0; d < 4; d++)
     for (int k = 0; k < nsuite; k++) check_build(f, m[k], 1, 2, dims[d][0], dims[d][1], 64, 0);
   free_all(m, n);
+  /* tile-rows of 69 tiles at tile 16: 3 items (warps) a row, the last of 5 columns, so that
+   * the tools see several warps add to one row's counts and read their row's earlier items'
+   * (every case above has at most 32 tiles a row: one item) */
+  for (int k = 0; stof_mask_suite_name(k); k++) {
+    stof_mask *w;
+    TU_OK(f->ctx, stof_mask_suite(f->ctx, stof_mask_suite_name(k), 1100, &w));
+    check_build(f, w, 1, 1, 600, 1100, 16, 0);
+    stof_mask_free(w);
+  }
   check_per_batch_documents(f, 129);
   fg_finish(f);
 }
@@ -410,6 +440,10 @@ void gpu_format_public_entry_cache_and_refusals(void **state) {
          "only the CPU builder");
   TU_ERR(ctx, kernels_format_gpu_build(f->g, m, 1, 1, 9000, 9000, 72, &g), STOF_ERR_ARG,
          "tile size T = 72");
+  setenv("STOF_FORMAT_GPU_KERNELS", "fast", 1);
+  stof_status st = kernels_format_gpu_build(f->g, m, 1, 1, 9000, 9000, 64, &g);
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
+  TU_ERR(ctx, st, STOF_ERR_ARG, "STOF_FORMAT_GPU_KERNELS=fast: expected rows or chunks");
   stof_mask_free(m);
   stof_mask_free(fm);
   stof_mask_free(mix);
