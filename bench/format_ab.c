@@ -129,7 +129,7 @@ static void count_row(const kernels_format_prog *p, int64_t S, int T, int64_t r,
 static void count_case(stof_ctx *ctx, const stof_mask *m, int64_t S, int T, FILE *out) {
   kernels_format_prog *p = NULL;
   if (kernels_format_prog_new(ctx, m, &p)) die(ctx, "program");
-  int64_t ncol = S / T, wpt = (T / 8) * (T / 8), chunk = kernels_format_chunk_cols(ncol);
+  int64_t ncol = S / T, wpt = (T / 8) * (T / 8), chunk = kernels_format_chunk_cols(ncol, T);
   unsigned char *mixed = malloc((size_t)ncol), *partial = malloc((size_t)ncol),
                 *unsettled = malloc((size_t)(ncol * wpt));
   if (!mixed || !partial || !unsettled) exit(2);

@@ -156,9 +156,10 @@ int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_
  * 8 x 8 elements where that settles it (mf_word_fast). */
 uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, int64_t Sq,
                                        int64_t Sk, int64_t i0, int64_t j0);
-/* Columns per item (a warp's chunk of a tile-row) of the kernels, for ncol >= 1 tiles: a
- * multiple of 32, at most MF_MAX_CHUNKS (64) items a row. */
-int64_t kernels_format_chunk_cols(int64_t ncol);
+/* Columns per item (a warp's chunk of a tile-row) of the kernels, for ncol >= 1 tiles of
+ * tile T: a multiple of 32 up to tile 64, of 8 at tile 128 (mf_chunk_unit), at most
+ * MF_MAX_CHUNKS (256) items a row. */
+int64_t kernels_format_chunk_cols(int64_t ncol, int T);
 /* Which of a tile's wpt words the kernels' word x of the t-th listed tile is
  * (mf_word_index). */
 int kernels_format_word_index(int x, int t, int wpt);

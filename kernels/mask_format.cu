@@ -12,7 +12,7 @@
  * Three kernels, launched in order by the host, over items: a tile-row of an instance cut
  * into chunks of mf_chunk_cols columns (at most MF_MAX_CHUNKS a row), one warp per item, so
  * that a row of many mixed tiles (the global rows of longformer and bigbird, a document
- * boundary) is spread over up to 64 warps and a short S still fills the GPU:
+ * boundary) is spread over many warps and a short S still fills the GPU:
  *  1. stof_mf_tiles: classifies every tile, computes the words of MIXED tiles to count their
  *     bits; writes each tile's state (empty, full, partial), the item's non-empty and
  *     partial counts, adds to the row's full and partial counts and to the statistics
@@ -79,9 +79,9 @@ enum {
 #define MF_WRITE_BLOCKS_PER_SM 6
 
 /* At most this many items (chunks of columns) per tile-row: the write pass sums an item's
- * earlier items, so their number must stay small; 64 chunks of 32 columns cover S = 128k at
- * tile 64. */
-#define MF_MAX_CHUNKS 64
+ * earlier items (a lane each 32), so their number must stay small; 256 chunks of 32 columns
+ * cover S = 512k at tile 64, of 8 columns S = 256k at tile 128. */
+#define MF_MAX_CHUNKS 256
 
 /* Tile classes (the values of KERNELS_TILE_*) and tile states. */
 enum { MF_ZERO = 0, MF_ONE = 1, MF_MIXED = 2 };
@@ -332,11 +332,20 @@ MF_FN unsigned long long mf_word_fast(const mf_node *prog, int nnode, const long
  * every word that needs mf_word; turning each tile by t spreads them over the lanes. */
 MF_FN int mf_word_index(int x, int t, int wpt) { return (x + t) % wpt; }
 
-/* Columns per item of a tile-row of ncol tiles (>= 1): a multiple of 32 (a warp's lanes),
- * as few as keep the row within MF_MAX_CHUNKS items. */
-MF_FN long long mf_chunk_cols(long long ncol) {
-  long long per = (ncol + MF_MAX_CHUNKS - 1) / MF_MAX_CHUNKS;
-  return (per + 31) / 32 * 32;
+/* Columns per item of a tile-row of ncol tiles (>= 1) of tile T: a multiple of a unit, as
+ * few as keep the row within MF_MAX_CHUNKS items. The unit is 32 tiles (a warp's lanes
+ * classify one each) while a chunk of mixed tiles holds at most 2,048 words (32 tiles of
+ * 64 words at tile 64), else fewer: 8 tiles at tile 128 (256 words each; lanes 8-31 idle in
+ * the classification), so that one warp's words per lane stay 64. Measured on an H100 with
+ * 32 columns at tile 128: document at 32k took 3.2 ms, 1.0 at tile 64 (session 14). */
+MF_FN long long mf_chunk_unit(int T) {
+  long long wpt = (long long)(T / 8) * (T / 8), unit = 2048 / (wpt > 0 ? wpt : 1);
+  return unit > 32 ? 32 : unit < 1 ? 1 : unit;
+}
+MF_FN long long mf_chunk_cols(long long ncol, int T) {
+  long long unit = mf_chunk_unit(T), per = (ncol + MF_MAX_CHUNKS - 1) / MF_MAX_CHUNKS;
+  per = (per + unit - 1) / unit * unit;
+  return per > unit ? per : unit;
 }
 
 /* ---------------------------------------------------------------- kernels */
@@ -673,7 +682,7 @@ stof_mf_scan(const int *nfull, const int *npartial, int nmask, int nrow, int *ro
 /* Grid-stride over the items of stof_mf_tiles (same nitem, chunk, nchunk), a warp each,
  * MF_WRITE_THREADS a block. Places the non-empty tiles of item k in column order: its first
  * entry and partial tile are its row's (row_ptr, part_ptr) plus the counts of the row's
- * earlier items (count, at most MF_MAX_CHUNKS - 1 of them); writes col_idx, bmp_off (-1 or
+ * earlier items (count, fewer than MF_MAX_CHUNKS of them); writes col_idx, bmp_off (-1 or
  * the first word of a partial tile), and the words of partial tiles (column-major inner
  * tiles). */
 extern "C" __global__ void __launch_bounds__(MF_WRITE_THREADS, MF_WRITE_BLOCKS_PER_SM)

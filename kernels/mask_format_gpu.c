@@ -253,7 +253,7 @@ int kernels_format_prog_wants_chunks(const kernels_format_prog *p) {
   return 0;
 }
 
-int64_t kernels_format_chunk_cols(int64_t ncol) { return mf_chunk_cols(ncol); }
+int64_t kernels_format_chunk_cols(int64_t ncol, int T) { return mf_chunk_cols(ncol, T); }
 
 int kernels_format_word_index(int x, int t, int wpt) { return mf_word_index(x, t, wpt); }
 
@@ -425,7 +425,7 @@ static void *fetch(stof_ctx *ctx, uint64_t src, size_t n, size_t es, stof_status
 }
 
 /* Which kernels build a format: the row kernels (a block per tile-row, every word of a
- * mixed tile evaluated) or the chunked ones (a warp per 32-column chunk of a tile-row, words
+ * mixed tile evaluated) or the chunked ones (a warp per chunk of 32 columns of a tile-row, 8 at tile 128, words
  * settled from their 8 x 8 class where it can). Measured on an H100 (bench/format_ab.sh,
  * bench/results/format-h100-s14/, 1 x 32 x {32k, 64k, 128k}, tile 64): the chunked kernels
  * take 1.6-3.5x less time on document, 3.9-4.9x on bigbird and 7-12.5x on longformer, whose
@@ -488,7 +488,7 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
 
   int rows = 0;
   int64_t nrows = d.nmask * d.nrow, ntiles = nrows * d.ncol;
-  int64_t chunk = mf_chunk_cols(d.ncol), nchunk = (d.ncol + chunk - 1) / chunk;
+  int64_t chunk = mf_chunk_cols(d.ncol, T), nchunk = (d.ncol + chunk - 1) / chunk;
   int64_t nitem = nrows * nchunk; /* <= ntiles: chunk >= 1 column */
   int wpt = (T / 8) * (T / 8);
   uint64_t dev[D_NOUT] = {0};

@@ -251,8 +251,9 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
   int64_t nrow = (Sq + T - 1) / T, ncol = (Sk + T - 1) / T;
   int64_t mask_b = stof_mask_varies_b(mask) ? B : 1, mask_h = stof_mask_varies_h(mask) ? H : 1;
   int64_t nmask = mask_b * mask_h, nb8 = T / 8, wpt = nb8 * nb8, n16 = T / 16;
-  int64_t chunk = kernels_format_chunk_cols(ncol), nchunk = (ncol + chunk - 1) / chunk;
-  assert_true(chunk % 32 == 0 && chunk >= 32 && nchunk >= 1 && nchunk <= 64);
+  int64_t chunk = kernels_format_chunk_cols(ncol, T), nchunk = (ncol + chunk - 1) / chunk;
+  assert_true(chunk % (T > 64 ? 8 : 32) == 0 && chunk >= (T > 64 ? 8 : 32) && nchunk >= 1 &&
+              nchunk <= 256);
   assert_true((nchunk - 1) * chunk < ncol);
   uint8_t *state = malloc((size_t)(nmask * nrow * ncol));
   uint64_t *count = calloc((size_t)(nmask * nrow * nchunk), sizeof *count);
@@ -420,10 +421,11 @@ static void gpu_algorithm_on_the_host_gives_the_cpu_format(void **state) {
         seen[w] = 1;
       }
     }
-  /* 300 x 2100 cuts tile-rows of 132 tiles (T = 16) into 5 items, the last one short;
-   * 7 x 33000 rows of 2063 tiles into 33 items of 64 columns */
+  /* 300 x 2100 cuts tile-rows of 132 tiles (T = 16) into 5 items, the last one short, and
+   * of 17 tiles (T = 128) into 3 items of 8; 7 x 140000 rows of 8750 tiles (T = 16) into 137
+   * items of 64 columns */
   static const int64_t dims[][2] = {{1, 1},     {7, 300},     {65, 65},  {300, 300},
-                                    {300, 129}, {1000, 1000}, {300, 2100}, {7, 33000}};
+                                    {300, 129}, {1000, 1000}, {300, 2100}, {7, 140000}};
   static const int tiles[] = {16, 48, 64, 128};
   for (int s = 0; s < 8; s++) {
     int64_t Sq = dims[s][0], Sk = dims[s][1];

@@ -284,9 +284,10 @@ void gpu_format_matches_cpu_on_other_kinds_and_combinations(void **state) {
 
 void gpu_format_matches_cpu_with_unequal_lengths(void **state) {
   fg_fixture *f = fg_gpu(state);
-  /* 100 x 40000 at tile 16: 2500 tiles a row, in 40 items (warps) of 64 columns */
+  /* 100 x 140000: at tile 16 8750 tiles a row, in 137 items (warps) of 64 columns; at tile
+   * 128 1094 tiles, in 137 items of 8 */
   static const int64_t dims[][2] = {{3000, 8192}, {8192, 1000}, {16384, 3001}, {1, 9000},
-                                    {777, 1},     {8193, 8191}, {100, 40000}};
+                                    {777, 1},     {8193, 8191}, {100, 140000}};
   for (int s = 0; s < 7; s++) {
     int64_t Sq = dims[s][0], Sk = dims[s][1], S = Sq > Sk ? Sq : Sk;
     stof_mask *m[MAXM + 8];
