@@ -105,7 +105,7 @@ static void count_row(const kernels_format_prog *p, int64_t S, int T, int64_t r,
       long long lane[32] = {0};
       for (int64_t c0 = q0; c0 < q0 + chunk && c0 < ncol; c0 += 32) {
         int64_t x = 0, t = 0;
-        for (int64_t col = c0; col < c0 + 32 && col < ncol; col++) {
+        for (int64_t col = c0; col < c0 + 32 && col < q0 + chunk && col < ncol; col++) {
           if (!which[col]) continue;
           for (int64_t k = 0; k < wpt; k++, x++) {
             int64_t w = kernels_format_word_index((int)k, (int)t, (int)wpt);

@@ -23,6 +23,7 @@ mkdir -p "$OUT"
 SHAPES=${FORMAT_AB_SHAPES:-32768,65536,131072}
 MASKS=causal,sliding,causal_sliding,longformer,bigbird,document
 t0=$(date +%s)
+rm -f "$OUT/format_ab.jsonl" "$OUT/attn_check.jsonl" "$OUT/peers_bm.jsonl" # --out files append
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 rc_all=0
 

@@ -141,7 +141,7 @@ int kernels_format_prog_nnode(const kernels_format_prog *p);
 int kernels_format_prog_depth(const kernels_format_prog *p);
 /* Whether the GPU builder's automatic choice for this program is its chunked kernels (a
  * global, random or document term: rows of many mixed tiles) rather than its row kernels
- * (only dense, window and dilated terms); kernels/mask_format_gpu.c, kernels_choice. */
+ * (only dense, window and dilated terms); kernels_format_kernels_choice. */
 int kernels_format_prog_wants_chunks(const kernels_format_prog *p);
 /* The device's own evaluator, compiled for the host: element (i, j) of batch element b
  * (0 or 1, as stof_mask_eval); the format word of the 8 x 8 inner tile at (i0, j0)
@@ -157,9 +157,10 @@ int kernels_format_prog_classify(const kernels_format_prog *p, int64_t b, int64_
 uint64_t kernels_format_prog_word_fast(const kernels_format_prog *p, int64_t b, int64_t Sq,
                                        int64_t Sk, int64_t i0, int64_t j0);
 /* Columns per item (a warp's chunk of a tile-row) of the kernels, for ncol >= 1 tiles of
- * tile T: a multiple of 32 up to tile 64, of 8 at tile 128 (mf_chunk_unit), at most
- * MF_MAX_CHUNKS (256) items a row. */
+ * tile T: a multiple of kernels_format_chunk_unit(T) = min(32, 2048 / (T/8)^2) (32 up to
+ * tile 64, 8 at tile 128), at most MF_MAX_CHUNKS (256) items a row. */
 int64_t kernels_format_chunk_cols(int64_t ncol, int T);
+int64_t kernels_format_chunk_unit(int T);
 /* Which of a tile's wpt words the kernels' word x of the t-th listed tile is
  * (mf_word_index). */
 int kernels_format_word_index(int x, int t, int wpt);
@@ -172,6 +173,14 @@ stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out);
 void kernels_format_gpu_free(kernels_format_gpu *g);
 /* Milliseconds the builder took to compile (or read from the cubin cache) and load. */
 double kernels_format_gpu_setup_ms(const kernels_format_gpu *g);
+/* The kernels the builder's last build ran: "rows" or "chunks". */
+const char *kernels_format_gpu_last_kernels(const kernels_format_gpu *g);
+/* Which kernels build the format of p with nrows tile-rows (*rows: 1 the row kernels, 0 the
+ * chunked ones): STOF_FORMAT_GPU_KERNELS=rows or =chunks when set (anything else:
+ * STOF_ERR_ARG naming it), else kernels_format_prog_wants_chunks; the chunked ones past 2^31
+ * tile-rows (a grid's x), an error if rows were asked for. who names the caller. */
+stof_status kernels_format_kernels_choice(stof_ctx *ctx, const char *who, const kernels_format_prog *p,
+                                          int64_t nrows, int *rows);
 /* As stof_mask_format_build_gpu, on this builder. Owned. */
 stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
                                      int64_t H, int64_t Sq, int64_t Sk, int T,

@@ -28,7 +28,7 @@
  * and mf_word_fast: a block per tile-row, every word evaluated). They are faster where rows
  * are runs of tiles one classification settles (window-only masks: causal, sliding), the
  * chunked ones where rows hold many mixed tiles; the host picks by the program's terms
- * (kernels_choice in kernels/mask_format_gpu.c, with the measurements).
+ * (kernels_format_kernels_choice in kernels/mask_format_gpu.c, with the measurements).
  *
  * The part above the kernels is plain C as well: kernels/mask_format_gpu.c includes this
  * file (with __CUDACC__ undefined) to get the very same evaluator as the host-side
@@ -333,11 +333,12 @@ MF_FN unsigned long long mf_word_fast(const mf_node *prog, int nnode, const long
 MF_FN int mf_word_index(int x, int t, int wpt) { return (x + t) % wpt; }
 
 /* Columns per item of a tile-row of ncol tiles (>= 1) of tile T: a multiple of a unit, as
- * few as keep the row within MF_MAX_CHUNKS items. The unit is 32 tiles (a warp's lanes
- * classify one each) while a chunk of mixed tiles holds at most 2,048 words (32 tiles of
- * 64 words at tile 64), else fewer: 8 tiles at tile 128 (256 words each; lanes 8-31 idle in
- * the classification), so that one warp's words per lane stay 64. Measured on an H100 with
- * 32 columns at tile 128: document at 32k took 3.2 ms, 1.0 at tile 64 (session 14). */
+ * few as keep the row within MF_MAX_CHUNKS items. The unit is min(32, 2048 / (T/8)^2)
+ * tiles: 32 (a warp's lanes classify one each) up to tile 64, where a chunk of mixed tiles
+ * holds 2,048 words; fewer above, so that one warp's words per lane stay at most 64 (20 at
+ * tile 80, 14 at 96, 10 at 112, 8 at 128; the other lanes idle in the classification).
+ * Measured on an H100 with 32 columns at tile 128: document at 32k took 3.2 ms, 1.0 at
+ * tile 64 (session 14). */
 MF_FN long long mf_chunk_unit(int T) {
   long long wpt = (long long)(T / 8) * (T / 8), unit = 2048 / (wpt > 0 ? wpt : 1);
   return unit > 32 ? 32 : unit < 1 ? 1 : unit;

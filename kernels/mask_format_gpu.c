@@ -255,6 +255,8 @@ int kernels_format_prog_wants_chunks(const kernels_format_prog *p) {
 
 int64_t kernels_format_chunk_cols(int64_t ncol, int T) { return mf_chunk_cols(ncol, T); }
 
+int64_t kernels_format_chunk_unit(int T) { return mf_chunk_unit(T); }
+
 int kernels_format_word_index(int x, int t, int wpt) { return mf_word_index(x, t, wpt); }
 
 /* ---------------------------------------------------------------- arguments */
@@ -293,6 +295,7 @@ struct kernels_format_gpu {
   stof_cuda_module *mod;
   stof_cuda_kernel *k_tiles, *k_scan, *k_write, *k_tiles_rows, *k_write_rows;
   double setup_ms;
+  int last_rows; /* the kernels of the last build: 1 the row kernels, 0 the chunked ones */
   /* A build's scratch on the device (the program, tile states, counts, statistics), kept
    * from one build to the next and grown when a build needs more: no allocation or free
    * (each a wait for the device) on the way. Its host twin stages the program's upload. */
@@ -353,6 +356,10 @@ stof_status kernels_format_gpu_new(stof_ctx *ctx, kernels_format_gpu **out) {
 }
 
 double kernels_format_gpu_setup_ms(const kernels_format_gpu *g) { return g->setup_ms; }
+
+const char *kernels_format_gpu_last_kernels(const kernels_format_gpu *g) {
+  return g->last_rows ? "rows" : "chunks";
+}
 
 /* Output buffers of one build (the caller's with on_device, else freed at its end). */
 enum { D_ROWPTR, D_COL, D_OFF, D_BITS, D_NOUT };
@@ -437,8 +444,8 @@ static void *fetch(stof_ctx *ctx, uint64_t src, size_t n, size_t es, stof_status
  * every build); anything else set there is an error. */
 enum { KERNELS_AUTO, KERNELS_ROWS, KERNELS_CHUNKS };
 
-static stof_status kernels_choice(stof_ctx *ctx, const char *who, const kernels_format_prog *p,
-                                  int64_t nrows, int *rows) {
+stof_status kernels_format_kernels_choice(stof_ctx *ctx, const char *who, const kernels_format_prog *p,
+                                          int64_t nrows, int *rows) {
   const char *v = getenv("STOF_FORMAT_GPU_KERNELS");
   int want = KERNELS_AUTO;
   if (v && *v) {
@@ -502,7 +509,8 @@ static stof_status build(kernels_format_gpu *g, const stof_mask *mask, int64_t B
       ichunk = (int)chunk, inchunk = (int)nchunk;
   long long lSq = Sq, lSk = Sk, lnitem = nitem;
   unsigned grid_items = (unsigned)((nitem + 3) / 4 < MAX_GRID ? (nitem + 3) / 4 : MAX_GRID);
-  if ((st = kernels_choice(ctx, who, prog, nrows, &rows))) goto done;
+  if ((st = kernels_format_kernels_choice(ctx, who, prog, nrows, &rows))) goto done;
+  g->last_rows = rows;
 
   /* 1. tile states and counts */
   ws_layout w = ws_plan(nrows, nitem, ntiles, prog->nnode, prog->ndoc);

@@ -252,8 +252,9 @@ static stof_mask_format *emulate(stof_ctx *ctx, const stof_mask *mask, int64_t B
   int64_t mask_b = stof_mask_varies_b(mask) ? B : 1, mask_h = stof_mask_varies_h(mask) ? H : 1;
   int64_t nmask = mask_b * mask_h, nb8 = T / 8, wpt = nb8 * nb8, n16 = T / 16;
   int64_t chunk = kernels_format_chunk_cols(ncol, T), nchunk = (ncol + chunk - 1) / chunk;
-  assert_true(chunk % (T > 64 ? 8 : 32) == 0 && chunk >= (T > 64 ? 8 : 32) && nchunk >= 1 &&
-              nchunk <= 256);
+  int64_t unit = kernels_format_chunk_unit(T);
+  assert_true(unit == (T <= 64 ? 32 : 2048 / (nb8 * nb8)));
+  assert_true(chunk % unit == 0 && chunk >= unit && nchunk >= 1 && nchunk <= 256);
   assert_true((nchunk - 1) * chunk < ncol);
   uint8_t *state = malloc((size_t)(nmask * nrow * ncol));
   uint64_t *count = calloc((size_t)(nmask * nrow * nchunk), sizeof *count);
@@ -422,18 +423,21 @@ static void gpu_algorithm_on_the_host_gives_the_cpu_format(void **state) {
       }
     }
   /* 300 x 2100 cuts tile-rows of 132 tiles (T = 16) into 5 items, the last one short, and
-   * of 17 tiles (T = 128) into 3 items of 8; 7 x 140000 rows of 8750 tiles (T = 16) into 137
-   * items of 64 columns */
-  static const int64_t dims[][2] = {{1, 1},     {7, 300},     {65, 65},  {300, 300},
-                                    {300, 129}, {1000, 1000}, {300, 2100}, {7, 140000}};
-  static const int tiles[] = {16, 48, 64, 128};
-  for (int s = 0; s < 8; s++) {
+   * of 17 tiles (T = 128) into 3 items of 8, of 19 tiles (T = 112) into 2 items of 10; 7 x
+   * 140000 rows of 8750 tiles (T = 16) into 137 items of 64 columns, of 1094 (T = 128) into
+   * 137 of 8; 7 x 300000 rows of 2344 tiles (T = 128) into 147 items of 16 (two units, the
+   * second pass of a chunk short of 32 lanes) */
+  static const int64_t dims[][2] = {{1, 1},     {7, 300},     {65, 65},    {300, 300},
+                                    {300, 129}, {1000, 1000}, {300, 2100}, {7, 140000},
+                                    {7, 300000}};
+  static const int tiles[] = {16, 48, 64, 112, 128};
+  for (int s = 0; s < 9; s++) {
     int64_t Sq = dims[s][0], Sk = dims[s][1];
     named ms[MAXM] = {{0}};
     int n = many_masks(ctx, Sq > Sk ? Sq : Sk, ms);
     for (int k = 0; k < n; k++)
-      for (int t = 0; t < 4; t++) {
-        if ((Sq == 1000 && tiles[t] != 64) || (Sk == 33000 && tiles[t] != 16)) continue;
+      for (int t = 0; t < 5; t++) {
+        if ((Sq == 1000 && tiles[t] != 64) || (Sk == 300000 && tiles[t] != 128)) continue;
         stof_mask_format *cpu = NULL;
         KT_OK(ctx, stof_mask_format_build(ctx, ms[k].m, ms[k].B, 2, Sq, Sk, tiles[t], &cpu));
         stof_mask_format *emu = emulate(ctx, ms[k].m, ms[k].B, 2, Sq, Sk, tiles[t]);
@@ -687,6 +691,23 @@ static void gpu_builder_picks_rows_or_chunks_by_the_terms(void **state) {
   KT_OK(ctx, stof_mask_difference(a, b, &u));
   KT_OK(ctx, kernels_format_prog_new(ctx, u, &p));
   assert_int_equal(kernels_format_prog_wants_chunks(p), 1);
+  /* STOF_FORMAT_GPU_KERNELS over the automatic choice (chunks here), and a bad value named */
+  int rows = -1;
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
+  KT_OK(ctx, kernels_format_kernels_choice(ctx, "t", p, 100, &rows));
+  assert_int_equal(rows, 0);
+  setenv("STOF_FORMAT_GPU_KERNELS", "rows", 1);
+  KT_OK(ctx, kernels_format_kernels_choice(ctx, "t", p, 100, &rows));
+  assert_int_equal(rows, 1);
+  setenv("STOF_FORMAT_GPU_KERNELS", "chunks", 1);
+  KT_OK(ctx, kernels_format_kernels_choice(ctx, "t", p, 100, &rows));
+  assert_int_equal(rows, 0);
+  setenv("STOF_FORMAT_GPU_KERNELS", "rowz", 1);
+  stof_status st = kernels_format_kernels_choice(ctx, "t", p, 100, &rows);
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
+  assert_int_equal(st, STOF_ERR_ARG);
+  assert_non_null(strstr(stof_ctx_message(ctx), "STOF_FORMAT_GPU_KERNELS=rowz: expected rows or chunks"));
+  stof_ctx_clear_error(ctx);
   kernels_format_prog_free(p);
   stof_mask_free(u);
   stof_mask_free(b);

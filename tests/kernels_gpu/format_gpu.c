@@ -28,11 +28,13 @@ int format_gpu_setup(void **state) {
   if (!f) return -1;
   f->ctx = tu_ctx_new(&f->heap);
   *state = f;
+  unsetenv("STOF_FORMAT_GPU_KERNELS"); /* a failed check_build_with may have left it set */
   return 0;
 }
 
 int format_gpu_teardown(void **state) {
   fg_fixture *f = *state;
+  unsetenv("STOF_FORMAT_GPU_KERNELS");
   stof_attn_engine_free(f->e);
   kernels_format_gpu_free(f->g);
   tu_ctx_free(f->ctx, &f->heap);
@@ -150,6 +152,9 @@ static void check_build_with(fg_fixture *f, const stof_mask *mask, int64_t B, in
   if (st) {
     snprintf(why, sizeof why, "GPU build: %s: %.300s", stof_status_name(st), stof_ctx_message(ctx));
     stof_ctx_clear_error(ctx);
+  } else if (strcmp(kernels_format_gpu_last_kernels(f->g), kernels)) {
+    snprintf(why, sizeof why, "GPU build ran the %s kernels, not the %s ones asked for",
+             kernels_format_gpu_last_kernels(f->g), kernels);
   } else if (!differ(gpu, cpu, why, sizeof why)) {
     why[0] = 0;
   }
