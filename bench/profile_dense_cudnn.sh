@@ -1,0 +1,61 @@
+#!/bin/bash
+# Issue 14 item 1 (dense against cuDNN): Nsight Compute on stof's dense kernel and on cuDNN's
+# (PyTorch SDPA with the cuDNN backend) at the same shape, in one call, so that the gap is
+# seen in the same counters: duration, tensor-pipe activity, issue activity, the stall
+# reasons. stof's side is bench/attn_profile.sh (attn_dev, one configuration); cuDNN's is a
+# small PyTorch script whose third SDPA launch is profiled (two warm-ups). Text reports in
+# $OUT/ncu-*.txt, then the lines that matter side by side.
+#
+#   bash bench/profile_dense_cudnn.sh [CFG [BxS [H [D]]]]
+#   bash bench/profile_dense_cudnn.sh g64_t64_s2_k_m4_tma 16x4096 12 64      (the defaults)
+#   bash bench/profile_dense_cudnn.sh g128_t128_s3_pp_tma 1x8192 32 128
+# CFG must be an attn_dev configuration of head dimension D. Firecracker machines only
+# (KINDS.md: ncu reads no counters under gVisor). Leaves the clocks alone (METHOD.md).
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-/tmp/attn_out}
+cfg=${1:-g64_t64_s2_k_m4_tma}
+shape=${2:-16x4096}
+H=${3:-12}
+D=${4:-64}
+B=${shape%x*}
+S=${shape#*x}
+mkdir -p "$OUT"
+NCU=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)}
+[ -x "$NCU" ] || { echo "profile_dense_cudnn: no ncu"; exit 1; }
+sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+  --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
+
+# stof: attn_dev's configuration (builds attn_dev)
+ATTN_PROFILE_TIMEOUT=${ATTN_PROFILE_TIMEOUT:-240} OUT="$OUT" \
+  bash bench/attn_profile.sh "$cfg" dense "$shape" >/dev/null 2>&1
+echo "stof ($cfg): $(ls "$OUT"/ncu-"$cfg"-dense-"$shape".txt 2>/dev/null || echo 'no report')"
+
+# cuDNN: the SDPA launch of the same shape (layout [B, H, S, D], f16), the third one
+cat > "$OUT/sdpa_cudnn.py" <<PY
+import torch
+from torch.nn.attention import sdpa_kernel, SDPBackend
+torch.manual_seed(0)
+q, k, v = (torch.randn($B, $H, $S, $D, device="cuda", dtype=torch.float16) for _ in range(3))
+with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+    for _ in range(3):
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+torch.cuda.synchronize()
+PY
+f="$OUT/ncu-cudnn-dense-$shape.txt"
+# cuDNN's attention kernel names vary by version; the largest launch of the third call is it:
+# profile every kernel of the last call (launch-skip the warm-ups' kernels by count is not
+# portable), then keep the longest
+timeout "${ATTN_PROFILE_TIMEOUT:-240}" "$NCU" --clock-control none --target-processes all \
+  -k "regex:(cudnn|fmha|sdpa|attention|flash|sm90)" --launch-skip 2 --launch-count 1 $sections \
+  python3 "$OUT/sdpa_cudnn.py" > "$f" 2>&1
+echo "cuDNN: rc=$? -> $f"
+grep -E "^  [a-zA-Z_].*\(([0-9]+, )*[0-9]+\)x\(" "$f" | head -2
+
+# the lines that matter, side by side
+for r in "$OUT/ncu-$cfg-dense-$shape.txt" "$f"; do
+  echo "== ${r##*/}"
+  grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|Executed Ipc Active|Achieved Occupancy|Registers Per Thread|Block Size|Grid Size|Dynamic Shared Memory Per Block|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible|Executed Instructions) " "$r" |
+    sed -e 's/  */ /g'
+  grep -iE "pipe|stall" "$r" | grep -E "^ +(OPT|INF|WRN)" | head -6 | cut -c1-240
+done
