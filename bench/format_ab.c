@@ -7,7 +7,7 @@
  *   bench_format_ab [--masks bigbird,...] [--shapes 32768,65536,131072] [--tile 64]
  *                   [--heads 32] [--reps 5] [--rounds 2] [--out FILE] [--count]
  *
- * On a GPU: per (mask, S), --rounds rounds of chunks ("new") then rows ("legacy"), each the median of --reps
+ * On a GPU: per (mask, S), --rounds rounds of the chunked kernels then the row kernels, each the median of --reps
  * warm on-device builds (stof_mask_format_time_gpu: what bench_attention reports as
  * format_ms); then one host build of each, compared array by array and statistic by
  * statistic (they must be identical; the GPU tests compare both with the CPU builder at
@@ -157,8 +157,8 @@ static void count_case(stof_ctx *ctx, const stof_mask *m, int64_t S, int T, FILE
 /* ---------------------------------------------------------------- timing */
 
 static double timed(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int T, int reps,
-                    int legacy) {
-  setenv("STOF_FORMAT_GPU_KERNELS", legacy ? "rows" : "chunks", 1);
+                    int rows) {
+  setenv("STOF_FORMAT_GPU_KERNELS", rows ? "rows" : "chunks", 1);
   double ms = -1;
   size_t bytes = 0;
   if (stof_mask_format_time_gpu(ctx, m, 1, H, S, S, T, reps, &ms, &bytes)) die(ctx, "time");
@@ -185,29 +185,29 @@ static int ab_case(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int 
                    int rounds, FILE *out) {
   double ms[2][MAXL], best[2] = {1e30, 1e30};
   for (int r = 0; r < rounds; r++)
-    for (int legacy = 0; legacy < 2; legacy++) {
-      ms[legacy][r] = timed(ctx, m, H, S, T, reps, legacy);
-      if (ms[legacy][r] < best[legacy]) best[legacy] = ms[legacy][r];
+    for (int rows = 0; rows < 2; rows++) {
+      ms[rows][r] = timed(ctx, m, H, S, T, reps, rows);
+      if (ms[rows][r] < best[rows]) best[rows] = ms[rows][r];
     }
   stof_mask_format *f[2] = {NULL, NULL};
-  for (int legacy = 0; legacy < 2; legacy++) {
-    setenv("STOF_FORMAT_GPU_KERNELS", legacy ? "rows" : "chunks", 1);
-    if (stof_mask_format_build_gpu(ctx, m, 1, H, S, S, T, &f[legacy])) die(ctx, "host build");
+  for (int rows = 0; rows < 2; rows++) {
+    setenv("STOF_FORMAT_GPU_KERNELS", rows ? "rows" : "chunks", 1);
+    if (stof_mask_format_build_gpu(ctx, m, 1, H, S, S, T, &f[rows])) die(ctx, "host build");
   }
   unsetenv("STOF_FORMAT_GPU_KERNELS");
   const char *why = differ(f[0], f[1]);
-  printf("%-46.46s S=%-6lld format_ms new", stof_mask_description(m), (long long)S);
+  printf("%-46.46s S=%-6lld format_ms chunks", stof_mask_description(m), (long long)S);
   for (int r = 0; r < rounds; r++) printf(" %.3f", ms[0][r]);
-  printf(" | legacy");
+  printf(" | rows");
   for (int r = 0; r < rounds; r++) printf(" %.3f", ms[1][r]);
-  printf(" | legacy/new (best) %.2fx | %s\n", best[1] / best[0], why ? why : "identical");
+  printf(" | rows/chunks (best) %.2fx | %s\n", best[1] / best[0], why ? why : "identical");
   if (out) {
     fprintf(out, "{\"mask\": \"%s\", \"S\": %lld, \"T\": %d, \"H\": %lld, \"reps\": %d, "
             "\"partial\": %lld, \"identical\": %s", stof_mask_description(m), (long long)S, T,
             (long long)H, reps, (long long)f[0]->ntile_partial, why ? "false" : "true");
-    for (int legacy = 0; legacy < 2; legacy++) {
-      fprintf(out, ", \"%s_ms\": [", legacy ? "legacy" : "new");
-      for (int r = 0; r < rounds; r++) fprintf(out, "%s%.4f", r ? ", " : "", ms[legacy][r]);
+    for (int rows = 0; rows < 2; rows++) {
+      fprintf(out, ", \"%s_ms\": [", rows ? "rows" : "chunks");
+      for (int r = 0; r < rounds; r++) fprintf(out, "%s%.4f", r ? ", " : "", ms[rows][r]);
       fprintf(out, "]");
     }
     fprintf(out, "}\n");

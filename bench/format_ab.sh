@@ -4,12 +4,13 @@
 # build-gpu/ built from this tree (make gpu-build) and, for the peer, .peers/peers.py carried:
 #   1. the GPU format tests (test_kernels_gpu, its *format* tests: every GPU-built format, on
 #      the host and kept on the device, identical to the CPU builder's);
-#   2. bench_format_ab: the chunked kernels against the row-per-block ones
-#      (STOF_FORMAT_GPU_KERNELS=rows; chunks forced for "new") at 1 x 32 x {32k, 64k, 128k}, tile 64, every suite mask
-#      but dense: alternating rounds, each a median of warm on-device builds (format_ms as
+#   2. bench_format_ab: the chunked kernels against the row-per-block ones (each forced with
+#      STOF_FORMAT_GPU_KERNELS) at 1 x 32 x {32k, 64k, 128k}, tile 64, every suite mask but
+#      dense: alternating rounds, each a median of warm on-device builds (format_ms as
 #      bench_attention reports it), and both formats compared array by array;
 #   3. bench_attention --reps 0 at the same shapes: each case checked (rows against float64,
-#      no NaN) on the new formats, and its format_ms as the long-context table reports it;
+#      no NaN) on the format the builder picks, and its format_ms as the long-context table
+#      reports it (the plan's tile);
 #   4. create_block_mask for the same masks (bench/peers_long.py --block-mask-only);
 # then one table. Logs and JSON lines go to $OUT (/tmp/format_out elsewhere).
 #
@@ -56,9 +57,9 @@ if [ "${FORMAT_AB_SKIP_PEERS:-0}" != 1 ] && [ -f .peers/peers.py ]; then
   echo "create_block_mask: exit $? after $(( $(date +%s) - t0 )) s"
 fi
 
-# mask, S, new (best round), legacy (best), legacy / new, bench_attention's format_ms (at the
-# plan's tile, which is 128 for causal and document) with its check, create_block_mask,
-# create_block_mask / new
+# mask, S, chunked kernels (best round), row kernels (best), rows / chunks, bench_attention's
+# format_ms (the builder's pick, at the plan's tile: 128 for causal and document) with its
+# check, create_block_mask, create_block_mask / stof (bench_attention's, else the faster kernels)
 python3 - "$OUT" <<'EOF' | tee "$OUT/format_table.txt"
 import json, os, sys
 out = sys.argv[1]
@@ -67,18 +68,19 @@ def lines(name):
     return [json.loads(l) for l in open(p) if l.strip()] if os.path.exists(p) else []
 attn = {(r["mask"], r["S"]): r for r in lines("attn_check.jsonl")}
 peer = {(r["mask"], r["S"]): r.get("block_mask_ms") for r in lines("peers_bm.jsonl")}
-print("| mask | S | chunks ms | rows ms | rows/chunks | bench_attention format_ms (check) | create_block_mask ms | cbm/new | identical |")
+print("| mask | S | chunks ms | rows ms | rows/chunks | bench_attention format_ms (check) | create_block_mask ms | cbm/stof | identical |")
 print("|---|---|---|---|---|---|---|---|---|")
 for r in lines("format_ab.jsonl"):
     name = r["mask"].split("(")[0]
-    new, old = min(r["new_ms"]), min(r["legacy_ms"])
+    # chunks_ms / rows_ms (new_ms / legacy_ms before session 14's rename)
+    new, old = min(r.get("chunks_ms", r.get("new_ms"))), min(r.get("rows_ms", r.get("legacy_ms")))
     a = attn.get((name, r["S"]), {})
     fm = a.get("format_ms")
     chk = "" if not a else " (tile %d, err %.1e%s)" % (a.get("tile", 0), a.get("rel_err") or 0, ", NaN" if a.get("nan") else "")
     cbm = peer.get((name, r["S"]))
     print("| %s | %d | %.3f | %.3f | %.2fx | %s%s | %s | %s | %s |" % (
         name, r["S"], new, old, old / new, "%.3f" % fm if fm is not None else "-", chk,
-        "%.3f" % cbm if cbm else "-", "%.2fx" % (cbm / new) if cbm else "-", r["identical"]))
+        "%.3f" % cbm if cbm else "-", "%.2fx" % (cbm / (fm or min(new, old))) if cbm else "-", r["identical"]))
 EOF
 echo "format_ab: done in $(( $(date +%s) - t0 )) s, exit $rc_all"
 exit $rc_all
