@@ -528,7 +528,7 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
   if (threadIdx.x < 5 && s_tot[threadIdx.x]) atomicAdd(&stats[threadIdx.x], s_tot[threadIdx.x]);
 }
 
-/* stof_mf_tiles before chunks (see the top of the file; only for the A/B). Grid: nmask *
+/* The row kernels' tile pass (see the top of the file: window-only masks). Grid: nmask *
  * nrow blocks of MF_TILE_THREADS, block x = m * nrow + r. Writes state[(m * nrow + r) *
  * ncol + c] for every tile, nfull and npartial [m * nrow + r], and adds to stats as
  * stof_mf_tiles does. */
@@ -746,7 +746,7 @@ stof_mf_write(const mf_node *prog, int nnode, const long long *doc, int T, long 
   }
 }
 
-/* stof_mf_write before chunks (only for the A/B). Grid: nmask * nrow blocks of
+/* The row kernels' write pass (window-only masks). Grid: nmask * nrow blocks of
  * MF_ROWS_WRITE_THREADS. Places the non-empty tiles of row (m, r) in column order from
  * row_ptr and part_ptr, as stof_mf_write does. */
 extern "C" __global__ void __launch_bounds__(MF_ROWS_WRITE_THREADS)
