@@ -432,8 +432,9 @@ static void *fetch(stof_ctx *ctx, uint64_t src, size_t n, size_t es, stof_status
 }
 
 /* Which kernels build a format: the row kernels (a block per tile-row, every word of a
- * mixed tile evaluated) or the chunked ones (a warp per chunk of 32 columns of a tile-row, 8 at tile 128, words
- * settled from their 8 x 8 class where it can). Measured on an H100 (bench/format_ab.sh,
+ * mixed tile evaluated) or the chunked ones (a warp per chunk of a tile-row: 32 columns up
+ * to tile 64, 8 at tile 128, mf_chunk_unit; words settled from their 8 x 8 class where it
+ * can). Measured on an H100 (bench/format_ab.sh,
  * bench/results/format-h100-s14/, 1 x 32 x {32k, 64k, 128k}, tile 64): the chunked kernels
  * take 1.6-3.5x less time on document, 3.9-4.9x on bigbird and 7-12.5x on longformer, whose
  * rows hold many mixed tiles (global rows, random blocks, document boundaries); the row
