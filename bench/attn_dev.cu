@@ -64,6 +64,7 @@ namespace ATTN_NS {
 #undef STOF_WARPS
 #undef STOF_STAGES
 #undef STOF_SUB_N
+#undef STOF_EXPERIMENT_TILE32
 #undef STOF_ROW_WARPS
 #undef STOF_ROW_KEYS
 #undef STOF_KV_SPLIT
@@ -258,6 +259,70 @@ struct stof_attn_mod_dev {
 #define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h128_t128_w8_s2_bf_block
 #define stof_attn_row_fwd h128_t128_w8_s2_bf_row
+#include "attn_dev.cu"
+
+/* session 14 (prepared, not run): tile 32, mma.sync, 2 warps (16 query rows each), for
+ * bigbird, whose useful share of the MMA work is 0.93-0.97 at tile 32 against 0.54-0.59 at
+ * tile 64 with the half skip (NOTES-attention.md, session 14) */
+#define ATTN_NS h64_t32_w2_s2
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_EXPERIMENT_TILE32 1
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t32_w2_s2_block
+#define stof_attn_row_fwd h64_t32_w2_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t32_w2_s3
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_EXPERIMENT_TILE32 1
+#define STOF_WARPS 2
+#define STOF_STAGES 3
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t32_w2_s3_block
+#define stof_attn_row_fwd h64_t32_w2_s3_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t32_w2_s2_m8
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_EXPERIMENT_TILE32 1
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_MIN_BLOCKS 8
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t32_w2_s2_m8_block
+#define stof_attn_row_fwd h64_t32_w2_s2_m8_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t32_w2_s2
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_EXPERIMENT_TILE32 1
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h128_t32_w2_s2_block
+#define stof_attn_row_fwd h128_t32_w2_s2_row
 #include "attn_dev.cu"
 
 #undef ATTN_DEV_INSTANTIATE
@@ -839,6 +904,10 @@ struct Cfg {
 
 static const Cfg g_cfgs[] = {
     CFG(h64_t64_w4_s2, 64, 64, 0, 4, 2, 0, -1, -1, 4, 4),
+    CFG(h64_t32_w2_s2, 64, 32, 0, 2, 2, 0, -1, -1, 4, 4),
+    CFG(h64_t32_w2_s3, 64, 32, 0, 2, 3, 0, -1, -1, 4, 4),
+    CFG(h64_t32_w2_s2_m8, 64, 32, 0, 2, 2, 0, -1, 8, 4, 4),
+    CFG(h128_t32_w2_s2, 128, 32, 0, 2, 2, 0, -1, -1, 4, 4),
     CFG(h64_t64_w4_s2_m4, 64, 64, 0, 4, 2, 0, -1, 4, 8, 2),
     CFG(h64_t64_w4_s2_s, 64, 64, 0, 4, 2, 1, -1, -1, 8, 4),
     CFG(h64_t64_w2_s2, 64, 64, 0, 2, 2, 0, -1, -1, 4, 8),

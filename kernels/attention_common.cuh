@@ -47,7 +47,7 @@
 #ifndef STOF_TILE_N
 #define STOF_TILE_N STOF_TILE_M
 #endif
-#if STOF_TILE_M != 64 && STOF_TILE_M != 128
+#if STOF_TILE_M != 64 && STOF_TILE_M != 128 && !(STOF_TILE_M == 32 && defined(STOF_EXPERIMENT_TILE32))
 #error "stof attention: STOF_TILE_M must be 64 or 128"
 #endif
 #if STOF_TILE_N != STOF_TILE_M
