@@ -1606,10 +1606,12 @@ static int nvrtc_check(const std::string &dir)
                                   "-DSTOF_KV_SPLIT=" + std::to_string(c.split)};
     if (c.unroll >= 0) d.push_back("-DSTOF_SUB_UNROLL=" + std::to_string(c.unroll));
     if (c.minb >= 0) d.push_back("-DSTOF_MIN_BLOCKS=" + std::to_string(c.minb));
+    if (c.T == 32) d.push_back("-DSTOF_SUB_N=32"), d.push_back("-DSTOF_EXPERIMENT_TILE32=1");
     bad += !nvrtc_one(dir, "attention_block.cu", d, false);
     std::vector<std::string> dr = {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
                                    "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_ROW_WARPS=" + std::to_string(c.row_warps),
                                    "-DSTOF_ROW_KEYS=" + std::to_string(c.row_keys)};
+    if (c.T == 32) dr.push_back("-DSTOF_EXPERIMENT_TILE32=1");
     bad += !nvrtc_one(dir, "attention_row.cu", dr, false);
   }
   bad += !nvrtc_one(dir, "attention_block.cu", {}, false); /* defaults */
