@@ -350,8 +350,8 @@ void gpu_format_matches_cpu_on_per_batch_documents(void **state) {
 /* Small sizes, for compute-sanitizer (scripts/gpu-sanitize.sh runs this test alone:
  * STOF_TEST_FILTER=gpu_format_matches_cpu_at_small_sizes): every suite mask and the other
  * kinds and combinations at S = 200 on every tile, the suite masks at unequal and odd
- * lengths on tile 64 and at 600 x 1100 on tile 16 (3 items a row), per-batch documents at
- * S = 129. */
+ * lengths on tile 64 and at 600 x 1100 on tiles 16 and 128 (3 and 2 items a row), per-batch
+ * documents at S = 129. */
 void gpu_format_matches_cpu_at_small_sizes(void **state) {
   fg_fixture *f = fg_gpu(state);
   stof_mask *m[MAXM + 8];
@@ -366,13 +366,15 @@ void gpu_format_matches_cpu_at_small_sizes(void **state) {
   for (int d = 0; d < 4; d++)
     for (int k = 0; k < nsuite; k++) check_build(f, m[k], 1, 2, dims[d][0], dims[d][1], 64, 0);
   free_all(m, n);
-  /* tile-rows of 69 tiles at tile 16: 3 items (warps) a row, the last of 5 columns, so that
-   * the tools see several warps add to one row's counts and read their row's earlier items'
-   * (every case above has at most 32 tiles a row: one item) */
+  /* tile-rows of 69 tiles at tile 16: 3 items (warps) a row, the last of 5 columns, and of 9
+   * tiles at tile 128: 2 items of 8 and 1 columns, so that the tools see several warps add to
+   * one row's counts and read their row's earlier items' (every case above has at most 32
+   * tiles a row at tiles up to 64: one item) */
   for (int k = 0; stof_mask_suite_name(k); k++) {
     stof_mask *w;
     TU_OK(f->ctx, stof_mask_suite(f->ctx, stof_mask_suite_name(k), 1100, &w));
     check_build(f, w, 1, 1, 600, 1100, 16, 0);
+    check_build(f, w, 1, 1, 600, 1100, 128, 0);
     stof_mask_free(w);
   }
   check_per_batch_documents(f, 129);
