@@ -43,9 +43,9 @@ with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
 torch.cuda.synchronize()
 PY
 f="$OUT/ncu-cudnn-dense-$shape.txt"
-# cuDNN's attention kernel names vary by version; the largest launch of the third call is it:
-# profile every kernel of the last call (launch-skip the warm-ups' kernels by count is not
-# portable), then keep the longest
+# cuDNN's attention kernel names vary by version: the first kernel whose name matches the
+# pattern after two matching launches (the warm-ups, if each SDPA call is one kernel; the
+# report's kernel-name line says which ran)
 timeout "${ATTN_PROFILE_TIMEOUT:-240}" "$NCU" --clock-control none --target-processes all \
   -k "regex:(cudnn|fmha|sdpa|attention|flash|sm90)" --launch-skip 2 --launch-count 1 $sections \
   python3 "$OUT/sdpa_cudnn.py" > "$f" 2>&1

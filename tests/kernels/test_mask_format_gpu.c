@@ -656,13 +656,12 @@ static void gpu_program_survives_every_allocation_failure(void **state) {
   assert_true(n > 1 && n < 1000);
 }
 
-/* The builder's automatic choice of kernels (kernels_choice): the row kernels for masks of
+/* The builder's choice of kernels (kernels_format_kernels_choice): the row kernels for masks of
  * only dense, window and dilated terms, the chunked ones as soon as a global, random or
  * document term appears anywhere in the program (a union or a difference included). */
 static void gpu_builder_picks_rows_or_chunks_by_the_terms(void **state) {
   (void)state;
-  stof_ctx *ctx = stof_ctx_new(NULL, NULL);
-  assert_non_null(ctx);
+  stof_ctx *ctx = kt_ctx();
   static const struct { const char *name; int chunks; } suite[] = {
       {"dense", 0},      {"causal", 0},  {"sliding", 0}, {"causal_sliding", 0},
       {"longformer", 1}, {"bigbird", 1}, {"document", 1}};
@@ -705,14 +704,12 @@ static void gpu_builder_picks_rows_or_chunks_by_the_terms(void **state) {
   setenv("STOF_FORMAT_GPU_KERNELS", "rowz", 1);
   stof_status st = kernels_format_kernels_choice(ctx, "t", p, 100, &rows);
   unsetenv("STOF_FORMAT_GPU_KERNELS");
-  assert_int_equal(st, STOF_ERR_ARG);
-  assert_non_null(strstr(stof_ctx_message(ctx), "STOF_FORMAT_GPU_KERNELS=rowz: expected rows or chunks"));
-  stof_ctx_clear_error(ctx);
+  kt_expect_error(ctx, st, STOF_ERR_ARG, "STOF_FORMAT_GPU_KERNELS=rowz: expected rows or chunks");
   kernels_format_prog_free(p);
   stof_mask_free(u);
   stof_mask_free(b);
   stof_mask_free(a);
-  stof_ctx_free(ctx);
+  kt_ctx_done(ctx);
 }
 
 int run_mask_format_gpu_tests(void) {
