@@ -385,6 +385,104 @@ __device__ unsigned long long mf_block_scan(unsigned long long v, unsigned long 
   return before + x - v;
 }
 
+/* One round of the tile pass over a warp's 32 columns from c0 (those below cend) of tile-row
+ * (b, rows i0 .. i0 + nr): lane l classifies tile c0 + l and settles it at once where the class
+ * does; the warp then counts the words of its mixed tiles together and settles them (kFast:
+ * words from mf_word_fast, a listed tile's words dealt turned by its place, mf_word_index;
+ * else mf_word in order, the row kernels). Writes st[c]; adds the lane's full and partial tiles
+ * to full / part and its kept elements, non-empty 16 x 16 tiles and partial tiles with an
+ * empty key half to valid, v16 and half. Every lane of the warp calls it (ballots); s_lane,
+ * s_cnt, s_sub are the warp's 32-entry lists in shared memory. */
+template <bool kFast, typename Count>
+__device__ __forceinline__ void mf_tiles_round(const mf_node *prog, int nnode, const long long *doc, int T,
+                                               long long Sq, long long Sk, long long b, long long i0,
+                                               int nr, int c0, int cend, unsigned char *st,
+                                               unsigned char *s_lane, int *s_cnt,
+                                               unsigned long long *s_sub, unsigned long long sub_lo,
+                                               unsigned long long sub_hi, Count &full, Count &part,
+                                               unsigned long long &valid, unsigned long long &v16,
+                                               unsigned long long &half) {
+  int lane = threadIdx.x & 31;
+  int n16 = T / 16, nb8 = T / 8, wpt = nb8 * nb8;
+  int c = c0 + lane, cls = MF_ZERO, nc = 0;
+  if (c < cend) {
+    long long j0 = (long long)c * T;
+    nc = (int)(Sk - j0 < T ? Sk - j0 : T);
+    cls = mf_classify(prog, nnode, doc, b, i0, i0 + nr, j0, j0 + nc);
+  }
+  int edge = nr < T || nc < T, ismixed = c < cend && cls == MF_MIXED;
+  if (c < cend && !ismixed) {
+    unsigned char s = MF_EMPTY;
+    if (cls == MF_ONE && !edge) {
+      s = MF_FULL;
+      full++;
+      valid += (unsigned long long)T * T;
+      v16 += (unsigned long long)n16 * n16;
+    } else if (cls == MF_ONE) {
+      s = MF_PARTIAL;
+      part++;
+      half += T % 32 == 0 && nc <= T / 2;
+      valid += (unsigned long long)nr * nc;
+      v16 += (unsigned long long)((nr + 15) / 16) * ((nc + 15) / 16);
+    }
+    st[c] = s;
+  }
+  unsigned mixed = __ballot_sync(MF_FULL_MASK, ismixed);
+  if (!mixed) return; /* warp-uniform */
+
+  /* the warp's mixed tiles, listed; their words spread over the lanes, tile-major */
+  int nmixed = __popc(mixed), pos = __popc(mixed & ((1u << lane) - 1u));
+  if (ismixed) s_lane[pos] = (unsigned char)lane;
+  s_cnt[lane] = 0;
+  s_sub[lane] = 0;
+  __syncwarp();
+  int curk = -1, cnt = 0;
+  unsigned long long sub = 0;
+  for (int x = lane; x < nmixed * wpt; x += 32) {
+    int t = x / wpt, w = kFast ? mf_word_index(x - t * wpt, t, wpt) : x - t * wpt;
+    if (t != curk) {
+      if (curk >= 0 && cnt) {
+        atomicAdd(&s_cnt[curk], cnt);
+        atomicOr(&s_sub[curk], sub);
+      }
+      curk = t, cnt = 0, sub = 0;
+    }
+    int ci = w / nb8, ri = w - ci * nb8;
+    long long cc = c0 + s_lane[t];
+    unsigned long long word =
+        kFast ? mf_word_fast(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, cc * T + ci * 8)
+              : mf_word(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, cc * T + ci * 8);
+    if (word) {
+      cnt += __popcll(word);
+      sub |= 1ull << ((ri >> 1) * n16 + (ci >> 1));
+    }
+  }
+  if (curk >= 0 && cnt) {
+    atomicAdd(&s_cnt[curk], cnt);
+    atomicOr(&s_sub[curk], sub);
+  }
+  __syncwarp();
+  if (ismixed) {
+    int cn = s_cnt[pos];
+    unsigned char s = MF_EMPTY;
+    if (cn == T * T && !edge) {
+      s = MF_FULL;
+      full++;
+      valid += (unsigned long long)cn;
+      v16 += (unsigned long long)n16 * n16;
+    } else if (cn > 0) {
+      unsigned long long sub16 = s_sub[pos];
+      s = MF_PARTIAL;
+      part++;
+      half += T % 32 == 0 && (!(sub16 & sub_lo) || !(sub16 & sub_hi));
+      valid += (unsigned long long)cn;
+      v16 += (unsigned long long)__popcll(sub16);
+    }
+    st[c] = s;
+  }
+  __syncwarp(); /* the lists are rewritten by the next round */
+}
+
 /* Grid-stride over items k = (m * nrow + r) * nchunk + q, k < nitem = nmask * nrow * nchunk,
  * a warp each, MF_TILE_THREADS a block; item q covers columns [q * chunk, q * chunk + chunk)
  * of tile-row (m, r). Writes state[(m * nrow + r) * ncol + c] for its tiles and count[k]
@@ -425,84 +523,9 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
     int cbeg = q * chunk, cend = (int)((long long)cbeg + chunk < ncol ? cbeg + chunk : ncol);
     unsigned it_full = 0, it_part = 0; /* this lane's tiles of item k */
     for (int c0 = cbeg; c0 < cend; c0 += 32) {
-      /* each lane classifies one tile */
-      int c = c0 + lane, cls = MF_ZERO, nc = 0;
-      if (c < cend) {
-        long long j0 = (long long)c * T;
-        nc = (int)(Sk - j0 < T ? Sk - j0 : T);
-        cls = mf_classify(prog, nnode, doc, b, i0, i0 + nr, j0, j0 + nc);
-      }
-      int edge = nr < T || nc < T, ismixed = c < cend && cls == MF_MIXED;
-      if (c < cend && !ismixed) {
-        unsigned char s = MF_EMPTY;
-        if (cls == MF_ONE && !edge) {
-          s = MF_FULL;
-          it_full++;
-          my_valid += (unsigned long long)T * T;
-          my_v16 += (unsigned long long)n16 * n16;
-        } else if (cls == MF_ONE) {
-          s = MF_PARTIAL;
-          it_part++;
-          my_half += T % 32 == 0 && nc <= T / 2;
-          my_valid += (unsigned long long)nr * nc;
-          my_v16 += (unsigned long long)((nr + 15) / 16) * ((nc + 15) / 16);
-        }
-        st[c] = s;
-      }
-      unsigned mixed = __ballot_sync(MF_FULL_MASK, ismixed);
-      if (!mixed) continue;
-
-      /* the warp's mixed tiles, listed; their words spread over the lanes, tile-major, each
-       * tile's turned by its place t in the list (mf_word_index) */
-      int nmixed = __popc(mixed), pos = __popc(mixed & ((1u << lane) - 1u));
-      if (ismixed) s_lane[warp][pos] = (unsigned char)lane;
-      s_cnt[warp][lane] = 0;
-      s_sub[warp][lane] = 0;
-      __syncwarp();
-      int curk = -1, cnt = 0;
-      unsigned long long sub = 0;
-      for (int x = lane; x < nmixed * wpt; x += 32) {
-        int t = x / wpt, w = mf_word_index(x - t * wpt, t, wpt);
-        if (t != curk) {
-          if (curk >= 0 && cnt) {
-            atomicAdd(&s_cnt[warp][curk], cnt);
-            atomicOr(&s_sub[warp][curk], sub);
-          }
-          curk = t, cnt = 0, sub = 0;
-        }
-        int ci = w / nb8, ri = w - ci * nb8;
-        long long cc = c0 + s_lane[warp][t];
-        unsigned long long word =
-            mf_word_fast(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, cc * T + ci * 8);
-        if (word) {
-          cnt += __popcll(word);
-          sub |= 1ull << ((ri >> 1) * n16 + (ci >> 1));
-        }
-      }
-      if (curk >= 0 && cnt) {
-        atomicAdd(&s_cnt[warp][curk], cnt);
-        atomicOr(&s_sub[warp][curk], sub);
-      }
-      __syncwarp();
-      if (ismixed) {
-        int cn = s_cnt[warp][pos];
-        unsigned char s = MF_EMPTY;
-        if (cn == T * T && !edge) {
-          s = MF_FULL;
-          it_full++;
-          my_valid += (unsigned long long)cn;
-          my_v16 += (unsigned long long)n16 * n16;
-        } else if (cn > 0) {
-          unsigned long long sub16 = s_sub[warp][pos];
-          s = MF_PARTIAL;
-          it_part++;
-          my_half += T % 32 == 0 && (!(sub16 & sub_lo) || !(sub16 & sub_hi));
-          my_valid += (unsigned long long)cn;
-          my_v16 += (unsigned long long)__popcll(sub16);
-        }
-        st[c] = s;
-      }
-      __syncwarp(); /* the lists are rewritten by the next round */
+      mf_tiles_round<true>(prog, nnode, doc, T, Sq, Sk, b, i0, nr, c0, cend, st, s_lane[warp],
+                           s_cnt[warp], s_sub[warp], sub_lo, sub_hi, it_full, it_part, my_valid,
+                           my_v16, my_half);
     }
     /* the warp's sums, packed (full low, partial high: each < 2^31, no carry); shuffles, not
      * __reduce_add_sync, which needs sm_80 and would fail the whole module's compilation
@@ -558,83 +581,9 @@ stof_mf_tiles_rows(const mf_node *prog, int nnode, const long long *doc, int T, 
   __syncthreads();
 
   for (int c0 = warp * 32; c0 < ncol; c0 += MF_TILE_THREADS) {
-    /* each lane classifies one tile */
-    int c = c0 + lane, cls = MF_ZERO, nc = 0;
-    if (c < ncol) {
-      long long j0 = (long long)c * T;
-      nc = (int)(Sk - j0 < T ? Sk - j0 : T);
-      cls = mf_classify(prog, nnode, doc, b, i0, i0 + nr, j0, j0 + nc);
-    }
-    int edge = nr < T || nc < T, ismixed = c < ncol && cls == MF_MIXED;
-    if (c < ncol && !ismixed) {
-      unsigned char s = MF_EMPTY;
-      if (cls == MF_ONE && !edge) {
-        s = MF_FULL;
-        my_full++;
-        my_valid += (unsigned long long)T * T;
-        my_v16 += (unsigned long long)n16 * n16;
-      } else if (cls == MF_ONE) {
-        s = MF_PARTIAL;
-        my_part++;
-        my_half += T % 32 == 0 && nc <= T / 2;
-        my_valid += (unsigned long long)nr * nc;
-        my_v16 += (unsigned long long)((nr + 15) / 16) * ((nc + 15) / 16);
-      }
-      st[c] = s;
-    }
-    unsigned mixed = __ballot_sync(MF_FULL_MASK, ismixed);
-    if (!mixed) continue; /* warp-uniform */
-
-    /* the warp's mixed tiles, listed; their words spread over the lanes, tile-major */
-    int nmixed = __popc(mixed), pos = __popc(mixed & ((1u << lane) - 1u));
-    if (ismixed) s_lane[warp][pos] = (unsigned char)lane;
-    s_cnt[warp][lane] = 0;
-    s_sub[warp][lane] = 0;
-    __syncwarp();
-    int curk = -1, cnt = 0;
-    unsigned long long sub = 0;
-    for (int q = lane; q < nmixed * wpt; q += 32) {
-      int k = q / wpt, w = q - k * wpt;
-      if (k != curk) {
-        if (curk >= 0 && cnt) {
-          atomicAdd(&s_cnt[warp][curk], cnt);
-          atomicOr(&s_sub[warp][curk], sub);
-        }
-        curk = k, cnt = 0, sub = 0;
-      }
-      int ci = w / nb8, ri = w - ci * nb8;
-      long long cc = c0 + s_lane[warp][k];
-      unsigned long long word =
-          mf_word(prog, nnode, doc, b, Sq, Sk, i0 + ri * 8, cc * T + ci * 8);
-      if (word) {
-        cnt += __popcll(word);
-        sub |= 1ull << ((ri >> 1) * n16 + (ci >> 1));
-      }
-    }
-    if (curk >= 0 && cnt) {
-      atomicAdd(&s_cnt[warp][curk], cnt);
-      atomicOr(&s_sub[warp][curk], sub);
-    }
-    __syncwarp();
-    if (ismixed) {
-      int count = s_cnt[warp][pos];
-      unsigned char s = MF_EMPTY;
-      if (count == T * T && !edge) {
-        s = MF_FULL;
-        my_full++;
-        my_valid += (unsigned long long)count;
-        my_v16 += (unsigned long long)n16 * n16;
-      } else if (count > 0) {
-        unsigned long long sub16 = s_sub[warp][pos];
-        s = MF_PARTIAL;
-        my_part++;
-        my_half += T % 32 == 0 && (!(sub16 & sub_lo) || !(sub16 & sub_hi));
-        my_valid += (unsigned long long)count;
-        my_v16 += (unsigned long long)__popcll(s_sub[warp][pos]);
-      }
-      st[c] = s;
-    }
-    __syncwarp(); /* the lists are rewritten by the next round */
+    mf_tiles_round<false>(prog, nnode, doc, T, Sq, Sk, b, i0, nr, c0, ncol, st, s_lane[warp],
+                          s_cnt[warp], s_sub[warp], sub_lo, sub_hi, my_full, my_part, my_valid,
+                          my_v16, my_half);
   }
 
   if (my_valid) atomicAdd(&s_tot[0], my_valid);
