@@ -64,7 +64,6 @@ namespace ATTN_NS {
 #undef STOF_WARPS
 #undef STOF_STAGES
 #undef STOF_SUB_N
-#undef STOF_EXPERIMENT_TILE32
 #undef STOF_ROW_WARPS
 #undef STOF_ROW_KEYS
 #undef STOF_KV_SPLIT
@@ -261,14 +260,14 @@ struct stof_attn_mod_dev {
 #define stof_attn_row_fwd h128_t128_w8_s2_bf_row
 #include "attn_dev.cu"
 
-/* session 14 (prepared, not run): tile 32, mma.sync, 2 warps (16 query rows each), for
- * bigbird, whose useful share of the MMA work is 0.93-0.97 at tile 32 against 0.54-0.59 at
- * tile 64 with the half skip (NOTES-attention.md, session 14) */
+/* tile 32, mma.sync, 2 warps (16 query rows each), for bigbird, whose useful share of the MMA
+ * work is 0.93-0.97 at tile 32 against 0.54-0.59 at tile 64 with the half skip
+ * (NOTES-attention.md, sessions 14 and 15; the engine runs h64_t32_w2_s2 / h128_t32_w2_s2 on
+ * Hopper since session 15) */
 #define ATTN_NS h64_t32_w2_s2
 #define STOF_HEAD_DIM 64
 #define STOF_BF16 0
 #define STOF_TILE_M 32
-#define STOF_EXPERIMENT_TILE32 1
 #define STOF_WARPS 2
 #define STOF_STAGES 2
 #define STOF_SUB_N 32
@@ -283,7 +282,6 @@ struct stof_attn_mod_dev {
 #define STOF_HEAD_DIM 64
 #define STOF_BF16 0
 #define STOF_TILE_M 32
-#define STOF_EXPERIMENT_TILE32 1
 #define STOF_WARPS 2
 #define STOF_STAGES 3
 #define STOF_SUB_N 32
@@ -298,7 +296,6 @@ struct stof_attn_mod_dev {
 #define STOF_HEAD_DIM 64
 #define STOF_BF16 0
 #define STOF_TILE_M 32
-#define STOF_EXPERIMENT_TILE32 1
 #define STOF_WARPS 2
 #define STOF_STAGES 2
 #define STOF_SUB_N 32
@@ -314,7 +311,6 @@ struct stof_attn_mod_dev {
 #define STOF_HEAD_DIM 128
 #define STOF_BF16 0
 #define STOF_TILE_M 32
-#define STOF_EXPERIMENT_TILE32 1
 #define STOF_WARPS 2
 #define STOF_STAGES 2
 #define STOF_SUB_N 32
@@ -1606,12 +1602,11 @@ static int nvrtc_check(const std::string &dir)
                                   "-DSTOF_KV_SPLIT=" + std::to_string(c.split)};
     if (c.unroll >= 0) d.push_back("-DSTOF_SUB_UNROLL=" + std::to_string(c.unroll));
     if (c.minb >= 0) d.push_back("-DSTOF_MIN_BLOCKS=" + std::to_string(c.minb));
-    if (c.T == 32) d.push_back("-DSTOF_SUB_N=32"), d.push_back("-DSTOF_EXPERIMENT_TILE32=1");
+    if (c.T == 32) d.push_back("-DSTOF_SUB_N=32");
     bad += !nvrtc_one(dir, "attention_block.cu", d, false);
     std::vector<std::string> dr = {"-DSTOF_HEAD_DIM=" + std::to_string(c.D), "-DSTOF_BF16=" + std::to_string(c.bf16),
                                    "-DSTOF_TILE_M=" + std::to_string(c.T), "-DSTOF_ROW_WARPS=" + std::to_string(c.row_warps),
                                    "-DSTOF_ROW_KEYS=" + std::to_string(c.row_keys)};
-    if (c.T == 32) dr.push_back("-DSTOF_EXPERIMENT_TILE32=1");
     bad += !nvrtc_one(dir, "attention_row.cu", dr, false);
   }
   bad += !nvrtc_one(dir, "attention_block.cu", {}, false); /* defaults */

@@ -336,6 +336,17 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
  * document, causal and dense 1.0-1.16x (0-13%): used from 65%. */
 #define SM90_ROWMASK_MIN_PARTIAL 0.10
 #define SM90_HALFSKIP_MIN_HALF 0.65
+/* Hopper, tile 32 (H100, fifteenth session, bench/attn_ab_tile32.sh, bench/results/s15-h100/):
+ * wgmma runs 64 query rows a warpgroup, so a mask of 32-wide blocks wastes MMA work at tile
+ * 64 even with the half skip (bigbird's useful share 0.54-0.59 at tile 64, 0.93-0.97 at tile
+ * 32). The mma.sync block kernel at tile 32 (2 warps of 16 rows, sub-tiles of 32 keys) took
+ * against the engine's tile-64 wgmma configuration: bigbird 0.93-0.95x at 8 x 2048, 0.78-0.79x
+ * at 16 x 4096 (D 64), 0.73x at 1 x 8192 H 32 (D 128), where 76-86% of its non-empty
+ * 64-tiles have an empty key half; longformer 1.06-1.12x (58-60%), sliding 0.96-1.08x
+ * (66%), document and dense 1.5-1.7x (its rate per MMA FLOP is ~0.6 of wgmma's). So tile 32
+ * from 72% half-empty tiles at S >= 2048 (bigbird at S = 1024 has 67%). */
+#define TILE32_SM90_MIN_HALF 0.72
+#define TILE32_SM90_MIN_S 2048
 
 /* Dynamic shared memory of the kernels (the formulas of their file headers). */
 static unsigned smem_portable(int T, int64_t D, int stages) {
@@ -379,8 +390,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (st) return st;
   if ((unsigned)o.kernel >= STOF_ATTN_KERNEL_COUNT)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: unknown kernel %d", (int)o.kernel);
-  if (o.tile != 0 && o.tile != 64 && o.tile != 128)
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tile %d (64 or 128)", o.tile);
+  if (o.tile != 0 && o.tile != 32 && o.tile != 64 && o.tile != 128)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tile %d (32, 64 or 128)", o.tile);
   if (o.stages != 0 && (o.stages < 2 || o.stages > 4))
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d stages (2, 3 or 4)", o.stages);
   if (o.tma < -1 || o.tma > 1)
@@ -413,6 +424,11 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                  stof_attn_kernel_name(out->kernel), 100 * f->frac16,
                  out->kernel == STOF_ATTN_BLOCK ? "at or above" : "below", STOF_ATTN_SELECT_C,
                  100 * out->threshold, S);
+    if (o.tile == 32 && out->kernel == STOF_ATTN_ROW) {
+      out->kernel = STOF_ATTN_BLOCK;
+      n = snprintf(out->why, sizeof out->why, "block-wise: tile 32 asked for (the row-wise kernel takes 64 or 128; "
+                   "%.1f%% of the 16x16 tiles are non-empty)", 100 * f->frac16);
+    }
   }
   /* the Hopper kernel runs block-wise on compute capability 9.0 unless asked otherwise */
   int sm90 = out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 && !o.portable;
@@ -437,16 +453,35 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     if (!sm90 || !o.warps || o.warps == out->tile / 16) break;
     sm90 = 0;
   }
-  /* block-wise: 16 query rows per warp at tile 64; at tile 128, 32 rows per warp for
+  /* Hopper, a mask of 32-wide blocks (the counts of the tile-64 format): tile 32 on the
+   * mma.sync kernel, 2 warps; not where warps or an option only the Hopper kernel has are asked
+   * for */
+  int wants_hopper = o.tma == 1 || o.rowmask == 1 || o.halfskip == 1 || o.split > 0;
+  if (!o.tile && sm90 && !wants_hopper && out->tile == 64 && f->T == 64 && !o.warps &&
+      S >= TILE32_SM90_MIN_S) {
+    double nonempty = (double)(f->ntile_full + f->ntile_partial);
+    double half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
+    if (half >= TILE32_SM90_MIN_HALF) {
+      out->tile = 32;
+      sm90 = 0;
+      snprintf(tile_why, sizeof tile_why, "Hopper: 32 at >= %.0f%% of the non-empty 64-tiles with an empty key half "
+               "(%.0f%%), S >= %d", 100 * TILE32_SM90_MIN_HALF, 100 * half, TILE32_SM90_MIN_S);
+    }
+  }
+  if (out->tile == 32 && out->kernel != STOF_ATTN_BLOCK)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: tile 32 is the block-wise kernel's (%s-wise chosen%s)",
+                          stof_attn_kernel_name(out->kernel), o.kernel ? ", asked for" : " by the selector");
+  /* block-wise: 16 query rows per warp at tiles 32 and 64; at tile 128, 32 rows per warp for
    * D = 64 (4 warps: measured 1.5x faster than 8) and 16 for D = 128 (8 warps) */
   out->warps = o.warps                          ? o.warps
                : out->kernel != STOF_ATTN_BLOCK ? 4
                : out->tile == 128 && D == 128   ? 8
+               : out->tile == 32                ? 2
                                                 : 4;
   out->stages = o.stages ? o.stages : 2;
   /* Hopper: the wgmma kernel, one warpgroup per 64 query rows; at tile 128 its two
    * warpgroups ping-pong over 3 stages (measured fastest, bench/NOTES-attention.md) */
-  if (sm90 && (!o.warps || o.warps == out->tile / 16)) {
+  if (sm90 && out->tile != 32 && (!o.warps || o.warps == out->tile / 16)) {
     int stages = o.stages ? o.stages : out->tile == 128 ? 3 : 2;
     /* K/V by TMA where it measured faster on the H200 (bench/NOTES-attention.md, TMA):
      * D = 128 at tile 128 (0.93-0.95x the time) and D = 64 at tile 64 (0.95x); slower at

@@ -36,10 +36,10 @@
  *           (stof_attn::blk::kSmemBytes; above 48 KB the launcher must raise
  *           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
  *
- * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128),
+ * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (32|64|128),
  *   STOF_WARPS (default 4; T / STOF_WARPS query rows per warp must be 16 or 32),
- *   STOF_STAGES (default 2; 2..4), STOF_SUB_N (default 64; the key columns whose scores
- *   are held in registers at once, divides T), STOF_KV_SPLIT (default 0: K and V of a tile
+ *   STOF_STAGES (default 2; 2..4), STOF_SUB_N (default min(T, 64); the key columns whose
+ *   scores are held in registers at once, divides T), STOF_KV_SPLIT (default 0: K and V of a tile
  *   in one cp.async group, one CTA barrier per tile; 1: separate groups, S = QK^T starts
  *   before V lands, two barriers per tile), STOF_SUB_UNROLL (1: unroll the sub-tile loop;
  *   0: keep it rolled, fewer registers; default 0 for D=64, 1 for D=128), STOF_MIN_BLOCKS
@@ -47,7 +47,10 @@
  *   warp, else 1).
  * Measured best on an H200 (bench/NOTES-attention.md): for dense, causal and document
  * masks T=128 with 4 warps at D=64 (S >= 1024) and T=128 with 8 warps at D=128; for the
- * sparse masks (sliding, longformer, bigbird) T=64 with 4 warps.
+ * sparse masks (sliding, longformer, bigbird) T=64 with 4 warps. T=32 with 2 warps (16 query
+ * rows each, sub-tiles of 32 keys) is what the engine runs on Hopper for masks of 32-wide
+ * blocks (bigbird), where wgmma's 64-row tile would waste half its MMA work (H100, session
+ * 15: 0.73-0.95x the time of the tile-64 wgmma kernel on bigbird; kernels/attention.c).
  */
 #include "attention_common.cuh"
 
@@ -58,7 +61,11 @@
 #define STOF_STAGES 2
 #endif
 #ifndef STOF_SUB_N
+#if STOF_TILE_M == 32
+#define STOF_SUB_N 32
+#else
 #define STOF_SUB_N 64
+#endif
 #endif
 #ifndef STOF_KV_SPLIT
 #define STOF_KV_SPLIT 0

@@ -120,6 +120,9 @@
  *   chunks into O after both launches.
  */
 #include "attention_common.cuh"
+#if STOF_TILE_M == 32
+#error "stof attention: the Hopper kernel takes STOF_TILE_M 64 or 128 (wgmma's M is 64 rows a warpgroup)"
+#endif
 
 /* Defaults = the fastest measured on an H200 (bench/NOTES-attention.md): T = 128, ping-pong
  * with 3 stages (dense, causal, document; D = 64 and 128); T = 64, 2 stages, no overlap

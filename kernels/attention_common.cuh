@@ -10,7 +10,8 @@
  * Macros (each has a default):
  *   STOF_HEAD_DIM  64 or 128 (anything else is a compile error)
  *   STOF_BF16      0 = half, 1 = bfloat16
- *   STOF_TILE_M    outer mask tile T (64 or 128); STOF_TILE_N must equal it
+ *   STOF_TILE_M    outer mask tile T (64 or 128; 32 for the block kernel of
+ *                  attention_block.cu only); STOF_TILE_N must equal it
  *   STOF_SCORE_MOD 0 = no additive score modifier, 1 = T5 relative position bias from a
  *                  bucket table, 2 = ALiBi (mod_t below; DESIGN.md section 6)
  *   STOF_SOFTCAP   0 = none, 1 = tanh soft cap of the scaled score
@@ -47,8 +48,8 @@
 #ifndef STOF_TILE_N
 #define STOF_TILE_N STOF_TILE_M
 #endif
-#if STOF_TILE_M != 64 && STOF_TILE_M != 128 && !(STOF_TILE_M == 32 && defined(STOF_EXPERIMENT_TILE32))
-#error "stof attention: STOF_TILE_M must be 64 or 128"
+#if STOF_TILE_M != 32 && STOF_TILE_M != 64 && STOF_TILE_M != 128
+#error "stof attention: STOF_TILE_M must be 32, 64 or 128"
 #endif
 #if STOF_TILE_N != STOF_TILE_M
 #error "stof attention: the mask format uses square outer tiles: STOF_TILE_N must equal STOF_TILE_M"

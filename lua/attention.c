@@ -245,8 +245,8 @@ static int l_attention(lua_State *L) {
   if (q->device == STOF_DEVICE_CPU) {
     /* the GPU plans' tiles, so that a script that runs here runs there (the other options
      * only steer the GPU kernels) */
-    if (o.tile != 0 && o.tile != 64 && o.tile != 128)
-      return slua_error(L, "ValueError", "%s: tile %d (64 or 128, on the CPU as on the GPU)", fname, o.tile);
+    if (o.tile != 0 && o.tile != 32 && o.tile != 64 && o.tile != 128)
+      return slua_error(L, "ValueError", "%s: tile %d (32, 64 or 128, on the CPU as on the GPU)", fname, o.tile);
     /* a mask that keeps no pair gives zeros (DESIGN.md: rows with no valid key give zeros) */
     stof_mask_format *f = NULL;
     slua_pred_call c;

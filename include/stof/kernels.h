@@ -343,7 +343,8 @@ stof_status stof_attn_mod_check(stof_ctx *ctx, const char *who, const stof_attn_
 
 typedef struct stof_attn_opts {
   stof_attn_kernel kernel; /* AUTO: the selector decides */
-  int tile;                /* outer tile of the mask format, 64 or 128; 0: the selector's */
+  int tile;                /* outer tile of the mask format, 32, 64 or 128 (32: block-wise,
+                              the mma.sync kernel); 0: the selector's */
   float scale;             /* 0: 1 / sqrt(D) */
   int warps;               /* 0: the kernel's default */
   int stages;              /* block-wise pipeline depth, 0: default */

@@ -249,7 +249,9 @@ local function check_options(o)
     raise("ValueError", "kernel must be \"auto\", \"block\" or \"row\", got %s", tostring(kernel))
   end
   local tile = int_field(o, "tile", nil, 1)
-  if tile and tile ~= 64 and tile ~= 128 then raise("ValueError", "tile must be 64 or 128, got %d", tile) end
+  if tile and tile ~= 32 and tile ~= 64 and tile ~= 128 then
+    raise("ValueError", "tile must be 32, 64 or 128, got %d", tile)
+  end
   return d, dtype, {kernel = kernel, tile = tile}, int_field(o, "reps", 30, 1), int_field(o, "check_rows", 16, 2)
 end
 

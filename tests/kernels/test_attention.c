@@ -598,7 +598,9 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
 /* How the Hopper kernel masks partial tiles (the thirteenth session's rule): per lane from
  * 10% partial tiles, the empty key half skipped from 65% of the non-empty tiles having one
  * (tile 64 only); never on the portable kernel; forced either way; refused where it cannot
- * run. The shares come from the format's counts (bigbird at 4096: 1,343 of 1,634). */
+ * run. The shares come from the format's counts (bigbird at 4096: 1,343 of 1,634). Bigbird
+ * runs at tile 32 on Hopper by itself (select_picks_tile_32_for_32_wide_blocks), so its cases
+ * ask for tile 64. */
 static void select_picks_the_partial_tile_masking(void **state) {
   (void)state;
   tu_heap heap;
@@ -606,11 +608,11 @@ static void select_picks_the_partial_tile_masking(void **state) {
   static const struct {
     const char *mask;
     int64_t D;
-    int rowmask, halfskip;
+    int rowmask, halfskip, tile;
   } cases[] = {
-      {"dense", 64, 0, 0},     {"causal", 64, 0, 0},      {"bigbird", 64, 1, 1}, {"bigbird", 128, 1, 1},
-      {"sliding", 64, 1, 1},   {"longformer", 64, 1, 0},  {"causal_sliding", 128, 1, 0},
-      {"document", 64, 1, 0},  {"document", 128, 1, 0}, /* tile 128 at D 128: no half skip */
+      {"dense", 64, 0, 0, 0},    {"causal", 64, 0, 0, 0},     {"bigbird", 64, 1, 1, 64}, {"bigbird", 128, 1, 1, 64},
+      {"sliding", 64, 1, 1, 0},  {"longformer", 64, 1, 0, 0}, {"causal_sliding", 128, 1, 0, 0},
+      {"document", 64, 1, 0, 0}, {"document", 128, 1, 0, 0}, /* tile 128 at D 128: no half skip */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     stof_mask *m;
@@ -618,7 +620,7 @@ static void select_picks_the_partial_tile_masking(void **state) {
     stof_mask_format *f = format_of(ctx, m, 4096, 4096);
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
     stof_attn_choice c;
-    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, NULL, &c));
+    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, &(stof_attn_opts){.tile = cases[i].tile}, &c));
     if (!c.hopper || c.rowmask != cases[i].rowmask || c.halfskip != cases[i].halfskip)
       fail_msg("%s D %lld (%.0f%% partial, %.0f%% half empty): hopper %d rowmask %d halfskip %d; want %d %d: %s",
                cases[i].mask, (long long)cases[i].D, 100 * f->ntile_partial / nonempty,
@@ -636,10 +638,10 @@ static void select_picks_the_partial_tile_masking(void **state) {
   TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 4096, &m));
   stof_mask_format *f = format_of(ctx, m, 4096, 4096);
   stof_attn_choice c;
-  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.rowmask = -1, .halfskip = -1}, &c));
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 64, .rowmask = -1, .halfskip = -1}, &c));
   assert_true(c.hopper && !c.rowmask && !c.halfskip);
   expect_in_why(&c, "asked for");
-  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.halfskip = -1}, &c));
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 64, .halfskip = -1}, &c));
   assert_true(c.rowmask && !c.halfskip);
   TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &a100, &(stof_attn_opts){.halfskip = 1}, &c),
          STOF_ERR_UNSUPPORTED, "halfskip asked for, but it needs the Hopper kernel at tile 64");
@@ -861,6 +863,78 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
   tu_ctx_free(ctx, &heap);
 }
 
+/* Tile 32 on Hopper (the fifteenth session's rule): from 72% of the non-empty 64-tiles with
+ * an empty key half at S >= 2048, the mma.sync kernel with 2 warps; bigbird has 76-86% at
+ * S 2048-8192 and 67% at 1024, sliding 66%, longformer 58-60%. Never on another GPU, nor where
+ * warps, an option of the Hopper kernel or the portable kernel are asked for; asked for, tile
+ * 32 is block-wise (the row kernel does not take it). */
+static void select_picks_tile_32_for_32_wide_blocks(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  static const struct {
+    const char *mask;
+    int64_t S, D;
+    int tile; /* the selector's tile on an H100 */
+  } cases[] = {
+      {"bigbird", 2048, 64, 32},   {"bigbird", 4096, 64, 32},   {"bigbird", 8192, 128, 32},
+      {"bigbird", 1024, 64, 64},   {"sliding", 4096, 64, 64},   {"longformer", 4096, 64, 64},
+      {"document", 4096, 64, 64},  {"causal_sliding", 4096, 64, 64},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    stof_mask *m;
+    TU_OK(ctx, stof_mask_suite(ctx, cases[i].mask, cases[i].S, &m));
+    stof_mask_format *f = format_of(ctx, m, cases[i].S, cases[i].S);
+    double nonempty = (double)(f->ntile_full + f->ntile_partial), half = f->ntile_halfempty / nonempty;
+    stof_attn_choice c;
+    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, NULL, &c));
+    if (c.tile != cases[i].tile || (c.tile == 32) != (half >= 0.72))
+      fail_msg("%s S %lld D %lld (%.0f%% half empty): tile %d, want %d: %s", cases[i].mask, (long long)cases[i].S,
+               (long long)cases[i].D, 100 * half, c.tile, cases[i].tile, c.why);
+    if (c.tile == 32) {
+      assert_true(c.kernel == STOF_ATTN_BLOCK && !c.hopper && !c.tma && !c.rowmask && !c.halfskip);
+      assert_int_equal(c.warps, 2);
+      assert_int_equal(c.stages, 2);
+      expect_in_why(&c, "tile 32 (Hopper: 32 at >= 72% of the non-empty 64-tiles with an empty key half");
+      expect_in_why(&c, "mma.sync");
+      /* an A100 keeps tile 64 (the rule is the H100's measurement); so do the portable
+       * kernel, forced warps, and the options only the Hopper kernel has */
+      TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &a100, NULL, &c));
+      assert_int_equal(c.tile, 64);
+      static const stof_attn_opts keep64[] = {{.portable = 1}, {.warps = 4}, {.warps = 2}, {.halfskip = 1},
+                                              {.rowmask = 1}, {.tma = 1}, {.split = 8}};
+      for (size_t k = 0; k < sizeof keep64 / sizeof keep64[0]; k++) {
+        TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, &keep64[k], &c));
+        assert_int_equal(c.tile, 64);
+      }
+    }
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  /* asked for: block-wise, 2 warps (or 1: 32 rows a warp), on any GPU, even where the
+   * selector would run row-wise (one document of 40 at S = 4096: 0.014% of the 16-tiles);
+   * the row kernel refuses */
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_document(ctx, 1, (const int64_t[]){40}, &m));
+  stof_mask_format *f;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 32, &f));
+  stof_attn_choice c;
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &a100, &(stof_attn_opts){.tile = 32}, &c));
+  assert_true(c.kernel == STOF_ATTN_BLOCK && c.tile == 32 && c.warps == 2 && !c.hopper);
+  expect_in_why(&c, "block-wise: tile 32 asked for (the row-wise kernel takes 64 or 128");
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 128, &h100, &(stof_attn_opts){.tile = 32, .warps = 1}, &c));
+  assert_true(c.tile == 32 && c.warps == 1 && !c.hopper);
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 32, .kernel = STOF_ATTN_ROW}, &c),
+         STOF_ERR_UNSUPPORTED, "tile 32 is the block-wise kernel's (row-wise chosen, asked for)");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 32, .warps = 4}, &c),
+         STOF_ERR_ARG, "4 warps for tile 32");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 32, .halfskip = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "halfskip asked for, but it needs the Hopper kernel at tile 64");
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
 static void select_rejects_bad_tiles_and_kernels(void **state) {
   (void)state;
   tu_heap heap;
@@ -871,8 +945,10 @@ static void select_rejects_bad_tiles_and_kernels(void **state) {
   stof_attn_choice c;
   TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, NULL, &(stof_attn_opts){.tile = 96}, &c),
          STOF_ERR_ARG, "tile 96");
-  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, NULL, &(stof_attn_opts){.tile = 32}, &c),
-         STOF_ERR_ARG, "tile 32");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, NULL, &(stof_attn_opts){.tile = 48}, &c),
+         STOF_ERR_ARG, "tile 48 (32, 64 or 128)");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 1, 64, NULL, &(stof_attn_opts){.tile = 16}, &c),
+         STOF_ERR_ARG, "tile 16");
   TU_ERR(ctx,
          stof_attention_select(ctx, f, 1, 1, 64, NULL,
                                &(stof_attn_opts){.kernel = STOF_ATTN_BLOCK, .tile = -64}, &c),
@@ -1241,6 +1317,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_respects_forced_kernel_tile_and_pipeline),
       cmocka_unit_test(select_picks_the_tile_per_kernel_path),
       cmocka_unit_test(select_picks_the_partial_tile_masking),
+      cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
       cmocka_unit_test(select_takes_tma_only_on_the_hopper_kernel),
       cmocka_unit_test(hopper_kernel_compiles_for_sm90a_with_and_without_tma),

@@ -5,8 +5,8 @@
  * machines without one.
  *
  * Each case (mask, shape, dtype, seed) gets random inputs (seeded, different per case,
- * never zero) and one CPU reference, then runs on the GPU once per kernel choice (block,
- * row, each at tile 64 and 128, and auto). Before every run the output and a guard zone
+ * never zero) and one CPU reference, then runs on the GPU once per kernel choice (block at
+ * tiles 32, 64 and 128, row at 64 and 128, and auto). Before every run the output and a guard zone
  * past its end are poisoned with NaN; after it: no NaN, rows with no kept key exactly 0,
  * every element within a small absolute error (one wrong row cannot hide in the norm),
  * relative L2 below 1e-2, and the guard zone untouched. Every run prints one line (mask,
@@ -86,8 +86,8 @@ typedef struct run_spec {
 } run_spec;
 
 static const run_spec all_runs[] = {
-    {STOF_ATTN_BLOCK, 64, 0, 0}, {STOF_ATTN_BLOCK, 128, 0, 0}, {STOF_ATTN_ROW, 64, 0, 0},
-    {STOF_ATTN_ROW, 128, 0, 0},  {STOF_ATTN_AUTO, 0, 0, 0},
+    {STOF_ATTN_BLOCK, 32, 0, 0}, {STOF_ATTN_BLOCK, 64, 0, 0}, {STOF_ATTN_BLOCK, 128, 0, 0},
+    {STOF_ATTN_ROW, 64, 0, 0},   {STOF_ATTN_ROW, 128, 0, 0},  {STOF_ATTN_AUTO, 0, 0, 0},
 };
 #define NALL ((int)(sizeof all_runs / sizeof all_runs[0]))
 
@@ -550,8 +550,8 @@ static void per_head_masks_match_cpu(void **state) {
 }
 
 /* Every kernel variant the selector can pick, forced one by one, on small shapes: block-wise
- * portable (mma.sync), block-wise Hopper (wgmma) with K/V by cp.async and by TMA (compute
- * capability 9.0 only), row-wise; tiles 64 and 128; D 64 and 128; f16 and bf16; odd and
+ * portable (mma.sync; tiles 32, 64 and 128), block-wise Hopper (wgmma) with K/V by cp.async
+ * and by TMA (compute capability 9.0 only), row-wise; tiles 64 and 128; D 64 and 128; f16 and bf16; odd and
  * unequal lengths, a per-head mask with grouped-query heads, rows with no key, per-batch
  * documents. Small enough to run under compute-sanitizer (scripts/gpu-sanitize.sh runs it
  * alone: STOF_TEST_FILTER=every_kernel_variant_at_small_shapes), where kernels run 10-100x
@@ -560,7 +560,8 @@ static void every_kernel_variant_at_small_shapes(void **state) {
   fixture *f = gpu(state);
   stof_ctx *ctx = f->ctx;
   static const run_spec variants[] = {
-      {STOF_ATTN_BLOCK, 64, 0, 0, 1, 0},  {STOF_ATTN_BLOCK, 128, 0, 0, 1, 0},  /* portable */
+      {STOF_ATTN_BLOCK, 32, 0, 0, 1, 0},                                       /* portable */
+      {STOF_ATTN_BLOCK, 64, 0, 0, 1, 0},  {STOF_ATTN_BLOCK, 128, 0, 0, 1, 0},
       {STOF_ATTN_BLOCK, 64, 0, 0, 0, -1}, {STOF_ATTN_BLOCK, 128, 0, 0, 0, -1}, /* wgmma */
       {STOF_ATTN_BLOCK, 64, 0, 0, 0, 1},  {STOF_ATTN_BLOCK, 128, 0, 0, 0, 1},  /* wgmma+tma */
       {STOF_ATTN_ROW, 64, 0, 0, 0, 0},    {STOF_ATTN_ROW, 128, 0, 0, 0, 0},
@@ -843,7 +844,7 @@ static void plan_run_rejects_bad_tensors(void **state) {
 
 /* ---------------------------------------------------------------- strided layouts */
 
-/* The kernel variants, each forced: portable mma.sync (tiles 64, 128), Hopper wgmma with
+/* The kernel variants, each forced: portable mma.sync (tiles 32, 64, 128), Hopper wgmma with
  * cp.async and with TMA K/V loads (tiles 64, 128; skipped off compute capability 9.0), and
  * row-wise. */
 typedef struct layout_variant {
@@ -853,6 +854,7 @@ typedef struct layout_variant {
 } layout_variant;
 
 static const layout_variant layout_variants[] = {
+    {"portable/32", STOF_ATTN_BLOCK, 32, 1, 0, 0},
     {"portable/64", STOF_ATTN_BLOCK, 64, 1, 0, 0},   {"portable/128", STOF_ATTN_BLOCK, 128, 1, 0, 0},
     {"cp.async/64", STOF_ATTN_BLOCK, 64, 0, -1, 1},  {"cp.async/128", STOF_ATTN_BLOCK, 128, 0, -1, 1},
     {"tma/64", STOF_ATTN_BLOCK, 64, 0, 1, 1},        {"tma/128", STOF_ATTN_BLOCK, 128, 0, 1, 1},

@@ -168,7 +168,7 @@ U.raises(function() bench.attention(M.causal(), {S = 64, dtype = "float32"}) end
          "dtype must be \"float16\" or \"bfloat16\"")
 U.raises(function() bench.attention(M.causal(), {S = 64, H = 6, Hkv = 4}) end, "ValueError",
          "H = 6 is not a multiple of Hkv = 4")
-U.raises(function() bench.attention(M.causal(), {S = 64, tile = 96}) end, "ValueError", "tile must be 64 or 128")
+U.raises(function() bench.attention(M.causal(), {S = 64, tile = 96}) end, "ValueError", "tile must be 32, 64 or 128")
 U.raises(function() bench.attention(M.causal(), {S = 64.5}) end, "TypeError", "S must be an integer")
 U.raises(function() bench.attention("causal(", {S = 64}) end, "ValueError",
          "bad MASK expression \"causal(\": MASK:1: unexpected symbol near <eof>")
@@ -209,7 +209,7 @@ expect(1, "stof bench: missing MASK", "attention", "--seq", "64")
 expect(1, "stof bench: --dtype: float16 or bfloat16 (the GPU kernels' types), got 'float32'", "attention", "causal",
        "--seq", "64", "--dtype", "float32")
 expect(1, "stof bench: --seq: expected a positive integer, got 'abc'", "attention", "causal", "--seq", "abc")
-expect(1, "stof bench: --tile: 64 or 128, got 96", "attention", "causal", "--seq", "64", "--tile", "96")
+expect(1, "stof bench: --tile: 32, 64 or 128, got 96", "attention", "causal", "--seq", "64", "--tile", "96")
 expect(1, "stof bench: --kernel: auto, block or row, got 'fast'", "attention", "causal", "--seq", "64", "--kernel", "fast")
 expect(1, "stof bench: --check-rows: at least 2", "attention", "causal", "--seq", "64", "--check-rows", "1")
 expect(1, "stof bench: bad MASK expression \"causal() & sliding(\": MASK:1: unexpected symbol near <eof>",

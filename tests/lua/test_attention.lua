@@ -125,8 +125,13 @@ assert(cl.hopper and cl.rowmask and not cl.halfskip and cl.split_rows == 32 and 
 assert(cl.why:find("split 32 tile-rows of >= 1241 tiles into 256 chunks of <= 256 tiles (automatic", 1, true), cl.why)
 local _, cl0 = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100", split = -1})
 assert(cl0.split_rows == 0 and cl0.why:find("no split (asked for)", 1, true), cl0.why)
-local _, cb = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
+local _, cb = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", tile = 64})
 assert(cb.rowmask and cb.halfskip and cb.split_rows == 0 and cb.why:find("empty halves skipped (82%", 1, true), cb.why)
+-- left to the selector, BigBird's 32-wide blocks run at tile 32 on the mma.sync kernel there
+local _, c32 = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
+assert(c32.tile == 32 and not c32.hopper and c32.warps == 2 and not c32.halfskip and c32.split_rows == 0, c32.why)
+assert(c32.why:find("tile 32 (Hopper: 32 at >= 72% of the non-empty 64-tiles with an empty key half (82%), S >= 2048)",
+                    1, true), c32.why)
 local _, cd = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h100"})
 assert(not cd.rowmask and not cd.halfskip and cd.why:find("masked from the bitmap (0% partial", 1, true), cd.why)
 expect_error("UnsupportedError", "split 4 asked for, but the Hopper kernel is not chosen", stof.explain,

@@ -33,7 +33,7 @@ the density, and the kernel and tile the selector chose and why. Needs a GPU.
   --dim D         head dim (64; the GPU kernels take 64 and 128)
   --dtype T       float16 (default) or bfloat16
   --kernel K      auto (the selector, default), block or row
-  --tile T        64 or 128 (default: the selector's)
+  --tile T        32, 64 or 128 (default: the selector's; 32 runs block-wise)
   --reps N        timed runs (30); the median is printed
   --check-rows N  rows checked per sampled (b, h) pair (16; all rows when S <= N)
   --json FILE     also append the result to FILE as one line of JSON (and with --peers,
@@ -77,7 +77,7 @@ local OPTIONS = {
   end,
   ["--tile"] = function(o, v, name)
     o.tile = common.positive(name, v)
-    if o.tile ~= 64 and o.tile ~= 128 then fail("--tile: 64 or 128, got %d", o.tile) end
+    if o.tile ~= 32 and o.tile ~= 64 and o.tile ~= 128 then fail("--tile: 32, 64 or 128, got %d", o.tile) end
   end,
   ["--json"] = function(o, v) o.json = v end,
   ["--peers-script"] = function(o, v) o.peers_script = v end,
