@@ -1,13 +1,14 @@
 #!/bin/bash
 # Tile 32 with mma.sync (attn_dev's h64_t32_* / h128_t32_*: 2 warps of 16 query rows, the
-# sm_80 block kernel built with STOF_EXPERIMENT_TILE32) against the engine's Hopper
+# sm_80 block kernel at STOF_TILE_M=32, which the engine runs for bigbird on Hopper since
+# session 15) against the engine's Hopper
 # configurations on the masks whose blocks are 32 wide (bigbird's random and window blocks,
 # longformer's window), on one Hopper GPU in one call: build attn_dev, check the tile-32
 # configurations on the odd shapes against float64, then time them beside the engine's tile-64
 # configurations in one process and print a table. Why: at tile 32 bigbird's useful share of
 # the MMA work is 0.93-0.97, at tile 64 with the half skip 0.54-0.59 (bench/NOTES-attention.md,
 # session 14); whether mma.sync at tile 32 keeps enough of the rate to gain is what this
-# measures. From the repository root on the GPU machine; logs go to $OUT.
+# measured (session 15: bench/results/s15-h100/t32_table.txt). From the repository root on the GPU machine; logs go to $OUT.
 #
 #   bash bench/attn_ab_tile32.sh
 set -o pipefail
