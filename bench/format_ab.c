@@ -11,7 +11,8 @@
  * warm on-device builds (stof_mask_format_time_gpu: what bench_attention reports as
  * format_ms); then one host build of each, compared array by array and statistic by
  * statistic (they must be identical; the GPU tests compare both with the CPU builder at
- * smaller sizes). One line per case on stdout (and JSON in --out); exit 1 on a difference.
+ * smaller sizes; stof_mask_format_compare names the first difference, the chunked build's
+ * value first). One line per case on stdout (and JSON in --out); exit 1 on a difference.
  *
  * --count (no GPU): the work of each version, counted on the host with the device's
  * evaluator: tiles, MIXED tiles (their words counted in the tile pass), partial tiles
@@ -165,22 +166,6 @@ static double timed(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int
   return ms;
 }
 
-/* The first difference between two formats, or NULL. */
-static const char *differ(const stof_mask_format *a, const stof_mask_format *b) {
-  static char why[200];
-#define FIELD(x) if (a->x != b->x) return snprintf(why, sizeof why, #x " differs"), why;
-  FIELD(nrow) FIELD(ncol) FIELD(nmask) FIELD(nentry) FIELD(nword) FIELD(nvalid) FIELD(density)
-  FIELD(frac16) FIELD(ntile_full) FIELD(ntile_partial) FIELD(ntile_empty) FIELD(ntile_halfempty)
-  FIELD(bytes)
-#undef FIELD
-  size_t nrp = (size_t)a->nmask * (size_t)(a->nrow + 1), nr = (size_t)a->nmask * a->nrow;
-#define ARRAY(x, n) if ((n) && memcmp(a->x, b->x, (n) * sizeof *a->x)) return snprintf(why, sizeof why, #x " differs"), why;
-  ARRAY(row_ptr, nrp) ARRAY(nfull, nr) ARRAY(npartial, nr) ARRAY(col_idx, (size_t)a->nentry)
-  ARRAY(bmp_off, (size_t)a->nentry) ARRAY(bitmap, (size_t)a->nword)
-#undef ARRAY
-  return NULL;
-}
-
 static int ab_case(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int T, int reps,
                    int rounds, FILE *out) {
   double ms[2][MAXL], best[2] = {1e30, 1e30};
@@ -195,16 +180,17 @@ static int ab_case(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int 
     if (stof_mask_format_build_gpu(ctx, m, 1, H, S, S, T, &f[rows])) die(ctx, "host build");
   }
   unsetenv("STOF_FORMAT_GPU_KERNELS");
-  const char *why = differ(f[0], f[1]);
+  char why[512];
+  int differ = stof_mask_format_compare(f[0], f[1], why, sizeof why);
   printf("%-46.46s S=%-6lld format_ms chunks", stof_mask_description(m), (long long)S);
   for (int r = 0; r < rounds; r++) printf(" %.3f", ms[0][r]);
   printf(" | rows");
   for (int r = 0; r < rounds; r++) printf(" %.3f", ms[1][r]);
-  printf(" | rows/chunks (best) %.2fx | %s\n", best[1] / best[0], why ? why : "identical");
+  printf(" | rows/chunks (best) %.2fx | %s\n", best[1] / best[0], differ ? why : "identical");
   if (out) {
     fprintf(out, "{\"mask\": \"%s\", \"S\": %lld, \"T\": %d, \"H\": %lld, \"reps\": %d, "
             "\"partial\": %lld, \"identical\": %s", stof_mask_description(m), (long long)S, T,
-            (long long)H, reps, (long long)f[0]->ntile_partial, why ? "false" : "true");
+            (long long)H, reps, (long long)f[0]->ntile_partial, differ ? "false" : "true");
     for (int rows = 0; rows < 2; rows++) {
       fprintf(out, ", \"%s_ms\": [", rows ? "rows" : "chunks");
       for (int r = 0; r < rounds; r++) fprintf(out, "%s%.4f", r ? ", " : "", ms[rows][r]);
@@ -214,7 +200,7 @@ static int ab_case(stof_ctx *ctx, const stof_mask *m, int64_t H, int64_t S, int 
   }
   stof_mask_format_free(f[0]);
   stof_mask_format_free(f[1]);
-  return why != NULL;
+  return differ;
 }
 
 int main(int argc, char **argv) {

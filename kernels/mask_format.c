@@ -1,12 +1,13 @@
 /*
  * The two-level mask format (BSR of outer tiles + bitmaps of 8 x 8 inner tiles), built on
- * the CPU, decoded for tests, and cached per (mask, dims, tile size).
+ * the CPU, decoded and compared for tests, and cached per (mask, dims, tile size).
  *
  * Invariants: the arrays follow the layout documented in include/stof/kernels.h exactly;
  * a tile is "full" only when it lies inside [0, Sq) x [0, Sk) and every element is kept,
  * "partial" when some but not all of its elements are kept (edge tiles included), absent
  * when none is. Every array is allocated to its exact size (freed from the counts).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -420,6 +421,93 @@ stof_status stof_mask_format_expand(const stof_mask_format *f, int64_t b, int64_
     }
   }
   return STOF_OK;
+}
+
+/* ---------------------------------------------------------------- comparing */
+
+/* Writes a difference into why (n bytes, truncated; nothing when why is NULL); returns 1. */
+static int differs(char *why, size_t n, const char *fmt, ...) {
+  if (why && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+  }
+  return 1;
+}
+
+/* The same for element k, in instance m and tile row r, of an int32 array. */
+static int differs_at(char *why, size_t n, const char *array, int64_t k, int64_t m, int64_t r,
+                      int32_t x, int32_t y) {
+  return differs(why, n, "%s[%lld] (instance %lld, row %lld) = %d against %d", array,
+                 (long long)k, (long long)m, (long long)r, x, y);
+}
+
+/* The instance and tile row holding entry e of f; -1 and -1 when none does. */
+static void entry_row(const stof_mask_format *f, int64_t e, int64_t *m, int64_t *r) {
+  *m = *r = -1;
+  for (int64_t i = 0; i < f->nmask; i++)
+    for (int64_t j = 0; j < f->nrow; j++) {
+      int64_t k = i * (f->nrow + 1) + j;
+      if (e >= f->row_ptr[k] && e < f->row_ptr[k + 1]) {
+        *m = i, *r = j;
+        return;
+      }
+    }
+}
+
+int stof_mask_format_compare(const stof_mask_format *a, const stof_mask_format *b, char *why,
+                             size_t n) {
+#define FIELD(x)                                                                         \
+  if (a->x != b->x)                                                                      \
+    return differs(why, n, #x " %lld against %lld", (long long)a->x, (long long)b->x);
+  FIELD(B) FIELD(H) FIELD(Sq) FIELD(Sk) FIELD(T) FIELD(nrow) FIELD(ncol) FIELD(mask_b)
+  FIELD(mask_h) FIELD(nmask) FIELD(nentry) FIELD(nword) FIELD(nvalid) FIELD(ntile_full)
+  FIELD(ntile_partial) FIELD(ntile_empty) FIELD(ntile_halfempty) FIELD(bytes)
+#undef FIELD
+  if (a->density != b->density)
+    return differs(why, n, "density %.17g against %.17g", a->density, b->density);
+  if (a->frac16 != b->frac16)
+    return differs(why, n, "frac16 %.17g against %.17g", a->frac16, b->frac16);
+  if (!a->desc != !b->desc || (a->desc && strcmp(a->desc, b->desc)))
+    return differs(why, n, "desc \"%s\" against \"%s\"", a->desc ? a->desc : "(none)",
+                   b->desc ? b->desc : "(none)");
+  /* the dims agree: every array has the same length in both; a format kept on the device
+   * has no host arrays to compare */
+  int64_t nrp = (int64_t)a->nmask * (a->nrow + 1), nr = (int64_t)a->nmask * a->nrow;
+  const stof_mask_format *ab[2] = {a, b};
+  for (int i = 0; i < 2; i++)
+    if ((nrp && !ab[i]->row_ptr) || (nr && (!ab[i]->nfull || !ab[i]->npartial)) ||
+        (ab[i]->nentry && (!ab[i]->col_idx || !ab[i]->bmp_off)) || (ab[i]->nword && !ab[i]->bitmap))
+      return differs(why, n, "the %s format's arrays are not on the host", i ? "second" : "first");
+  for (int64_t k = 0; k < nrp; k++)
+    if (a->row_ptr[k] != b->row_ptr[k])
+      return differs_at(why, n, "row_ptr", k, k / (a->nrow + 1), k % (a->nrow + 1),
+                        a->row_ptr[k], b->row_ptr[k]);
+  for (int64_t k = 0; k < nr; k++) {
+    if (a->nfull[k] != b->nfull[k])
+      return differs_at(why, n, "nfull", k, k / a->nrow, k % a->nrow, a->nfull[k], b->nfull[k]);
+    if (a->npartial[k] != b->npartial[k])
+      return differs_at(why, n, "npartial", k, k / a->nrow, k % a->nrow, a->npartial[k],
+                        b->npartial[k]);
+  }
+  for (int64_t e = 0; e < a->nentry; e++) {
+    if (a->col_idx[e] == b->col_idx[e] && a->bmp_off[e] == b->bmp_off[e]) continue;
+    int64_t m, r;
+    entry_row(a, e, &m, &r);
+    if (a->col_idx[e] != b->col_idx[e])
+      return differs_at(why, n, "col_idx", e, m, r, a->col_idx[e], b->col_idx[e]);
+    return differs_at(why, n, "bmp_off", e, m, r, a->bmp_off[e], b->bmp_off[e]);
+  }
+  int64_t wpt = (int64_t)(a->T / 8) * (a->T / 8);
+  for (int64_t w = 0; w < a->nword; w++)
+    if (a->bitmap[w] != b->bitmap[w])
+      return differs(why, n,
+                     "bitmap[%lld] (partial tile %lld, word %lld) = %016llx against %016llx",
+                     (long long)w, (long long)(w / wpt), (long long)(w % wpt),
+                     (unsigned long long)a->bitmap[w], (unsigned long long)b->bitmap[w]);
+  if (why && n) why[0] = 0;
+  return 0;
 }
 
 /* ---------------------------------------------------------------- cache */

@@ -210,6 +210,19 @@ stof_status stof_mask_format_expand(const stof_mask_format *f, int64_t b, int64_
 /** Kept elements of instance (b, h) (-1 when out of range). */
 int64_t stof_mask_format_count(const stof_mask_format *f, int64_t b, int64_t h);
 /**
+ * Compares two formats field by field, then array by array: the dims and counts (B, H,
+ * Sq, Sk, T, nrow, ncol, mask_b, mask_h, nmask, nentry, nword), the statistics (nvalid,
+ * ntile_*, bytes, density and frac16 exactly), desc, then row_ptr, nfull and npartial,
+ * col_idx and bmp_off, bitmap. Not compared: ctx, build_ms, copy_ms. Both formats' arrays
+ * must be on the host (a format kept on the device has none). Returns 0 when identical
+ * (why, if not NULL, set to ""); else 1, with the first difference described in one line
+ * in why (n bytes, truncated; may be NULL): the field, or the array, the element and its
+ * (instance, row) or (partial tile, word), and both values, a's first ("ntile_partial 12
+ * against 13", "col_idx[7] (instance 0, row 2) = 5 against 6").
+ */
+int stof_mask_format_compare(const stof_mask_format *a, const stof_mask_format *b, char *why,
+                             size_t n);
+/**
  * Draws the tile map of instance (b, h) as an SVG file: empty tiles white, partial light,
  * full dark; the bits of partial tiles as small cells when Sq and Sk are at most 1024; a
  * title with the description, the dims and the densities. STOF_ERR_IO names the path.

@@ -1,6 +1,6 @@
 /* The two-level mask format: exact reproduction of every mask at every tile size, the
  * instances of per-batch and per-head masks, statistics, long sequences (timed), bad
- * arguments, expansion and the cache. */
+ * arguments, expansion, comparison and the cache. */
 #include "helpers.h"
 
 #include <math.h>
@@ -476,6 +476,100 @@ static void format_expand_matches_get(void **state) {
   kt_ctx_done(ctx);
 }
 
+/* Asserts that a and b differ and that the description names what. */
+static void expect_difference(const stof_mask_format *a, const stof_mask_format *b,
+                              const char *what) {
+  char why[256] = "";
+  assert_int_equal(stof_mask_format_compare(a, b, why, sizeof why), 1);
+  if (!strstr(why, what)) fail_msg("\"%s\" does not name %s", why, what);
+  assert_int_equal(stof_mask_format_compare(a, b, NULL, 0), 1);
+}
+
+static void format_compare_names_the_first_difference(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  /* two instances (per-batch documents), full and partial tiles (boundaries off the tile) */
+  stof_mask *m;
+  KT_OK(ctx, stof_mask_document_batched(ctx, 2, (const int64_t[]){2, 1},
+                                        (const int64_t[]){150, 150, 300}, &m));
+  stof_mask_format *a, *b, *t32;
+  KT_OK(ctx, stof_mask_format_build(ctx, m, 2, 3, 300, 300, 64, &a));
+  KT_OK(ctx, stof_mask_format_build(ctx, m, 2, 3, 300, 300, 64, &b));
+  assert_int_equal(a->nmask, 2);
+  assert_true(a->ntile_full > 0 && a->ntile_partial > 0);
+  char why[256] = "stale";
+  assert_int_equal(stof_mask_format_compare(a, b, why, sizeof why), 0);
+  assert_string_equal(why, "");
+  assert_int_equal(stof_mask_format_compare(a, b, NULL, 0), 0);
+  /* timings are not compared */
+  b->build_ms = a->build_ms + 100, b->copy_ms = 5;
+  assert_int_equal(stof_mask_format_compare(a, b, why, sizeof why), 0);
+  /* one change at a time, undone after */
+  b->ntile_partial++;
+  assert_int_equal(stof_mask_format_compare(a, b, why, sizeof why), 1);
+  char want[256];
+  snprintf(want, sizeof want, "ntile_partial %lld against %lld", (long long)a->ntile_partial,
+           (long long)b->ntile_partial);
+  assert_string_equal(why, want);
+  assert_int_equal(stof_mask_format_compare(a, b, why, 8), 1); /* truncated */
+  assert_string_equal(why, "ntile_p");
+  b->ntile_partial--;
+  b->density += 1e-12;
+  expect_difference(a, b, "density");
+  b->density = a->density;
+  char *desc = b->desc;
+  b->desc = "another mask";
+  expect_difference(a, b, "desc \"");
+  b->desc = NULL;
+  expect_difference(a, b, "desc");
+  b->desc = desc;
+  int64_t k = (int64_t)a->nrow + 1 + 2; /* instance 1, row 2 */
+  b->row_ptr[k]++;
+  expect_difference(a, b, "row_ptr[");
+  expect_difference(a, b, "(instance 1, row 2)");
+  b->row_ptr[k]--;
+  k = (int64_t)a->nrow + 3;
+  b->nfull[k]++;
+  expect_difference(a, b, "nfull[");
+  b->nfull[k]--;
+  b->npartial[k]++;
+  expect_difference(a, b, "npartial[");
+  b->npartial[k]--;
+  int32_t e = a->row_ptr[a->nrow + 1 + 1]; /* the first entry of instance 1, row 1 */
+  b->col_idx[e] += 1;
+  expect_difference(a, b, "col_idx[");
+  expect_difference(a, b, "(instance 1, row 1)");
+  b->col_idx[e] -= 1;
+  int32_t p = 0;
+  while (a->bmp_off[p] < 0) p++;
+  b->bmp_off[p] = -1;
+  expect_difference(a, b, "bmp_off[");
+  b->bmp_off[p] = a->bmp_off[p];
+  int64_t w = a->nword - 1;
+  b->bitmap[w] ^= 1;
+  assert_int_equal(stof_mask_format_compare(a, b, why, sizeof why), 1);
+  snprintf(want, sizeof want, "bitmap[%lld] (partial tile %lld, word %lld) = %016llx against "
+           "%016llx", (long long)w, (long long)(a->nword / 64 - 1), 63LL,
+           (unsigned long long)a->bitmap[w], (unsigned long long)b->bitmap[w]);
+  assert_string_equal(why, want);
+  b->bitmap[w] ^= 1;
+  assert_int_equal(stof_mask_format_compare(a, b, why, sizeof why), 0);
+  /* a format without host arrays (kept on the device) is a difference, not a crash */
+  uint64_t *bits = b->bitmap;
+  b->bitmap = NULL;
+  expect_difference(a, b, "the second format's arrays are not on the host");
+  expect_difference(b, a, "the first format's arrays are not on the host");
+  b->bitmap = bits;
+  /* another tile: the first differing field is T */
+  KT_OK(ctx, stof_mask_format_build(ctx, m, 2, 3, 300, 300, 32, &t32));
+  expect_difference(a, t32, "T 64 against 32");
+  expect_difference(t32, a, "T 32 against 64");
+  stof_mask_format_free(t32);
+  stof_mask_format_free(a);
+  stof_mask_format_free(b);
+  stof_mask_free(m);
+  kt_ctx_done(ctx);
+}
+
 static void cache_returns_one_format_per_mask_and_dims(void **state) {
   stof_ctx *ctx = kt_ctx();
   stof_mask_cache *c;
@@ -565,6 +659,7 @@ int run_mask_format_tests(void) {
       cmocka_unit_test(format_rejects_bad_arguments),
       cmocka_unit_test(format_sizes_are_checked_before_building),
       cmocka_unit_test(format_expand_matches_get),
+      cmocka_unit_test(format_compare_names_the_first_difference),
       cmocka_unit_test(cache_returns_one_format_per_mask_and_dims),
       cmocka_unit_test(cache_evicts_the_least_recently_used),
       cmocka_unit_test(cache_never_reuses_fn_masks),

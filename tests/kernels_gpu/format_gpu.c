@@ -4,7 +4,8 @@
  * 128: the GPU's format must be IDENTICAL to the CPU's (every array, every statistic but
  * build_ms). Each build pair prints one line (with both build times from S = 8192 up, so
  * the speedup shows in the log); a mismatch prints the first differing field or element
- * and the test goes on, failing at the end. Every test skips without a GPU.
+ * (stof_mask_format_compare, the GPU's value first) and the test goes on, failing at the
+ * end. Every test skips without a GPU.
  */
 #include "../core/testutil.h"
 
@@ -64,74 +65,6 @@ static void fg_finish(fg_fixture *f) {
              f->nrun);
 }
 
-/* ---------------------------------------------------------------- comparison */
-
-/* Where entry e of f lies: "(instance m, row r)". */
-static void entry_place(const stof_mask_format *f, int64_t e, char *buf, size_t n) {
-  for (int64_t m = 0; m < f->nmask; m++)
-    for (int64_t r = 0; r < f->nrow; r++) {
-      int64_t k = m * (f->nrow + 1) + r;
-      if (e >= f->row_ptr[k] && e < f->row_ptr[k + 1]) {
-        snprintf(buf, n, "(instance %lld, row %lld)", (long long)m, (long long)r);
-        return;
-      }
-    }
-  snprintf(buf, n, "(no row)");
-}
-
-/* 0 when g is c but for build_ms; else 1 and the first difference in why. */
-static int differ(const stof_mask_format *g, const stof_mask_format *c, char *why, size_t n) {
-#define FIELD(x)                                                                        \
-  if (g->x != c->x) {                                                                   \
-    snprintf(why, n, #x " %lld, the CPU's %lld", (long long)g->x, (long long)c->x);      \
-    return 1;                                                                           \
-  }
-  FIELD(B) FIELD(H) FIELD(Sq) FIELD(Sk) FIELD(T) FIELD(nrow) FIELD(ncol) FIELD(mask_b)
-  FIELD(mask_h) FIELD(nmask) FIELD(nentry) FIELD(nword) FIELD(nvalid) FIELD(ntile_full)
-  FIELD(ntile_partial) FIELD(ntile_empty) FIELD(ntile_halfempty) FIELD(bytes)
-#undef FIELD
-  if (g->density != c->density || g->frac16 != c->frac16) {
-    snprintf(why, n, "density %.17g, frac16 %.17g; the CPU's %.17g, %.17g", g->density,
-             g->frac16, c->density, c->frac16);
-    return 1;
-  }
-  if (strcmp(g->desc, c->desc)) {
-    snprintf(why, n, "desc \"%s\", the CPU's \"%s\"", g->desc, c->desc);
-    return 1;
-  }
-  int64_t nrp = (int64_t)c->nmask * (c->nrow + 1), nr = (int64_t)c->nmask * c->nrow;
-  for (int64_t k = 0; k < nrp; k++)
-    if (g->row_ptr[k] != c->row_ptr[k]) {
-      snprintf(why, n, "row_ptr[%lld] (instance %lld, row %lld) = %d, the CPU's %d", (long long)k,
-               (long long)(k / (c->nrow + 1)), (long long)(k % (c->nrow + 1)), g->row_ptr[k],
-               c->row_ptr[k]);
-      return 1;
-    }
-  for (int64_t k = 0; k < nr; k++)
-    if (g->nfull[k] != c->nfull[k] || g->npartial[k] != c->npartial[k]) {
-      snprintf(why, n, "row %lld: %d full and %d partial tiles, the CPU's %d and %d",
-               (long long)k, g->nfull[k], g->npartial[k], c->nfull[k], c->npartial[k]);
-      return 1;
-    }
-  char place[96];
-  for (int64_t e = 0; e < c->nentry; e++)
-    if (g->col_idx[e] != c->col_idx[e] || g->bmp_off[e] != c->bmp_off[e]) {
-      entry_place(c, e, place, sizeof place);
-      snprintf(why, n, "entry %lld %s: column %d, bmp_off %d; the CPU's %d, %d", (long long)e,
-               place, g->col_idx[e], g->bmp_off[e], c->col_idx[e], c->bmp_off[e]);
-      return 1;
-    }
-  int64_t wpt = (int64_t)(c->T / 8) * (c->T / 8);
-  for (int64_t w = 0; w < c->nword; w++)
-    if (g->bitmap[w] != c->bitmap[w]) {
-      snprintf(why, n, "bitmap[%lld] (partial tile %lld, word %lld) = %016llx, the CPU's %016llx",
-               (long long)w, (long long)(w / wpt), (long long)(w % wpt),
-               (unsigned long long)g->bitmap[w], (unsigned long long)c->bitmap[w]);
-      return 1;
-    }
-  return 0;
-}
-
 /* Builds mask on both sides with the GPU builder's kernels forced to `kernels` ("rows" or
  * "chunks", STOF_FORMAT_GPU_KERNELS) and compares; prints a line (with times from S = 8192
  * on, or always when verbose). */
@@ -155,8 +88,8 @@ static void check_build_with(fg_fixture *f, const stof_mask *mask, int64_t B, in
   } else if (strcmp(kernels_format_gpu_last_kernels(f->g), kernels)) {
     snprintf(why, sizeof why, "GPU build ran the %s kernels, not the %s ones asked for",
              kernels_format_gpu_last_kernels(f->g), kernels);
-  } else if (!differ(gpu, cpu, why, sizeof why)) {
-    why[0] = 0;
+  } else {
+    stof_mask_format_compare(gpu, cpu, why, sizeof why);
   }
   if (!why[0]) { /* the same kept on the device (what the attention engine uses): fetched, identical */
     stof_mask_format *dv = NULL;
@@ -181,10 +114,8 @@ static void check_build_with(fg_fixture *f, const stof_mask *mask, int64_t B, in
           fail_msg("%s: fetching the on-device format: %s", head, stof_ctx_message(ctx));
         if (memcmp(rp, dv->row_ptr, (size_t)dv->nmask * (size_t)(dv->nrow + 1) * 4))
           snprintf(why, sizeof why, "GPU build kept on the device: row_ptr on the device differs from the host's");
-        else if (differ(dv, cpu, why, sizeof why))
-          ;
         else
-          why[0] = 0;
+          stof_mask_format_compare(dv, cpu, why, sizeof why);
         stof_ctx_dealloc(ctx, rp, (size_t)dv->nmask * (size_t)(dv->nrow + 1) * 4);
         /* stof_mask_format_free frees arrays of the format's own sizes: give back the slack */
         stof_ctx_dealloc(ctx, dv->col_idx, ne * 4 + 4), dv->col_idx = NULL;
@@ -416,7 +347,8 @@ void gpu_format_public_entry_cache_and_refusals(void **state) {
   TU_OK(ctx, stof_mask_format_build_gpu(ctx, m, 2, 3, 9000, 9000, 64, &g));
   TU_OK(ctx, stof_mask_format_build(ctx, m, 2, 3, 9000, 9000, 64, &c));
   char why[512];
-  if (differ(g, c, why, sizeof why)) fail_msg("stof_mask_format_build_gpu: %s", why);
+  if (stof_mask_format_compare(g, c, why, sizeof why))
+    fail_msg("stof_mask_format_build_gpu against the CPU's: %s", why);
   assert_true(g->build_ms >= 0);
   stof_mask_format_free(g);
   stof_mask_format_free(c);
