@@ -9,6 +9,7 @@
 #
 #   bench/attn_profile.sh [CFG [MASKS [SHAPES]]]
 #   bench/attn_profile.sh g64_t64_s2_tma dense,bigbird,longformer,causal 8x2048
+# ATTN_PROFILE_HEADS=H: H heads (attn_dev's default, 12, otherwise).
 # CFG is an attn_dev configuration (`build-attn/attn_dev --list`; the kernel's entry point is
 # CFG_block); dense is the baseline a partial tile is compared with. Firecracker machines
 # only (KINDS.md: ncu reads no counters under gVisor).
@@ -33,7 +34,8 @@ for s in "${ss[@]}"; do
     # once per counter pass, so the run stays short
     timeout "${ATTN_PROFILE_TIMEOUT:-240}" "$NCU" --clock-control none --target-processes all \
       -k "regex:^${cfg}_block" --launch-skip 2 --launch-count 1 $sections \
-      build-attn/attn_dev --cfg "$cfg" --masks "$m" --shapes "$s" --kernels block --nocheck --reps 20 \
+      build-attn/attn_dev --cfg "$cfg" --masks "$m" --shapes "$s" ${ATTN_PROFILE_HEADS:+--heads "$ATTN_PROFILE_HEADS"} \
+      --kernels block --nocheck --reps 20 \
       > "$f" 2>&1
     echo "attn_profile: $m $s rc=$? -> $f"
   done

@@ -27,7 +27,8 @@ sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section War
   --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
 
 # stof: attn_dev's configuration (builds attn_dev)
-ATTN_PROFILE_TIMEOUT=${ATTN_PROFILE_TIMEOUT:-240} OUT="$OUT" \
+# (at H heads: session 15's run profiled stof at attn_dev's default 12 against cuDNN at 32)
+ATTN_PROFILE_TIMEOUT=${ATTN_PROFILE_TIMEOUT:-240} ATTN_PROFILE_HEADS=$H OUT="$OUT" \
   bash bench/attn_profile.sh "$cfg" dense "$shape" >/dev/null 2>&1
 echo "stof ($cfg): $(ls "$OUT"/ncu-"$cfg"-dense-"$shape".txt 2>/dev/null || echo 'no report')"
 
