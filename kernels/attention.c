@@ -469,8 +469,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     }
   }
   if (out->tile == 32 && out->kernel != STOF_ATTN_BLOCK)
-    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: tile 32 is the block-wise kernel's (%s-wise chosen%s)",
-                          stof_attn_kernel_name(out->kernel), o.kernel ? ", asked for" : " by the selector");
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: tile 32 is the block-wise kernel's (%s-wise asked for)",
+                          stof_attn_kernel_name(out->kernel));
   /* block-wise: 16 query rows per warp at tiles 32 and 64; at tile 128, 32 rows per warp for
    * D = 64 (4 warps: measured 1.5x faster than 8) and 16 for D = 128 (8 warps) */
   out->warps = o.warps                          ? o.warps

@@ -77,7 +77,10 @@
 #define STOF_SUB_UNROLL 1
 #endif
 #endif
-#ifndef STOF_MIN_BLOCKS /* measured (H200): 3 (168 registers, no spill) beats 4 (128, spills) */
+/* measured (H200): 3 (168 registers, no spill) beats 4 (128, spills); at T = 32 (64 threads
+ * a CTA) 3 binds nothing (137 registers at D = 64), and 8 (128) measured within +-1.5% of it
+ * on the H100 (session 15, bench/results/s15-h100/t32_table.txt) */
+#ifndef STOF_MIN_BLOCKS
 #if STOF_HEAD_DIM == 64 && STOF_TILE_M / STOF_WARPS == 16
 #define STOF_MIN_BLOCKS 3
 #else

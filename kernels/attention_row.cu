@@ -60,8 +60,9 @@ constexpr int kLPR = kD / 8;     /* lanes per key row, 8 elements each */
 constexpr int kNG = 32 / kLPR;   /* key groups per warp */
 constexpr int kR = STOF_ROW_KEYS; /* keys per group per round */
 constexpr int kRK = kNG * kR;    /* keys per round */
-constexpr int kBatch = 32 * 64 / kT; /* tiles per batch: 32 (T=64) or 16 (T=128) */
-constexpr int kList = kBatch * kT;   /* key list capacity per warp (2048 entries) */
+/* tiles per batch: one per lane at most, 32 (T=32, 64) or 16 (T=128) */
+constexpr int kBatch = kT >= 64 ? 32 * 64 / kT : 32;
+constexpr int kList = kBatch * kT; /* key list capacity per warp (2048 entries; 1024 at T=32) */
 
 __device__ __forceinline__ void unpack8(const uint4 &v, float *f)
 {

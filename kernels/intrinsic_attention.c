@@ -4,11 +4,12 @@
  * attention plan of the engine (kernels/attention.c), one per op and knob setting, the
  * engine shared by a runtime plan's instances. Knobs (0 = the selector's decision):
  *   kernel  1 block-wise, 2 row-wise
- *   tile    64, 128 (block-wise outer tile)
- *   warps   4, 8
+ *   tile    32, 64, 128 (block-wise outer tile; 32 is the portable kernel's)
+ *   warps   2, 4, 8
  *   stages  2, 3 (block-wise pipeline depth)
  *   tma     1 TMA producer, 2 cp.async (Hopper kernel's K/V loads)
- *   hopper  1 the wgmma kernel where the device has it, 2 the portable kernel
+ *   hopper  1 not the portable kernel forced (on a Hopper GPU the selector may still run
+ *           the mma.sync kernel at tile 32), 2 the portable kernel
  * After gpu_new the knobs hold the decisions the plan took, so a replay with them forces
  * the same kernel.
  * A score modifier (attrs->mod) with a table or slopes makes them the op's 4th input (float32
@@ -158,8 +159,8 @@ const stof_intrin kernels_intrin_attention = {
     .name = "attention",
     .nknob = K_COUNT,
     .knob = {{"kernel", 3, {0, 1, 2}},
-             {"tile", 3, {0, 64, 128}},
-             {"warps", 3, {0, 4, 8}},
+             {"tile", 4, {0, 32, 64, 128}},
+             {"warps", 4, {0, 2, 4, 8}},
              {"stages", 3, {0, 2, 3}},
              {"tma", 3, {0, 1, 2}},
              {"hopper", 3, {0, 1, 2}}},

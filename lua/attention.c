@@ -247,6 +247,9 @@ static int l_attention(lua_State *L) {
      * only steer the GPU kernels) */
     if (o.tile != 0 && o.tile != 32 && o.tile != 64 && o.tile != 128)
       return slua_error(L, "ValueError", "%s: tile %d (32, 64 or 128, on the CPU as on the GPU)", fname, o.tile);
+    if (o.tile == 32 && o.kernel == STOF_ATTN_ROW)
+      return slua_error(L, "UnsupportedError", "%s: tile 32 is the block-wise kernel's (row-wise asked for; "
+                        "refused on the GPU too)", fname);
     /* a mask that keeps no pair gives zeros (DESIGN.md: rows with no valid key give zeros) */
     stof_mask_format *f = NULL;
     slua_pred_call c;

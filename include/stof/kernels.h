@@ -426,7 +426,10 @@ typedef struct stof_attn_choice {
 /** The selector: kernel and tile from the mask's statistics at tile 64, the shape and the
  *  device (dev NULL when unknown: then the portable kernels are assumed; on compute
  *  capability 9.0 block-wise runs the wgmma kernel unless opts->portable or a forced
- *  warps/stages setting it cannot take). Respects whatever opts fixes. */
+ *  warps/stages setting it cannot take, or the mask has 32-wide blocks: from 72% of the
+ *  non-empty 64-tiles with an empty key half at S >= 2048, tile 32 on the portable kernel,
+ *  when neither warps nor a Hopper-only option is asked for). Respects whatever opts
+ *  fixes. Tile 32 is block-wise only: asked for with kernel row, STOF_ERR_UNSUPPORTED. */
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, int64_t B,
                                   int64_t H, int64_t D, const stof_cuda_props *dev,
                                   const stof_attn_opts *opts, stof_attn_choice *out);

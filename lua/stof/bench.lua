@@ -502,7 +502,7 @@ end
 
 --- Checks, then times, attention with mask (a stof.Mask or a MASK expression) at the
 --- given dims (B 1, H 12, Hkv H, D 64, dtype float16 by default; S or Sq and Sk
---- required) with the plan options kernel ("auto", "block", "row") and tile (64, 128),
+--- required) with the plan options kernel ("auto", "block", "row") and tile (32, 64, 128),
 --- reps timed runs (30), check_rows rows checked per sampled (b, h) (16; all when Sq is
 --- at most that). Returns {ms, tflops, roofline (nil for a GPU without ceilings in
 --- bench.PEAKS), floor_ms, bound, density, nvalid, kernel, tile, warps, stages, hopper, why,

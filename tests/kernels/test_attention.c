@@ -863,6 +863,51 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
   tu_ctx_free(ctx, &heap);
 }
 
+/* Tile 32 (the engine's tile for bigbird on Hopper) compiles with NVRTC, no GPU needed: the
+ * portable block kernel at both head dims and element types, 2 warps (the selector's) and 1
+ * (32 rows a warp, which the selector accepts), with a score modifier, for sm_90 and sm_80;
+ * the Hopper kernel refuses it at compile time, naming why. */
+static void tile_32_compiles_on_the_block_kernel_only(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  const char *hname[1] = {"attention_common.cuh"};
+  const char *hsrc[1] = {stof_kernels_source("attention_common.cuh")};
+  const char *src = stof_kernels_source("attention_block.cu");
+  assert_non_null(src);
+  static const char *const cases[][6] = {
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2", ""},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=1", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2", ""},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=1", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=1", "-DSTOF_STAGES=3", ""},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=0", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
+       "-DSTOF_SCORE_MOD=2"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    for (int a = 0; a < 2; a++) {
+      void *cubin = NULL;
+      size_t size = 0;
+      int nopt = cases[k][5][0] ? 6 : 5;
+      stof_status st = stof_cuda_compile_ex(ctx, src, "attention_block.cu", a ? "sm_80" : "sm_90", nopt, cases[k], 1,
+                                            hname, hsrc, &cubin, &size);
+      if (st) fail_msg("%s %s %s %s: %s", cases[k][0], cases[k][1], cases[k][3], a ? "sm_80" : "sm_90",
+                       stof_ctx_message(ctx));
+      assert_true(size > 4);
+      assert_memory_equal(cubin, "\177ELF", 4);
+      stof_ctx_dealloc(ctx, cubin, size);
+    }
+  const char *sm90 = stof_kernels_source("attention_block_sm90.cu");
+  const char *o90[] = {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=32"};
+  void *cubin = NULL;
+  size_t size = 0;
+  stof_status st = stof_cuda_compile_ex(ctx, sm90, "attention_block_sm90.cu", "sm_90a", 2, o90, 1, hname, hsrc,
+                                        &cubin, &size);
+  assert_int_not_equal(st, STOF_OK);
+  assert_null(cubin);
+  assert_non_null(strstr(stof_ctx_message(ctx), "the Hopper kernel takes STOF_TILE_M 64 or 128"));
+  stof_ctx_clear_error(ctx);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* Tile 32 on Hopper (the fifteenth session's rule): from 72% of the non-empty 64-tiles with
  * an empty key half at S >= 2048, the mma.sync kernel with 2 warps; bigbird has 76-86% at
  * S 2048-8192 and 67% at 1024, sliding 66%, longformer 58-60%. Never on another GPU, nor where
@@ -925,7 +970,7 @@ static void select_picks_tile_32_for_32_wide_blocks(void **state) {
   TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 128, &h100, &(stof_attn_opts){.tile = 32, .warps = 1}, &c));
   assert_true(c.tile == 32 && c.warps == 1 && !c.hopper);
   TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 32, .kernel = STOF_ATTN_ROW}, &c),
-         STOF_ERR_UNSUPPORTED, "tile 32 is the block-wise kernel's (row-wise chosen, asked for)");
+         STOF_ERR_UNSUPPORTED, "tile 32 is the block-wise kernel's (row-wise asked for)");
   TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 32, .warps = 4}, &c),
          STOF_ERR_ARG, "4 warps for tile 32");
   TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.tile = 32, .halfskip = 1}, &c),
@@ -1318,6 +1363,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_picks_the_tile_per_kernel_path),
       cmocka_unit_test(select_picks_the_partial_tile_masking),
       cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
+      cmocka_unit_test(tile_32_compiles_on_the_block_kernel_only),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
       cmocka_unit_test(select_takes_tma_only_on_the_hopper_kernel),
       cmocka_unit_test(hopper_kernel_compiles_for_sm90a_with_and_without_tma),

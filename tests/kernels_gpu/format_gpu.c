@@ -1,6 +1,6 @@
 /*
  * The two-level format built on the GPU against the CPU builder: every suite mask, other
- * kinds, combinations, per-batch documents, square and unequal lengths, tiles 16, 64 and
+ * kinds, combinations, per-batch documents, square and unequal lengths, tiles 16, 32, 64 and
  * 128: the GPU's format must be IDENTICAL to the CPU's (every array, every statistic but
  * build_ms). Each build pair prints one line (with both build times from S = 8192 up, so
  * the speedup shows in the log); a mismatch prints the first differing field or element
@@ -147,8 +147,8 @@ static void check_build(fg_fixture *f, const stof_mask *mask, int64_t B, int64_t
   check_build_with(f, mask, B, H, Sq, Sk, T, verbose, "chunks");
 }
 
-static const int tiles[] = {16, 64, 128};
-#define NTILE 3
+static const int tiles[] = {16, 32, 64, 128}; /* 32: the engine's tile for bigbird on Hopper */
+#define NTILE 4
 
 /* ---------------------------------------------------------------- masks */
 

@@ -94,6 +94,8 @@ U.raises(function() return stof.explain(M.causal(), {S = 128, s = 3}) end, 'Valu
 U.raises(function() return stof.attention(q, k, v, M.causal(), {tile = 48}) end,
   "ValueError: stof.attention: tile 48 (32, 64 or 128, on the CPU as on the GPU)")
 U.raises(function() return stof.attention(q, k, v, M.causal(), {tile = 16}) end, "tile 16 (32, 64 or 128")
+U.raises(function() return stof.attention(q, k, v, M.causal(), {tile = 32, kernel = "row"}) end,
+  "UnsupportedError: stof.attention: tile 32 is the block-wise kernel's (row-wise asked for; refused on the GPU too)")
 assert(stof.rel_l2(stof.attention(q, k, v, M.causal(), {tile = 128}), stof.attention(q, k, v, M.causal())) < 1e-6)
 -- the selector refuses what the GPU plan refuses, with the plan's message
 U.raises(function() return stof.explain(M.causal(), {S = 128, D = 96}) end,

@@ -294,6 +294,8 @@ do
   U.raises(function() stof.plan(y, {target = "c", knobs = "attention.tile=96"}) end, "attention.tile = 96 is not one of its candidates")
   U.raises(function() stof.plan(y, {target = "c", knobs = "flash.tile=64"}) end, "no intrinsic named flash")
   U.raises(function() stof.plan(y, {target = "c", knobs = "attention-tile"}) end, "is not NAME.KNOB=VALUE")
+  -- a tile-32 decision (the selector's for bigbird on Hopper) replays as knobs
+  stof.plan(y, {target = "c", knobs = "attention.tile=32,attention.warps=2,attention.hopper=2"})
   local p = stof.plan(y, {target = "c", knobs = "attention.tile=128,attention.warps=8"})
   local gen
   for _, sg in ipairs(p:segments()) do if sg.kind == "generated" then gen = sg end end

@@ -11,7 +11,7 @@ local fail = common.fail
 local USAGE = [==[
 usage: stof bench attention MASK --seq S[,Sk] [--batch B] [--heads H] [--heads-kv Hkv]
                             [--dim D] [--dtype float16|bfloat16] [--kernel auto|block|row]
-                            [--tile 64|128] [--reps N] [--check-rows N] [--json FILE]
+                            [--tile 32|64|128] [--reps N] [--check-rows N] [--json FILE]
                             [--peers [--peers-script PATH]]
        stof bench --help
 
