@@ -14,8 +14,9 @@ end
 local B, H, Hkv = 1, 4, 2
 -- kernels: the selector's choice (the Hopper kernel with TMA at D 64 / tile 64 and D 128 /
 -- tile 128), the other tile (the Hopper kernel with cp.async), the portable block-wise
--- kernel (mma.sync) and the row-wise kernel; the Hopper kernel with every tile-row of more
--- than 2 tiles split over CTAs (the chunks' modifiers must match the main kernel's)
+-- kernel (mma.sync) at tiles 64 and 32, and the row-wise kernel; the Hopper kernel with
+-- every tile-row of more than 2 tiles split over CTAs (the chunks' modifiers must match the
+-- main kernel's)
 local function kernels(D)
   return {
     {name = "auto", o = {}},
@@ -23,6 +24,7 @@ local function kernels(D)
     {name = "split 2", o = {split = 2}},
     {name = "other tile, split 2", o = {tile = D == 64 and 128 or 64, split = 2}},
     {name = "portable", o = {portable = true}},
+    {name = "tile 32", o = {tile = 32}}, -- the portable kernel, as bigbird runs on Hopper from S = 2048
     {name = "row", o = {kernel = "row"}},
   }
 end
