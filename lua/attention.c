@@ -611,31 +611,38 @@ static int l_explain(lua_State *L) {
   stof_attn_mod_describe(&mod, moddesc, sizeof moddesc);
   stof_attn_choice ch;
   st = stof_attention_select(ctx, f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
-  /* the split a plan would make, from the format at the chosen tile (as the plan does); the
-   * text below keeps describing the format the selector read */
+  /* the format at the chosen tile (as the plan builds it): the split a plan would make is
+   * decided from it, and the text shows its tiles after those the selector read */
   stof_mask_format *fs = NULL;
-  if (!st && ch.hopper && ch.tile != f->T) {
+  if (!st && ch.tile != f->T) {
     slua_pred_begin(L, &c);
     st = stof_mask_format_build(ctx, m, B, H, Sq, Sk, ch.tile, &fs);
     slua_pred_end(&c);
   }
   if (!st) st = stof_attention_select_split(ctx, fs ? fs : f, B, H, D, props.sm_count ? &props : NULL, &o, &ch);
-  stof_mask_format_free(fs);
   if (st) {
+    stof_mask_format_free(fs);
     stof_mask_format_free(f);
     if (c.failed) return slua_pred_raise(L, ctx, fname, m, &c);
     return slua_raise(L, ctx, st, fname);
   }
+  if (fs)
+    lua_pushfstring(L, "\n  tiles of %d (the plan's): %I full, %I partial, %I empty", fs->T,
+                    (lua_Integer)fs->ntile_full, (lua_Integer)fs->ntile_partial, (lua_Integer)fs->ntile_empty);
+  else
+    lua_pushliteral(L, "");
+  stof_mask_format_free(fs);
   lua_pushfstring(L,
                   "mask %s at Sq %I, Sk %I (B %I, H %I, D %I)%s%s\n"
                   "  density %f, kept pairs %I per instance on average\n"
-                  "  tiles of %d: %I full, %I partial, %I empty; non-empty 16x16 tiles %f%%\n"
-                  "  choice: %s\n"
-                  "  score modifier: %s",
+                  "  tiles of %d: %I full, %I partial, %I empty; non-empty 16x16 tiles %f%%",
                   f->desc, (lua_Integer)Sq, (lua_Integer)Sk, (lua_Integer)B, (lua_Integer)H, (lua_Integer)D,
                   props.sm_count ? " on " : "", props.sm_count ? props.name : "", f->density,
                   (lua_Integer)(f->nvalid / (f->nmask ? f->nmask : 1)), f->T, (lua_Integer)f->ntile_full,
-                  (lua_Integer)f->ntile_partial, (lua_Integer)f->ntile_empty, 100 * f->frac16, ch.why, moddesc);
+                  (lua_Integer)f->ntile_partial, (lua_Integer)f->ntile_empty, 100 * f->frac16);
+  lua_insert(L, -2); /* the plan's tiles after the selector's */
+  lua_pushfstring(L, "\n  choice: %s\n  score modifier: %s", ch.why, moddesc);
+  lua_concat(L, 3);
   stof_mask_format_free(f);
   push_choice(L, &ch);
   return 2;

@@ -128,11 +128,15 @@ assert(cl0.split_rows == 0 and cl0.why:find("no split (asked for)", 1, true), cl
 local _, cb = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", tile = 64})
 assert(cb.rowmask and cb.halfskip and cb.split_rows == 0 and cb.why:find("empty halves skipped (82%", 1, true), cb.why)
 -- left to the selector, BigBird's 32-wide blocks run at tile 32 on the mma.sync kernel there
-local _, c32 = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
+local t32, c32 = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
+-- the text shows the tiles the selector read, then the plan's
+assert(t32:find("tiles of 64: 5 full, 1629 partial, 2462 empty", 1, true), t32)
+assert(t32:find("tiles of 32 (the plan's): 1999 full, 222 partial, 14163 empty", 1, true), t32)
 assert(c32.tile == 32 and not c32.hopper and c32.warps == 2 and not c32.halfskip and c32.split_rows == 0, c32.why)
 assert(c32.why:find("tile 32 (Hopper: 32 at >= 72% of the non-empty 64-tiles with an empty key half (82%), S >= 2048)",
                     1, true), c32.why)
-local _, cd = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h100"})
+local td, cd = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h100"})
+assert(not td:find("the plan's", 1, true), td) -- the tile the selector read is the plan's
 assert(not cd.rowmask and not cd.halfskip and cd.why:find("masked from the bitmap (0% partial", 1, true), cd.why)
 expect_error("UnsupportedError", "split 4 asked for, but the Hopper kernel is not chosen", stof.explain,
              M.dense(), {S = 1024}, {gpu = "a100", split = 4})
