@@ -13,16 +13,8 @@
 # (KINDS.md: ncu reads no counters under gVisor). Leaves the clocks alone (METHOD.md).
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUT=${OUT:-/tmp/attn_out}
-cfg=${1:-g64_t64_s2_k_m4_tma}
-shape=${2:-16x4096}
-H=${3:-12}
-D=${4:-64}
-B=${shape%x*}
-S=${shape#*x}
-mkdir -p "$OUT"
-NCU=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)}
-[ -x "$NCU" ] || { echo "profile_dense_cudnn: no ncu"; exit 1; }
+. bench/profile_common.sh
+profile_need_ncu profile_dense_cudnn
 sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
   --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
 
@@ -33,23 +25,13 @@ ATTN_PROFILE_TIMEOUT=${ATTN_PROFILE_TIMEOUT:-240} ATTN_PROFILE_HEADS=$H OUT="$OU
 echo "stof ($cfg): $(ls "$OUT"/ncu-"$cfg"-dense-"$shape".txt 2>/dev/null || echo 'no report')"
 
 # cuDNN: the SDPA launch of the same shape (layout [B, H, S, D], f16), the third one
-cat > "$OUT/sdpa_cudnn.py" <<PY
-import torch
-from torch.nn.attention import sdpa_kernel, SDPBackend
-torch.manual_seed(0)
-q, k, v = (torch.randn($B, $H, $S, $D, device="cuda", dtype=torch.float16) for _ in range(3))
-with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-    for _ in range(3):
-        torch.nn.functional.scaled_dot_product_attention(q, k, v)
-torch.cuda.synchronize()
-PY
 f="$OUT/ncu-cudnn-dense-$shape.txt"
 # cuDNN's attention kernel names vary by version: the first kernel whose name matches the
 # pattern after two matching launches (the warm-ups, if each SDPA call is one kernel; the
 # report's kernel-name line says which ran)
 timeout "${ATTN_PROFILE_TIMEOUT:-240}" "$NCU" --clock-control none --target-processes all \
   -k "regex:(cudnn|fmha|sdpa|attention|flash|sm90)" --launch-skip 2 --launch-count 1 $sections \
-  python3 "$OUT/sdpa_cudnn.py" > "$f" 2>&1
+  python3 bench/sdpa_cudnn_launch.py "$B" "$H" "$S" "$D" > "$f" 2>&1
 echo "cuDNN: rc=$? -> $f"
 grep -E "^  [a-zA-Z_].*\(([0-9]+, )*[0-9]+\)x\(" "$f" | head -2
 

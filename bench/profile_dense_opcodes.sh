@@ -13,16 +13,8 @@
 #   bench/profile_dense_cudnn.sh: g64_t64_s2_k_m4_tma 16x4096 12 64)
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUT=${OUT:-/tmp/attn_out}
-cfg=${1:-g64_t64_s2_k_m4_tma}
-shape=${2:-16x4096}
-H=${3:-12}
-D=${4:-64}
-B=${shape%x*}
-S=${shape#*x}
-mkdir -p "$OUT"
-NCU=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)}
-[ -x "$NCU" ] || { echo "profile_dense_opcodes: no ncu"; exit 1; }
+. bench/profile_common.sh
+profile_need_ncu profile_dense_opcodes
 T=${ATTN_PROFILE_TIMEOUT:-240}
 ATTN_DEV_NONVRTC=1 bash bench/attn_dev.sh >/dev/null || exit 1
 met="--metrics sass__inst_executed_per_opcode,smsp__inst_executed.sum --print-metric-instances values"
@@ -43,18 +35,8 @@ echo "stof source counters: rc=$?"
 echo "stof SASS page: rc=$? ($(wc -l < "$OUT/src-$cfg-sass.csv") lines)"
 
 # cuDNN: its SDPA kernel at the same shape, the third matching launch
-cat > "$OUT/sdpa_cudnn.py" <<PY
-import torch
-from torch.nn.attention import sdpa_kernel, SDPBackend
-torch.manual_seed(0)
-q, k, v = (torch.randn($B, $H, $S, $D, device="cuda", dtype=torch.float16) for _ in range(3))
-with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-    for _ in range(3):
-        torch.nn.functional.scaled_dot_product_attention(q, k, v)
-torch.cuda.synchronize()
-PY
 timeout "$T" "$NCU" --clock-control none --target-processes all -k "regex:(cudnn|fmha|sdpa|flash)" \
-  --launch-skip 2 --launch-count 1 $met python3 "$OUT/sdpa_cudnn.py" > "$OUT/opc-cudnn.txt" 2>&1
+  --launch-skip 2 --launch-count 1 $met python3 bench/sdpa_cudnn_launch.py "$B" "$H" "$S" "$D" > "$OUT/opc-cudnn.txt" 2>&1
 echo "cuDNN opcodes: rc=$?"
 
 # side by side: "OPCODE count" pairs from the instance values (ncu prints them as

@@ -529,7 +529,7 @@ stof_mf_tiles(const mf_node *prog, int nnode, const long long *doc, int T, long 
     }
     /* the warp's sums, packed (full low, partial high: each < 2^31, no carry); shuffles, not
      * __reduce_add_sync, which needs sm_80 and would fail the whole module's compilation
-     * (legacy kernels included) on a Turing GPU, where stof_mask_format_build_gpu ran */
+     * (the row kernels included) on a Turing GPU, where stof_mask_format_build_gpu ran */
     unsigned long long fp = (unsigned long long)it_full | ((unsigned long long)it_part << 32);
     for (int o = 16; o; o >>= 1) fp += __shfl_xor_sync(MF_FULL_MASK, fp, o);
     unsigned f = (unsigned)(fp & 0xffffffffull), p = (unsigned)(fp >> 32);
