@@ -770,6 +770,20 @@ static stof_status engine_format(stof_attn_engine *e, const stof_mask *mask, int
   return stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, T, out);
 }
 
+/* Drops the cached format of (mask, B, H, Sq, Sk, T) from whichever of the engine's caches
+ * holds it (nothing where neither does): the selector's tile-64 format once a plan chose
+ * another tile, whose own arrays are copied from the format at its tile. */
+static stof_status engine_format_drop(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
+                                      int64_t Sq, int64_t Sk, int T) {
+  stof_status st = e->gpu_formats ? kernels_format_gpu_drop(e->gpu_formats, mask, B, H, Sq, Sk, T) : STOF_OK;
+  return st ? st : stof_mask_cache_drop(e->formats, mask, B, H, Sq, Sk, T);
+}
+
+void kernels_attn_engine_caches(const stof_attn_engine *e, stof_mask_cache **cpu, kernels_format_gpu **gpu) {
+  if (cpu) *cpu = e->formats;
+  if (gpu) *gpu = e->gpu_formats;
+}
+
 static stof_status upload(stof_ctx *ctx, const void *src, size_t bytes, uint64_t *dst) {
   stof_status st = stof_cuda_malloc(ctx, bytes ? bytes : 8, dst);
   if (!st && bytes) st = stof_cuda_htod(ctx, *dst, src, bytes);
@@ -959,8 +973,17 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   memset(p, 0, sizeof *p); /* a failure below frees whatever is set */
   p->e = e;
   if ((st = stof_attention_select(ctx, f, B, H, D, &e->props, &o, &p->choice))) goto fail;
-  if (p->choice.tile != f->T && (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f, &fdev)))
-    goto fail;
+  /* another tile chosen: the plan copies its arrays from the format at that tile, so the
+   * selector's is dropped before that one is built (not kept for the engine's lifetime nor
+   * beside it: BigBird's at S = 128k, H = 32 is 719 MiB on the device); a later plan that
+   * wants it builds it again. f pointed into it: nothing holds it past here. */
+  if (p->choice.tile != f->T) {
+    int T_select = f->T;
+    f = NULL, fdev = NULL;
+    if ((st = engine_format_drop(e, mask, B, H, Sq, Sk, T_select)) ||
+        (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f, &fdev)))
+      goto fail;
+  }
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;
   p->scale = o.scale > 0 ? o.scale : (float)(1.0 / sqrt((double)D));

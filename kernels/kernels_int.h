@@ -185,7 +185,7 @@ stof_status kernels_format_kernels_choice(stof_ctx *ctx, const char *who, const 
 stof_status kernels_format_gpu_build(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
                                      int64_t H, int64_t Sq, int64_t Sk, int T,
                                      stof_mask_format **out);
-/* The same through the builder's cache. Borrowed: valid until 8 further misses or
+/* The same through the builder's cache. Borrowed: valid until 8 further misses, its drop or
  * kernels_format_gpu_free. */
 stof_status kernels_format_gpu_get(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
                                    int64_t H, int64_t Sq, int64_t Sk, int T,
@@ -200,10 +200,20 @@ stof_status kernels_format_gpu_build_dev(kernels_format_gpu *g, const stof_mask 
                                          int64_t H, int64_t Sq, int64_t Sk, int T,
                                          stof_mask_format **out, uint64_t dev[4]);
 /* The same through the builder's cache (entries apart from the host builds'). Borrowed, the
- * format and its 4 device addresses: valid until 8 further misses or kernels_format_gpu_free. */
+ * format and its 4 device addresses: valid until 8 further misses, its drop or
+ * kernels_format_gpu_free. */
 stof_status kernels_format_gpu_get_dev(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
                                        int64_t H, int64_t Sq, int64_t Sk, int T,
                                        const stof_mask_format **out, const uint64_t **dev);
+/* Removes and frees the cached formats of (mask, B, H, Sq, Sk, T), the host build's and the
+ * on-device one's, where the cache holds them (else nothing, STOF_OK); a later get builds
+ * them again. Pointers a get returned for them are invalid afterwards. STOF_ERR_NOMEM
+ * (nothing removed) if the key cannot be built. */
+stof_status kernels_format_gpu_drop(kernels_format_gpu *g, const stof_mask *mask, int64_t B, int64_t H,
+                                    int64_t Sq, int64_t Sk, int T);
+/* The formats the cache holds, and the device bytes of its on-device ones' 4 arrays. */
+int kernels_format_gpu_count(const kernels_format_gpu *g);
+size_t kernels_format_gpu_device_bytes(const kernels_format_gpu *g);
 
 /* The tile grid of a format: tile rows and columns, and the mask instances. */
 typedef struct kernels_format_dims {
@@ -227,6 +237,10 @@ extern const stof_intrin kernels_intrin_attention;
  * with or without a GPU. */
 stof_status kernels_attn_mod_gpu_check(stof_ctx *ctx, const stof_attn_mod *m, stof_dtype bias_dtype,
                                        stof_dtype dtype);
+
+/* The attention engine's format caches (borrowed; *gpu NULL until a long sequence's format
+ * was built on the GPU): the CPU's, and the GPU's (kernels/attention.c), for tests. */
+void kernels_attn_engine_caches(const stof_attn_engine *e, stof_mask_cache **cpu, kernels_format_gpu **gpu);
 
 /* A monotonic clock in milliseconds, for build and preparation times. */
 double kernels_now_ms(void);

@@ -557,19 +557,28 @@ void stof_mask_cache_free(stof_mask_cache *c) {
   stof_ctx_dealloc(c->ctx, c, sizeof *c);
 }
 
+/* The key of (mask, B, H, Sq, Sk, T) in *key (owned: strlen + 1 bytes), NULL for an fn
+ * mask (never cached). */
+static stof_status cache_key(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
+                             int64_t Sq, int64_t Sk, int T, char **key) {
+  *key = NULL;
+  if (!mask->cacheable) return STOF_OK;
+  stof_buf s;
+  stof_buf_init(&s, ctx);
+  kernels_mask_key(mask, &s); /* exact, however long the description */
+  stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", (long long)B, (long long)H,
+                  (long long)Sq, (long long)Sk, T);
+  return stof_buf_finish(&s, key) ? STOF_ERR_NOMEM : STOF_OK;
+}
+
 stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64_t B,
                                 int64_t H, int64_t Sq, int64_t Sk, int T,
                                 const stof_mask_format **out) {
   stof_ctx *ctx = c->ctx;
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "mask_cache_get: mask is NULL");
   char *key = NULL;
-  if (mask->cacheable) {
-    stof_buf s;
-    stof_buf_init(&s, ctx);
-    kernels_mask_key(mask, &s); /* exact, however long the description */
-    stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", (long long)B, (long long)H,
-                    (long long)Sq, (long long)Sk, T);
-    if (stof_buf_finish(&s, &key)) return STOF_ERR_NOMEM;
+  if (cache_key(ctx, mask, B, H, Sq, Sk, T, &key)) return STOF_ERR_NOMEM;
+  if (key) {
     for (int k = 0; k < c->n; k++)
       if (c->e[k].key && !strcmp(c->e[k].key, key)) {
         stof_ctx_dealloc(ctx, key, strlen(key) + 1);
@@ -599,6 +608,22 @@ stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64
   c->e[slot].fmt = f;
   c->e[slot].used = ++c->clock;
   *out = f;
+  return STOF_OK;
+}
+
+stof_status stof_mask_cache_drop(stof_mask_cache *c, const stof_mask *mask, int64_t B, int64_t H,
+                                 int64_t Sq, int64_t Sk, int T) {
+  if (!mask) return stof_ctx_error(c->ctx, STOF_ERR_ARG, "mask_cache_drop: mask is NULL");
+  char *key = NULL;
+  if (cache_key(c->ctx, mask, B, H, Sq, Sk, T, &key)) return STOF_ERR_NOMEM;
+  if (!key) return STOF_OK;
+  int k = 0;
+  while (k < c->n && !(c->e[k].key && !strcmp(c->e[k].key, key))) k++;
+  stof_ctx_dealloc(c->ctx, key, strlen(key) + 1);
+  if (k < c->n) {
+    entry_clear(c->ctx, &c->e[k]);
+    c->e[k] = c->e[--c->n]; /* the order is free: eviction goes by the clock */
+  }
   return STOF_OK;
 }
 

@@ -676,18 +676,27 @@ static void entry_free(kernels_format_gpu *g, gpu_entry *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* The key of (mask, B, H, Sq, Sk, T) and the side its arrays are on in *key (owned: strlen +
+ * 1 bytes), NULL for a mask never cached (fn inside: the GPU refuses it anyway). */
+static stof_status entry_key(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                             int64_t Sk, int T, int on_device, char **key) {
+  *key = NULL;
+  if (!mask->cacheable) return STOF_OK;
+  stof_buf s;
+  stof_buf_init(&s, ctx);
+  kernels_mask_key(mask, &s); /* exact, however long the description */
+  stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d|%s", (long long)B, (long long)H,
+                  (long long)Sq, (long long)Sk, T, on_device ? "device" : "host");
+  return stof_buf_finish(&s, key) ? STOF_ERR_NOMEM : STOF_OK;
+}
+
 static stof_status get(kernels_format_gpu *g, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
                        int64_t Sk, int T, int on_device, const stof_mask_format **out, const uint64_t **dev) {
   stof_ctx *ctx = g->ctx;
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "%s: mask is NULL", who_build);
   char *key = NULL;
-  if (mask->cacheable) {
-    stof_buf s;
-    stof_buf_init(&s, ctx);
-    kernels_mask_key(mask, &s); /* exact, however long the description */
-    stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d|%s", (long long)B, (long long)H,
-                    (long long)Sq, (long long)Sk, T, on_device ? "device" : "host");
-    if (stof_buf_finish(&s, &key)) return STOF_ERR_NOMEM;
+  if (entry_key(ctx, mask, B, H, Sq, Sk, T, on_device, &key)) return STOF_ERR_NOMEM;
+  if (key) {
     for (int k = 0; k < g->n; k++)
       if (g->e[k].key && !strcmp(g->e[k].key, key)) {
         stof_ctx_dealloc(ctx, key, strlen(key) + 1);
@@ -732,6 +741,37 @@ stof_status kernels_format_gpu_get_dev(kernels_format_gpu *g, const stof_mask *m
                                        int64_t H, int64_t Sq, int64_t Sk, int T,
                                        const stof_mask_format **out, const uint64_t **dev) {
   return get(g, mask, B, H, Sq, Sk, T, 1, out, dev);
+}
+
+stof_status kernels_format_gpu_drop(kernels_format_gpu *g, const stof_mask *mask, int64_t B, int64_t H,
+                                    int64_t Sq, int64_t Sk, int T) {
+  if (!mask) return stof_ctx_error(g->ctx, STOF_ERR_ARG, "%s: mask is NULL", who_build);
+  for (int on_device = 0; on_device < 2; on_device++) {
+    char *key = NULL;
+    if (entry_key(g->ctx, mask, B, H, Sq, Sk, T, on_device, &key)) return STOF_ERR_NOMEM;
+    if (!key) return STOF_OK;
+    int k = 0;
+    while (k < g->n && !(g->e[k].key && !strcmp(g->e[k].key, key))) k++;
+    stof_ctx_dealloc(g->ctx, key, strlen(key) + 1);
+    if (k < g->n) {
+      entry_free(g, &g->e[k]);
+      g->e[k] = g->e[--g->n]; /* the order is free: eviction goes by the clock */
+      memset(&g->e[g->n], 0, sizeof g->e[g->n]);
+    }
+  }
+  return STOF_OK;
+}
+
+int kernels_format_gpu_count(const kernels_format_gpu *g) { return g->n; }
+
+size_t kernels_format_gpu_device_bytes(const kernels_format_gpu *g) {
+  size_t bytes = 0;
+  for (int k = 0; k < g->n; k++) {
+    const stof_mask_format *f = g->e[k].fmt;
+    if (g->e[k].dev[0])
+      bytes += (size_t)f->nmask * (size_t)(f->nrow + 1) * 4 + (size_t)f->nentry * 8 + (size_t)f->nword * 8;
+  }
+  return bytes;
 }
 
 /* ---------------------------------------------------------------- public entry */

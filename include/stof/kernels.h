@@ -280,6 +280,12 @@ void stof_mask_cache_free(stof_mask_cache *c);
 stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64_t B,
                                 int64_t H, int64_t Sq, int64_t Sk, int T,
                                 const stof_mask_format **out);
+/** Removes the format of (mask, B, H, Sq, Sk, T) and frees it, if the cache holds it (else
+ *  nothing, and STOF_OK: an fn mask's formats, never reused, wait for eviction). A later get
+ *  builds it again; hits and misses are unchanged. The pointers get returned for it are
+ *  invalid afterwards. STOF_ERR_NOMEM (nothing removed) if its key cannot be built. */
+stof_status stof_mask_cache_drop(stof_mask_cache *c, const stof_mask *mask, int64_t B, int64_t H,
+                                 int64_t Sq, int64_t Sk, int T);
 /** Hits and misses so far. */
 void stof_mask_cache_stats(const stof_mask_cache *c, int64_t *hits, int64_t *misses);
 
@@ -460,7 +466,9 @@ void stof_attn_engine_free(stof_attn_engine *e);
  * non-positive sizes (STOF_ERR_SHAPE). A mask that keeps nothing is no error: the
  * output is zeros. On the Hopper kernel, tile-rows far longer than the rest are split over
  * CTAs (opts->split; the choice's split_* fields): the plan then owns a device workspace of
- * choice.split_ws bytes, so one plan must not run on two streams at once.
+ * choice.split_ws bytes, so one plan must not run on two streams at once. The engine
+ * caches the format at the plan's tile for later plans; the tile-64 one the selector reads
+ * is not kept where the plan chose another tile.
  * Owned: stof_attn_plan_free (before the engine).
  */
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,

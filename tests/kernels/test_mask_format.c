@@ -647,6 +647,56 @@ static void cache_never_reuses_fn_masks(void **state) {
   kt_ctx_done(ctx);
 }
 
+static void cache_drop_frees_one_entry_and_get_rebuilds_it(void **state) {
+  stof_ctx *ctx = kt_ctx();
+  stof_mask_cache *c;
+  stof_mask *m, *fm;
+  const stof_mask_format *f64, *f32, *again;
+  KT_OK(ctx, stof_mask_cache_new(ctx, 4, &c));
+  KT_OK(ctx, stof_mask_bigbird(ctx, 64, 32, 32, 0.1, 7, &m));
+  KT_OK(ctx, stof_mask_fn(ctx, pred_all, NULL, "all", 0, 0, &fm));
+  size_t empty = stof_ctx_bytes_in_use(ctx);
+  KT_OK(ctx, stof_mask_cache_get(c, m, 1, 2, 1024, 1024, 32, &f32));
+  size_t with32 = stof_ctx_bytes_in_use(ctx);
+  KT_OK(ctx, stof_mask_cache_get(c, m, 1, 2, 1024, 1024, 64, &f64));
+  assert_true(stof_ctx_bytes_in_use(ctx) > with32);
+  /* present: freed, the other entry untouched */
+  KT_OK(ctx, stof_mask_cache_drop(c, m, 1, 2, 1024, 1024, 64));
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), with32);
+  int64_t hits, misses;
+  KT_OK(ctx, stof_mask_cache_get(c, m, 1, 2, 1024, 1024, 32, &again));
+  assert_ptr_equal(again, f32);
+  stof_mask_cache_stats(c, &hits, &misses);
+  assert_int_equal(hits, 1);
+  assert_int_equal(misses, 2);
+  /* get again: rebuilt, equal to a fresh build */
+  KT_OK(ctx, stof_mask_cache_get(c, m, 1, 2, 1024, 1024, 64, &again));
+  stof_mask_cache_stats(c, &hits, &misses);
+  assert_int_equal(misses, 3);
+  stof_mask_format *fresh;
+  KT_OK(ctx, stof_mask_format_build(ctx, m, 1, 2, 1024, 1024, 64, &fresh));
+  char why[256];
+  if (stof_mask_format_compare(again, fresh, why, sizeof why)) fail_msg("rebuilt after drop: %s", why);
+  stof_mask_format_free(fresh);
+  /* absent (another tile, other dims, an fn mask): nothing changes */
+  size_t before = stof_ctx_bytes_in_use(ctx);
+  KT_OK(ctx, stof_mask_cache_drop(c, m, 1, 2, 1024, 1024, 128));
+  KT_OK(ctx, stof_mask_cache_drop(c, m, 1, 1, 1024, 1024, 64));
+  KT_OK(ctx, stof_mask_cache_drop(c, fm, 1, 2, 1024, 1024, 64));
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), before);
+  KT_OK(ctx, stof_mask_cache_get(c, m, 1, 2, 1024, 1024, 64, &f64));
+  assert_ptr_equal(f64, again);
+  kt_expect_error(ctx, stof_mask_cache_drop(c, NULL, 1, 2, 1024, 1024, 64), STOF_ERR_ARG, "mask is NULL");
+  /* both dropped: the cache holds nothing */
+  KT_OK(ctx, stof_mask_cache_drop(c, m, 1, 2, 1024, 1024, 64));
+  KT_OK(ctx, stof_mask_cache_drop(c, m, 1, 2, 1024, 1024, 32));
+  assert_int_equal(stof_ctx_bytes_in_use(ctx), empty);
+  stof_mask_cache_free(c);
+  stof_mask_free(m);
+  stof_mask_free(fm);
+  kt_ctx_done(ctx);
+}
+
 int run_mask_format_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(format_reproduces_canonical_masks_exactly),
@@ -663,6 +713,7 @@ int run_mask_format_tests(void) {
       cmocka_unit_test(cache_returns_one_format_per_mask_and_dims),
       cmocka_unit_test(cache_evicts_the_least_recently_used),
       cmocka_unit_test(cache_never_reuses_fn_masks),
+      cmocka_unit_test(cache_drop_frees_one_entry_and_get_rebuilds_it),
   };
   return cmocka_run_group_tests_name("mask_format", tests, NULL, NULL);
 }

@@ -441,3 +441,119 @@ void engine_builds_long_sequence_formats_on_the_gpu(void **state) {
     stof_mask_free(m);
   }
 }
+
+/* Runs plan (mask m, B x H x S x S, D, f16, Hkv = H) on seeded inputs and checks its output
+ * against the CPU implementation on a CPU-built format. */
+static void plan_matches_cpu(stof_ctx *ctx, stof_attn_plan *plan, const stof_mask *m, int64_t B, int64_t H,
+                             int64_t S, int64_t D, uint64_t seed) {
+  stof_tensor *q = tu_tensor_uniform(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), &seed, -2, 2);
+  stof_tensor *k = tu_tensor_uniform(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), &seed, -2, 2);
+  stof_tensor *v = tu_tensor_uniform(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), &seed, -1, 1);
+  stof_tensor *q64, *k64, *v64, *o64, *dq, *dk, *dv, *dout, *hout;
+  TU_OK(ctx, stof_tensor_cast(q, STOF_DTYPE_F64, &q64));
+  TU_OK(ctx, stof_tensor_cast(k, STOF_DTYPE_F64, &k64));
+  TU_OK(ctx, stof_tensor_cast(v, STOF_DTYPE_F64, &v64));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(B, H, S, D), STOF_DEVICE_CPU, &o64));
+  stof_mask_format *fmt = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, B, H, S, S, 64, &fmt));
+  TU_OK(ctx, stof_attention_cpu(ctx, q64, k64, v64, fmt, 0, o64));
+  int64_t nvalid = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++) nvalid += stof_mask_format_count(fmt, b, h);
+  assert_int_equal(stof_attn_plan_nvalid(plan), nvalid);
+  TU_OK(ctx, stof_tensor_to(q, STOF_DEVICE_CUDA, &dq));
+  TU_OK(ctx, stof_tensor_to(k, STOF_DEVICE_CUDA, &dk));
+  TU_OK(ctx, stof_tensor_to(v, STOF_DEVICE_CUDA, &dv));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), STOF_DEVICE_CUDA, &dout));
+  TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)dout->data, 0x7e00, (size_t)stof_tensor_numel(dout)));
+  TU_OK(ctx, stof_attn_plan_run(plan, dq, dk, dv, dout));
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  TU_OK(ctx, stof_tensor_to(dout, STOF_DEVICE_CPU, &hout));
+  double *want = tu_values(o64);
+  tu_check_close(hout, want, (size_t)stof_tensor_numel(hout), 1e-2);
+  free(want);
+  stof_mask_format_free(fmt);
+  stof_tensor *ts[] = {q, k, v, q64, k64, v64, o64, dq, dk, dv, dout, hout};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) stof_tensor_free(ts[i]);
+}
+
+/* The device bytes of a format's 4 arrays (row_ptr, col_idx, bmp_off, bitmap). */
+static size_t format_device_bytes(const stof_mask_format *f) {
+  return (size_t)f->nmask * (size_t)(f->nrow + 1) * 4 + (size_t)f->nentry * 8 + (size_t)f->nword * 8;
+}
+
+/* BigBird on Hopper: the selector reads the tile-64 format and the plan runs at tile 32. The
+ * engine then keeps the tile-32 format only, in its GPU cache at S = 8192 (device bytes
+ * those of the tile-32 format) and in its CPU cache at S = 2048 (a second plan misses tile 64
+ * again and hits tile 32); a plan forced to tile 64 builds that format again; every plan's
+ * output matches the CPU's. Skips where the GPU is not compute capability 9.0. */
+void engine_drops_the_selectors_format_for_another_tile(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_cuda_props props;
+  TU_OK(ctx, stof_cuda_props_get(ctx, &props));
+  if (props.cc_major != 9 || props.cc_minor != 0) {
+    print_message("skipping: compute capability %d.%d, the tile-32 rule is Hopper's (9.0)\n", props.cc_major,
+                  props.cc_minor);
+    skip();
+  }
+  TU_OK(ctx, stof_attn_engine_new(ctx, &f->e));
+  stof_attn_engine *e = f->e;
+  const int64_t B = 1, H = 2, D = 64;
+  stof_mask_cache *cpu = NULL;
+  kernels_format_gpu *gpu = NULL;
+
+  /* S = 8192: the formats are built and kept on the GPU */
+  int64_t S = 8192;
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", S, &m));
+  assert_true(stof_mask_format_gpu_supported(m));
+  stof_mask_format *f32 = NULL, *f64 = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, B, H, S, S, 32, &f32));
+  TU_OK(ctx, stof_mask_format_build(ctx, m, B, H, S, S, 64, &f64));
+  size_t b32 = format_device_bytes(f32), b64 = format_device_bytes(f64);
+  stof_attn_plan *plan = NULL, *p64 = NULL;
+  TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, NULL, &plan));
+  assert_int_equal(stof_attn_plan_choice(plan)->tile, 32);
+  kernels_attn_engine_caches(e, &cpu, &gpu);
+  assert_non_null(gpu);
+  print_message("     %s at S = %lld: the engine's GPU cache holds %d format(s), %zu device bytes (tile 32: %zu, "
+                "tile 64: %zu)\n", stof_mask_description(m), (long long)S, kernels_format_gpu_count(gpu),
+                kernels_format_gpu_device_bytes(gpu), b32, b64);
+  assert_int_equal(kernels_format_gpu_count(gpu), 1);
+  assert_int_equal(kernels_format_gpu_device_bytes(gpu), b32);
+  plan_matches_cpu(ctx, plan, m, B, H, S, D, 4300);
+  /* forced to tile 64: built again and kept (the plan's own tile) */
+  TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, &(stof_attn_opts){.tile = 64}, &p64));
+  assert_int_equal(stof_attn_plan_choice(p64)->tile, 64);
+  assert_int_equal(kernels_format_gpu_count(gpu), 2);
+  assert_int_equal(kernels_format_gpu_device_bytes(gpu), b32 + b64);
+  plan_matches_cpu(ctx, p64, m, B, H, S, D, 4301);
+  stof_attn_plan_free(p64);
+  /* the automatic plan again: tile 64 read (a hit), dropped, tile 32 a hit */
+  stof_attn_plan_free(plan);
+  TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, NULL, &plan));
+  assert_int_equal(kernels_format_gpu_count(gpu), 1);
+  assert_int_equal(kernels_format_gpu_device_bytes(gpu), b32);
+  stof_attn_plan_free(plan);
+  stof_mask_format_free(f32);
+  stof_mask_format_free(f64);
+  stof_mask_free(m);
+
+  /* S = 2048: the formats are built on the CPU, in the engine's CPU cache */
+  S = 2048;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", S, &m));
+  int64_t hits0, misses0, hits, misses;
+  stof_mask_cache_stats(cpu, &hits0, &misses0);
+  TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, NULL, &plan));
+  assert_int_equal(stof_attn_plan_choice(plan)->tile, 32);
+  plan_matches_cpu(ctx, plan, m, B, H, S, D, 4302);
+  stof_attn_plan_free(plan);
+  TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, NULL, &plan));
+  stof_mask_cache_stats(cpu, &hits, &misses);
+  assert_int_equal(misses - misses0, 3); /* tile 64, tile 32, tile 64 again */
+  assert_int_equal(hits - hits0, 1);     /* tile 32 */
+  plan_matches_cpu(ctx, plan, m, B, H, S, D, 4303);
+  stof_attn_plan_free(plan);
+  stof_mask_free(m);
+}

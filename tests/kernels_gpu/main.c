@@ -1185,6 +1185,7 @@ int main(void) {
       FORMAT_GPU_TEST(gpu_format_build_times_against_cpu),
       FORMAT_GPU_TEST(gpu_format_public_entry_cache_and_refusals),
       FORMAT_GPU_TEST(engine_builds_long_sequence_formats_on_the_gpu),
+      FORMAT_GPU_TEST(engine_drops_the_selectors_format_for_another_tile),
 #undef FORMAT_GPU_TEST
 #define GEMM_GPU_TEST(name) cmocka_unit_test_setup_teardown(name, gemm_gpu_setup, gemm_gpu_teardown)
       GEMM_GPU_TEST(gemm_plan_and_run_errors),
