@@ -165,6 +165,12 @@
 #ifndef STOF_SM90_SPLIT
 #define STOF_SM90_SPLIT 0
 #endif
+#ifndef STOF_SM90_LAZY
+#define STOF_SM90_LAZY 0
+#endif
+#ifndef STOF_SM90_LAZY_THR
+#define STOF_SM90_LAZY_THR 8.0f
+#endif
 #if STOF_SM90_SPLIT < 0 || STOF_SM90_SPLIT > 2
 #error "stof attention: STOF_SM90_SPLIT must be 0 (no split), 1 (the main launch) or 2 (the chunk launch and combine)"
 #endif
@@ -242,6 +248,19 @@ __device__ __forceinline__ unsigned long long mdesc(unsigned addr, unsigned lbo,
 {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
          ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+/* The descriptor of addr + off (off a multiple of 16): addr's descriptor (one for every
+ * offset from the same addr) plus off >> 4 in the low word, whose bits 0-13 are the start
+ * address addr >> 4. Every shared address here is 16-byte aligned and below 2^18 (at most
+ * 227 KB of shared memory), so the sum stays inside that field: mdesc(addr + off) bit for bit,
+ * with one 32-bit add before a wgmma instead of the add, mask, shift and or in a dependent
+ * chain that mdesc(addr + off) took (session 16: SASS profile of the D 64 dense kernel, then
+ * 0.94-0.99x the time, outputs bit-identical; bench/NOTES-attention.md). */
+__device__ __forceinline__ unsigned long long mdesc_at(unsigned addr, unsigned off, unsigned lbo, unsigned sbo)
+{
+  const unsigned long long d = mdesc(addr, lbo, sbo);
+  return (d & 0xFFFFFFFF00000000ull) | (unsigned)((unsigned)d + (off >> 4));
 }
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -441,10 +460,10 @@ __device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16]
 #if STOF_SM90_PV_SPLIT && STOF_HEAD_DIM == 128
     float(&o0)[32] = *reinterpret_cast<float(*)[32]>(&o[0]);
     float(&o1)[32] = *reinterpret_cast<float(*)[32]>(&o[32]);
-    wg_rs<64>(o0, p[kk], mdesc(vs + kk * 2048, 16, 1024));
-    wg_rs<64>(o1, p[kk], mdesc(vs + kBlkBytes + kk * 2048, 16, 1024));
+    wg_rs<64>(o0, p[kk], mdesc_at(vs, kk * 2048, 16, 1024));
+    wg_rs<64>(o1, p[kk], mdesc_at(vs, kBlkBytes + kk * 2048, 16, 1024));
 #else
-    wg_rs<kD>(o, p[kk], mdesc(vs + kk * 2048, kBlkBytes, 1024));
+    wg_rs<kD>(o, p[kk], mdesc_at(vs, kk * 2048, kBlkBytes, 1024));
 #endif
   }
 }
@@ -570,8 +589,21 @@ __device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2],
     for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#if STOF_SM90_LAZY
+    /* mrow is the reference the exponentials are taken against, not always the running max:
+     * it moves to the new max only where that passes it by more than STOF_SM90_LAZY_THR in
+     * log2 units (from -inf always: inf > THR; -inf to -inf never: NaN), so P <= 2^THR and O
+     * and l stay consistent with the reference (the final O / l is the same softmax). Where it
+     * stays, alpha is exactly 1 and rescale_pack can skip O. */
+    const float mo = mrow[hh];
+    const bool mv = (mx - mo) * sl2 > STOF_SM90_LAZY_THR;
+    mx = mv ? mx : mo;
+    const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+    alpha[hh] = mv ? ex2(mo * sl2 - ms) : 1.f;
+#else
     const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
     alpha[hh] = ex2(mrow[hh] * sl2 - ms);
+#endif
     mrow[hh] = mx;
     float sum = 0.f;
 #pragma unroll
@@ -593,12 +625,17 @@ template <int kSteps, int kN>
 __device__ __forceinline__ void rescale_pack(float (&o)[kNO], unsigned (&p)[kT / 16][4], const float (&s)[kN],
                                              const float (&alpha)[2])
 {
+  /* STOF_SM90_LAZY: O is left as it is where no row of the warp moved its reference (alpha
+   * exactly 1); a warp-uniform branch */
+  const bool scale_o = !STOF_SM90_LAZY || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f);
+  if (scale_o) {
 #pragma unroll
-  for (int db = 0; db < kD / 8; ++db) {
-    o[4 * db + 0] *= alpha[0];
-    o[4 * db + 1] *= alpha[0];
-    o[4 * db + 2] *= alpha[1];
-    o[4 * db + 3] *= alpha[1];
+    for (int db = 0; db < kD / 8; ++db) {
+      o[4 * db + 0] *= alpha[0];
+      o[4 * db + 1] *= alpha[0];
+      o[4 * db + 2] *= alpha[1];
+      o[4 * db + 3] *= alpha[1];
+    }
   }
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
@@ -620,10 +657,10 @@ __device__ __forceinline__ void pv_steps(float (&o)[kNO], const unsigned (&p)[kT
 #if STOF_SM90_PV_SPLIT && STOF_HEAD_DIM == 128
     float(&o0)[32] = *reinterpret_cast<float(*)[32]>(&o[0]);
     float(&o1)[32] = *reinterpret_cast<float(*)[32]>(&o[32]);
-    wg_rs<64>(o0, p[kk], mdesc(vs + kk * 2048, 16, 1024));
-    wg_rs<64>(o1, p[kk], mdesc(vs + kBlkBytes + kk * 2048, 16, 1024));
+    wg_rs<64>(o0, p[kk], mdesc_at(vs, kk * 2048, 16, 1024));
+    wg_rs<64>(o1, p[kk], mdesc_at(vs, kBlkBytes + kk * 2048, 16, 1024));
 #else
-    wg_rs<kD>(o, p[kk], mdesc(vs + kk * 2048, kBlkBytes, 1024));
+    wg_rs<kD>(o, p[kk], mdesc_at(vs, kk * 2048, kBlkBytes, 1024));
 #endif
   }
 }
@@ -657,18 +694,18 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
-    const unsigned long long kd = mdesc(ks + koff, 16, 1024);
+    const unsigned long long kd = mdesc_at(ks, koff, 16, 1024);
     if constexpr (!kHalf) {
 #if STOF_SM90_QREG
       wg_rsk<kT>(s, q[kk], kd, kk > 0);
 #else
-      wg_ss<kT>(s, mdesc(q + koff, 16, 1024), kd, kk > 0);
+      wg_ss<kT>(s, mdesc_at(q, koff, 16, 1024), kd, kk > 0);
 #endif
     } else {
 #if STOF_SM90_QREG
       wg_rsk_n32(s, q[kk], kd, kk > 0);
 #else
-      wg_ss_n32(s, mdesc(q + koff, 16, 1024), kd, kk > 0);
+      wg_ss_n32(s, mdesc_at(q, koff, 16, 1024), kd, kk > 0);
 #endif
     }
   }
@@ -1093,9 +1130,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     for (int kk = 0; kk < kD / 16; ++kk) {
       const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
 #if STOF_SM90_QREG
-      wg_rsk<kT>(s, qf[kk], mdesc(ks_base + koff, 16, 1024), kk > 0);
+      wg_rsk<kT>(s, qf[kk], mdesc_at(ks_base, koff, 16, 1024), kk > 0);
 #else
-      wg_ss<kT>(s, mdesc(qslice + koff, 16, 1024), mdesc(ks_base + koff, 16, 1024), kk > 0);
+      wg_ss<kT>(s, mdesc_at(qslice, koff, 16, 1024), mdesc_at(ks_base, koff, 16, 1024), kk > 0);
 #endif
     }
   };
@@ -1273,9 +1310,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     for (int kk = 0; kk < kD / 16; ++kk) {
       const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
 #if STOF_SM90_QREG
-      wg_rsk<kT>(s, qf[kk], mdesc(ks_base + koff, 16, 1024), kk > 0);
+      wg_rsk<kT>(s, qf[kk], mdesc_at(ks_base, koff, 16, 1024), kk > 0);
 #else
-      wg_ss<kT>(s, mdesc(qslice + koff, 16, 1024), mdesc(ks_base + koff, 16, 1024), kk > 0);
+      wg_ss<kT>(s, mdesc_at(qslice, koff, 16, 1024), mdesc_at(ks_base, koff, 16, 1024), kk > 0);
 #endif
     }
     wg_commit();
