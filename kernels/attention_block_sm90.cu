@@ -165,12 +165,6 @@
 #ifndef STOF_SM90_SPLIT
 #define STOF_SM90_SPLIT 0
 #endif
-#ifndef STOF_SM90_LAZY
-#define STOF_SM90_LAZY 0
-#endif
-#ifndef STOF_SM90_LAZY_THR
-#define STOF_SM90_LAZY_THR 8.0f
-#endif
 #if STOF_SM90_SPLIT < 0 || STOF_SM90_SPLIT > 2
 #error "stof attention: STOF_SM90_SPLIT must be 0 (no split), 1 (the main launch) or 2 (the chunk launch and combine)"
 #endif
@@ -589,21 +583,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2],
     for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-#if STOF_SM90_LAZY
-    /* mrow is the reference the exponentials are taken against, not always the running max:
-     * it moves to the new max only where that passes it by more than STOF_SM90_LAZY_THR in
-     * log2 units (from -inf always: inf > THR; -inf to -inf never: NaN), so P <= 2^THR and O
-     * and l stay consistent with the reference (the final O / l is the same softmax). Where it
-     * stays, alpha is exactly 1 and rescale_pack can skip O. */
-    const float mo = mrow[hh];
-    const bool mv = (mx - mo) * sl2 > STOF_SM90_LAZY_THR;
-    mx = mv ? mx : mo;
-    const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-    alpha[hh] = mv ? ex2(mo * sl2 - ms) : 1.f;
-#else
     const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
     alpha[hh] = ex2(mrow[hh] * sl2 - ms);
-#endif
     mrow[hh] = mx;
     float sum = 0.f;
 #pragma unroll
@@ -625,17 +606,12 @@ template <int kSteps, int kN>
 __device__ __forceinline__ void rescale_pack(float (&o)[kNO], unsigned (&p)[kT / 16][4], const float (&s)[kN],
                                              const float (&alpha)[2])
 {
-  /* STOF_SM90_LAZY: O is left as it is where no row of the warp moved its reference (alpha
-   * exactly 1); a warp-uniform branch */
-  const bool scale_o = !STOF_SM90_LAZY || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f);
-  if (scale_o) {
 #pragma unroll
-    for (int db = 0; db < kD / 8; ++db) {
-      o[4 * db + 0] *= alpha[0];
-      o[4 * db + 1] *= alpha[0];
-      o[4 * db + 2] *= alpha[1];
-      o[4 * db + 3] *= alpha[1];
-    }
+  for (int db = 0; db < kD / 8; ++db) {
+    o[4 * db + 0] *= alpha[0];
+    o[4 * db + 1] *= alpha[0];
+    o[4 * db + 2] *= alpha[1];
+    o[4 * db + 3] *= alpha[1];
   }
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
