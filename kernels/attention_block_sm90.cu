@@ -213,6 +213,14 @@ constexpr int kConsRegs = kProdThreads == 128 ? 240 : 0;  /* setmaxnreg.inc of t
 static_assert(kProdRegs * 128 + kConsRegs * kThreads <= 65536, "stof attention (sm90): register split over 64K");
 constexpr int kBarBytes = kTma || kPingpong ? 128 : 0; /* mbarriers */
 constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
+/* With TMA: stage s's tile's bmp_off entry (>= 0: partial) in the mbarrier area's spare
+ * bytes, 4 a stage from byte 112 (after STOF_SM90_ROWMASK's votes at 96), written by the
+ * producer with the fill and read by the consumers after their wait on the stage's full
+ * barrier. Each consumer thread used to load it from global memory a tile ahead: session 16
+ * measured 0.97-0.98x the time at D 64, 0.97-0.99x at D 128 without that, outputs
+ * bit-identical (bench/NOTES-attention.md). */
+constexpr int kOffFlags = 112;
+static_assert(!kTma || (kOffFlags >= 96 + 4 * kStages && kOffFlags + 4 * kStages <= kBarBytes), "partial flags");
 static_assert(kDist >= 1, "stof attention (sm90): STOF_SM90_OVERLAP needs STOF_STAGES >= 3, STOF_SM90_PINGPONG >= 3");
 static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory over 227 KB; use fewer stages");
 
@@ -884,6 +892,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
             *reinterpret_cast<unsigned *>(smem + (bar_full - sbase) + kRmFlags + 4 * st) = lo | hi << 1;
 #endif
         }
+        if (lane == 0) *reinterpret_cast<int *>(smem + (bar_full - sbase) + kOffFlags + 4 * st) = off;
         mbar_arrive(full); /* release: the stores above are seen after the consumers' wait */
       } else {
 #endif
@@ -895,6 +904,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
           if (kBmpWords % 32 == 0 || w < kBmpWords) cp_async8(bs + w * 8, bitmap + (unsigned)off + w);
         }
       }
+      /* the tile's bmp_off entry, landed with the bitmap before this lane's arrival */
+      if (lane == 0) cp_async4(bar_full + kOffFlags + 4 * st, bmp_off + e0 + j);
       cp_async_mbar_arrive(full);
 #if STOF_SM90_ROWMASK
       }
@@ -925,13 +936,11 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   cp_async_commit();
 
 #if STOF_SM90_TMA
-  /* Whether tile i is partial: read one tile ahead (tma_ready). */
-  int nx_off = n > 0 ? __ldg(bmp_off + e0) : -1;
+  /* Whether tile i is partial: the producer's copy of its bmp_off entry in the stage. */
   auto tma_ready = [&](int i) -> bool {
-    mbar_wait(bar_full + 8 * (i % kStages), (unsigned)(i / kStages) & 1u);
-    const bool partial = nx_off >= 0;
-    if (i + 1 < n) nx_off = __ldg(bmp_off + e0 + i + 1);
-    return partial;
+    const int st = i % kStages;
+    mbar_wait(bar_full + 8 * st, (unsigned)(i / kStages) & 1u);
+    return *reinterpret_cast<const volatile int *>(smem + (bar_full - sbase) + kOffFlags + 4 * st) >= 0;
   };
   /* This thread is done with tile i's stage (every wgmma reading it waited for, its own
    * bitmap reads done): each thread's arrive releases its own reads (one lane's arrive after

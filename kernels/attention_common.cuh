@@ -144,6 +144,11 @@ __device__ __forceinline__ void cp_async8(unsigned dst, const void *src)
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
 }
 
+__device__ __forceinline__ void cp_async4(unsigned dst, const void *src)
+{
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N> __device__ __forceinline__ void cp_async_wait()
