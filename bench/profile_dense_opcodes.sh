@@ -5,9 +5,10 @@
 # both kernels per SASS opcode, so the extra ones are named: ncu's instanced metric
 # sass__inst_executed_per_opcode (the InstructionStats section's instruction mix), printed
 # with its instance values, and a per-SASS-line source page of stof's kernel (which lines
-# issue them). Text reports to $OUT/opc-*.txt; a side-by-side table of the largest opcodes
-# last. Written in session 15 without a GPU (no ncu here): not yet run; if an ncu option is
-# refused, the raw report says which.
+# issue them). Text reports to $OUT/opc-*.txt; per-opcode tables of both kernels last, from
+# their SASS pages (bench/sass_lines.py). Session 16 ran it: the opcode metric printed its
+# values without the opcode names, and stof's SASS page gave the analysis; cuDNN's SASS page
+# was added after (not yet run).
 #
 #   bash bench/profile_dense_opcodes.sh [CFG [BxS [H [D]]]]      (defaults as
 #   bench/profile_dense_cudnn.sh: g64_t64_s2_k_m4_tma 16x4096 12 64)
@@ -34,30 +35,21 @@ echo "stof source counters: rc=$?"
 "$NCU" -i "$OUT/src-$cfg.ncu-rep" --page source --csv --print-source sass > "$OUT/src-$cfg-sass.csv" 2>&1
 echo "stof SASS page: rc=$? ($(wc -l < "$OUT/src-$cfg-sass.csv") lines)"
 
-# cuDNN: its SDPA kernel at the same shape, the third matching launch
+# cuDNN: its SDPA kernel at the same shape, the third matching launch: the opcode metric, then
+# its SASS page (no source, but the per-line counts are there as for stof's)
 timeout "$T" "$NCU" --clock-control none --target-processes all -k "regex:(cudnn|fmha|sdpa|flash)" \
   --launch-skip 2 --launch-count 1 $met python3 bench/sdpa_cudnn_launch.py "$B" "$H" "$S" "$D" > "$OUT/opc-cudnn.txt" 2>&1
 echo "cuDNN opcodes: rc=$?"
+timeout "$T" "$NCU" --clock-control none --target-processes all -k "regex:(cudnn|fmha|sdpa|flash)" \
+  --launch-skip 2 --launch-count 1 --section SourceCounters -f -o "$OUT/src-cudnn" \
+  python3 bench/sdpa_cudnn_launch.py "$B" "$H" "$S" "$D" > "$OUT/src-cudnn.log" 2>&1
+echo "cuDNN source counters: rc=$?"
+"$NCU" -i "$OUT/src-cudnn.ncu-rep" --page source --csv --print-source sass > "$OUT/src-cudnn-sass.csv" 2>&1
+echo "cuDNN SASS page: rc=$? ($(wc -l < "$OUT/src-cudnn-sass.csv") lines)"
 
-# side by side: "OPCODE count" pairs from the instance values (ncu prints them as
-# "(OPCODE: value; ...)" or one per line, by version: both are read)
-python3 - "$OUT/opc-$cfg.txt" "$OUT/opc-cudnn.txt" <<'PY'
-import re, sys
-def opcodes(path):
-    txt = open(path, errors="replace").read()
-    m = re.search(r"sass__inst_executed_per_opcode.*", txt, re.S)
-    pairs = re.findall(r"\b([A-Z][A-Z0-9_.]+)\b\s*[:=]?\s*([0-9][0-9,]*)", m.group(0) if m else "")
-    d = {}
-    for op, v in pairs:
-        if op in ("SM", "GPU", "CUDA"):
-            continue
-        d[op] = d.get(op, 0) + int(v.replace(",", ""))
-    return d
-a, b = opcodes(sys.argv[1]), opcodes(sys.argv[2])
-if not a or not b:
-    print("no opcode counts parsed: read the raw reports"); sys.exit(0)
-print("%-12s %14s %14s %14s" % ("opcode", "stof", "cuDNN", "stof - cuDNN"))
-for op in sorted(set(a) | set(b), key=lambda o: -abs(a.get(o, 0) - b.get(o, 0)))[:30]:
-    print("%-12s %14d %14d %14d" % (op, a.get(op, 0), b.get(op, 0), a.get(op, 0) - b.get(op, 0)))
-print("%-12s %14d %14d" % ("total", sum(a.values()), sum(b.values())))
-PY
+# per opcode, each kernel (ncu's opcode metric prints its instance values without the opcode
+# names: session 16, ncu 2025.x; the SASS pages have them)
+for k in "$cfg" cudnn; do
+  echo "== $k"
+  python3 bench/sass_lines.py "$OUT/src-$k-sass.csv" --top 30
+done
