@@ -48,7 +48,7 @@ echo "cuDNN source counters: rc=$?"
 echo "cuDNN SASS page: rc=$? ($(wc -l < "$OUT/src-cudnn-sass.csv") lines)"
 
 # per opcode, each kernel (ncu's opcode metric prints its instance values without the opcode
-# names: session 16, ncu 2025.x; the SASS pages have them)
+# names in session 16; the SASS pages have them)
 for k in "$cfg" cudnn; do
   echo "== $k"
   python3 bench/sass_lines.py "$OUT/src-$k-sass.csv" --top 30
