@@ -205,6 +205,11 @@ stof_status kernels_format_gpu_build_dev(kernels_format_gpu *g, const stof_mask 
 stof_status kernels_format_gpu_get_dev(kernels_format_gpu *g, const stof_mask *mask, int64_t B,
                                        int64_t H, int64_t Sq, int64_t Sk, int T,
                                        const stof_mask_format **out, const uint64_t **dev);
+/* The format caches' key of (mask, B, H, Sq, Sk, T), with "|side" appended where side is not
+ * NULL (the GPU cache's "host" / "device"), in *key (owned: strlen + 1 bytes); NULL for a
+ * mask never cached (an fn mask). STOF_ERR_NOMEM if it cannot be built. */
+stof_status kernels_format_cache_key(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                                     int64_t Sk, int T, const char *side, char **key);
 /* Removes and frees the cached formats of (mask, B, H, Sq, Sk, T), the host build's and the
  * on-device one's, where the cache holds them (else nothing, STOF_OK); a later get builds
  * them again. Pointers a get returned for them are invalid afterwards. STOF_ERR_NOMEM

@@ -557,17 +557,15 @@ void stof_mask_cache_free(stof_mask_cache *c) {
   stof_ctx_dealloc(c->ctx, c, sizeof *c);
 }
 
-/* The key of (mask, B, H, Sq, Sk, T) in *key (owned: strlen + 1 bytes), NULL for an fn
- * mask (never cached). */
-static stof_status cache_key(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H,
-                             int64_t Sq, int64_t Sk, int T, char **key) {
+stof_status kernels_format_cache_key(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
+                                     int64_t Sk, int T, const char *side, char **key) {
   *key = NULL;
   if (!mask->cacheable) return STOF_OK;
   stof_buf s;
   stof_buf_init(&s, ctx);
   kernels_mask_key(mask, &s); /* exact, however long the description */
-  stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d", (long long)B, (long long)H,
-                  (long long)Sq, (long long)Sk, T);
+  stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d%s%s", (long long)B, (long long)H,
+                  (long long)Sq, (long long)Sk, T, side ? "|" : "", side ? side : "");
   return stof_buf_finish(&s, key) ? STOF_ERR_NOMEM : STOF_OK;
 }
 
@@ -577,7 +575,7 @@ stof_status stof_mask_cache_get(stof_mask_cache *c, const stof_mask *mask, int64
   stof_ctx *ctx = c->ctx;
   if (!mask) return stof_ctx_error(ctx, STOF_ERR_ARG, "mask_cache_get: mask is NULL");
   char *key = NULL;
-  if (cache_key(ctx, mask, B, H, Sq, Sk, T, &key)) return STOF_ERR_NOMEM;
+  if (kernels_format_cache_key(ctx, mask, B, H, Sq, Sk, T, NULL, &key)) return STOF_ERR_NOMEM;
   if (key) {
     for (int k = 0; k < c->n; k++)
       if (c->e[k].key && !strcmp(c->e[k].key, key)) {
@@ -615,7 +613,7 @@ stof_status stof_mask_cache_drop(stof_mask_cache *c, const stof_mask *mask, int6
                                  int64_t Sq, int64_t Sk, int T) {
   if (!mask) return stof_ctx_error(c->ctx, STOF_ERR_ARG, "mask_cache_drop: mask is NULL");
   char *key = NULL;
-  if (cache_key(c->ctx, mask, B, H, Sq, Sk, T, &key)) return STOF_ERR_NOMEM;
+  if (kernels_format_cache_key(c->ctx, mask, B, H, Sq, Sk, T, NULL, &key)) return STOF_ERR_NOMEM;
   if (!key) return STOF_OK;
   int k = 0;
   while (k < c->n && !(c->e[k].key && !strcmp(c->e[k].key, key))) k++;

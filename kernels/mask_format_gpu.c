@@ -676,18 +676,11 @@ static void entry_free(kernels_format_gpu *g, gpu_entry *e) {
   memset(e, 0, sizeof *e);
 }
 
-/* The key of (mask, B, H, Sq, Sk, T) and the side its arrays are on in *key (owned: strlen +
- * 1 bytes), NULL for a mask never cached (fn inside: the GPU refuses it anyway). */
+/* The key of (mask, B, H, Sq, Sk, T) and the side its arrays are on (NULL for a mask never
+ * cached: fn inside, which the GPU refuses anyway). */
 static stof_status entry_key(stof_ctx *ctx, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
                              int64_t Sk, int T, int on_device, char **key) {
-  *key = NULL;
-  if (!mask->cacheable) return STOF_OK;
-  stof_buf s;
-  stof_buf_init(&s, ctx);
-  kernels_mask_key(mask, &s); /* exact, however long the description */
-  stof_buf_printf(&s, "|B=%lld|H=%lld|Sq=%lld|Sk=%lld|T=%d|%s", (long long)B, (long long)H,
-                  (long long)Sq, (long long)Sk, T, on_device ? "device" : "host");
-  return stof_buf_finish(&s, key) ? STOF_ERR_NOMEM : STOF_OK;
+  return kernels_format_cache_key(ctx, mask, B, H, Sq, Sk, T, on_device ? "device" : "host", key);
 }
 
 static stof_status get(kernels_format_gpu *g, const stof_mask *mask, int64_t B, int64_t H, int64_t Sq,
