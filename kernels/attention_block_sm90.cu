@@ -50,9 +50,11 @@
  * copies of K and V (D/64 boxes each) on the stage's `full` mbarrier (expect_tx = 2 tiles of
  * bytes) while the lanes copy a partial tile's bitmap with cp.async and arrive on the same
  * barrier when it has landed (cp.async.mbarrier.arrive.noinc; 32 arrivals per phase;
- * STOF_SM90_ROWMASK at T = 64: they store its transposition instead, then arrive). The
- * consumers wait on `full` (try_wait.parity; parity = use count of the stage & 1) instead of
- * cp.async groups and a CTA barrier, and each consumer thread arrives on the stage's `empty`
+ * STOF_SM90_ROWMASK at T = 64: they store its transposition instead, then arrive); lane 0
+ * also puts the tile's bmp_off entry in the stage's word of the mbarrier area (kOffFlags), from
+ * which the consumers learn whether the tile is partial. The consumers wait on `full`
+ * (try_wait.parity; parity = use count of the stage & 1) instead of cp.async groups and a
+ * CTA barrier, and each consumer thread arrives on the stage's `empty`
  * barrier once every wgmma reading the stage has been waited for; the producer waits on
  * `empty` before it refills a stage, so the ring is STOF_STAGES deep whatever the schedule
  * (the overlapped and ping-pong schedules hold a stage one tile longer). With Q in registers
