@@ -468,7 +468,7 @@ void stof_attn_engine_free(stof_attn_engine *e);
  * CTAs (opts->split; the choice's split_* fields): the plan then owns a device workspace of
  * choice.split_ws bytes, so one plan must not run on two streams at once. The engine
  * caches the format at the plan's tile for later plans; the tile-64 one the selector reads
- * is not kept where the plan chose another tile.
+ * is not kept on the device where the plan chose another tile.
  * Owned: stof_attn_plan_free (before the engine).
  */
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
