@@ -10,14 +10,7 @@
 #   RM_SKIP_CHECK=1 / RM_SKIP_TIME=1                      one half only
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUT=${OUT:-/tmp/attn_out}
-mkdir -p "$OUT"
-BIN=build-attn/attn_dev
-T=${ATTN_DEV_TIMEOUT:-150}
-t0=$(date +%s)
-
-# build (no NVRTC pass: bench/attn_dev.sh --nvrtc runs it without a GPU)
-ATTN_DEV_NONVRTC=1 OUT="$OUT" bash bench/attn_dev.sh || exit 1
+. bench/attn_ab_common.sh 150 # OUT, BIN, T, t0; attn_dev built
 
 # correctness: every _rm configuration after its twin (--bitcmp compares each pair's outputs)
 PAIRS="g64_t64_s2_tma,g64_t64_s2_tma_rm,g64_t64_s2_k_m4_tma,g64_t64_s2_k_m4_tma_rm"

@@ -1,24 +1,20 @@
 #!/bin/bash
 # Tile 32 with mma.sync (attn_dev's h64_t32_* / h128_t32_*: 2 warps of 16 query rows, the
 # sm_80 block kernel at STOF_TILE_M=32, which the engine runs for bigbird on Hopper since
-# session 15) against the engine's Hopper
-# configurations on the masks whose blocks are 32 wide (bigbird's random and window blocks,
-# longformer's window), on one Hopper GPU in one call: build attn_dev, check the tile-32
-# configurations on the odd shapes against float64, then time them beside the engine's tile-64
-# configurations in one process and print a table. Why: at tile 32 bigbird's useful share of
-# the MMA work is 0.93-0.97, at tile 64 with the half skip 0.54-0.59 (bench/NOTES-attention.md,
-# session 14); whether mma.sync at tile 32 keeps enough of the rate to gain is what this
-# measured (session 15: bench/results/s15-h100/t32_table.txt). From the repository root on the GPU machine; logs go to $OUT.
+# session 15) against the engine's Hopper configurations on the masks whose blocks are 32
+# wide (bigbird's random and window blocks, longformer's window), on one Hopper GPU in one
+# call: build attn_dev, check the tile-32 configurations on the odd shapes against float64,
+# then time them beside the engine's tile-64 configurations in one process and print a table.
+# Why: at tile 32 bigbird's useful share of the MMA work is 0.93-0.97, at tile 64 with the
+# half skip 0.54-0.59 (bench/NOTES-attention.md, session 14); whether mma.sync at tile 32
+# keeps enough of the rate to gain is what this measured (session 15:
+# bench/results/s15-h100/t32_table.txt). From the repository root on the GPU machine; logs
+# go to $OUT.
 #
 #   bash bench/attn_ab_tile32.sh
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUT=${OUT:-/tmp/attn_out}
-mkdir -p "$OUT"
-BIN=build-attn/attn_dev
-T=${ATTN_DEV_TIMEOUT:-200}
-t0=$(date +%s)
-ATTN_DEV_NONVRTC=1 OUT="$OUT" bash bench/attn_dev.sh || exit 1
+. bench/attn_ab_common.sh 200 # OUT, BIN, T, t0; attn_dev built
 
 C32="h64_t32_w2_s2,h64_t32_w2_s3,h64_t32_w2_s2_m8,h128_t32_w2_s2"
 timeout "$T" "$BIN" --odd --quiet --cfg "$C32" --kernels block \

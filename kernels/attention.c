@@ -770,15 +770,6 @@ static stof_status engine_format(stof_attn_engine *e, const stof_mask *mask, int
   return stof_mask_cache_get(e->formats, mask, B, H, Sq, Sk, T, out);
 }
 
-/* Drops the format of (mask, B, H, Sq, Sk, T) from the engine's GPU cache (nothing where it
- * does not hold it): the selector's tile-64 format once a plan chose another tile, whose own
- * arrays are copied from the format at its tile. The CPU cache keeps its copy: host memory,
- * and rebuilding it took 0.8-2.6 ms a plan at S = 2048-4096 (bigbird) for nothing. */
-static stof_status engine_format_drop(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
-                                      int64_t Sq, int64_t Sk, int T) {
-  return e->gpu_formats ? kernels_format_gpu_drop(e->gpu_formats, mask, B, H, Sq, Sk, T) : STOF_OK;
-}
-
 void kernels_attn_engine_caches(const stof_attn_engine *e, stof_mask_cache **cpu, kernels_format_gpu **gpu) {
   if (cpu) *cpu = e->formats;
   if (gpu) *gpu = e->gpu_formats;
@@ -973,14 +964,16 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   memset(p, 0, sizeof *p); /* a failure below frees whatever is set */
   p->e = e;
   if ((st = stof_attention_select(ctx, f, B, H, D, &e->props, &o, &p->choice))) goto fail;
-  /* another tile chosen: the plan copies its arrays from the format at that tile, so the
-   * selector's is dropped from the device before that one is built (not kept for the
-   * engine's lifetime nor beside it: BigBird's at S = 128k, H = 32 is 719 MiB on the device);
-   * a later plan that wants it builds it again. f pointed into it: nothing holds it past here. */
+  /* another tile chosen: the plan copies its arrays from the format at that tile, so a
+   * selector's format kept on the device (fdev) is dropped from the GPU cache before that one
+   * is built (not kept for the engine's lifetime nor beside it: BigBird's at S = 128k, H = 32
+   * is 719 MiB); a later plan that wants it builds it again. f pointed into it: nothing holds
+   * it past here. A host format stays in the CPU cache: host memory, and rebuilding it took
+   * 0.8-2.6 ms a plan at S = 2048-4096 (bigbird) for nothing. */
   if (p->choice.tile != f->T) {
-    int T_select = f->T;
+    int T_select = f->T, on_device = fdev != NULL;
     f = NULL, fdev = NULL;
-    if ((st = engine_format_drop(e, mask, B, H, Sq, Sk, T_select)) ||
+    if ((on_device && (st = kernels_format_gpu_drop(e->gpu_formats, mask, B, H, Sq, Sk, T_select))) ||
         (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f, &fdev)))
       goto fail;
   }

@@ -11,7 +11,8 @@
  *   STOF_HEAD_DIM  64 or 128 (anything else is a compile error)
  *   STOF_BF16      0 = half, 1 = bfloat16
  *   STOF_TILE_M    outer mask tile T (64 or 128; 32 for the block kernel of
- *                  attention_block.cu only); STOF_TILE_N must equal it
+ *                  attention_block.cu, and the row kernel in bench/attn_dev.cu only; the
+ *                  Hopper kernel refuses it); STOF_TILE_N must equal it
  *   STOF_SCORE_MOD 0 = no additive score modifier, 1 = T5 relative position bias from a
  *                  bucket table, 2 = ALiBi (mod_t below; DESIGN.md section 6)
  *   STOF_SOFTCAP   0 = none, 1 = tanh soft cap of the scaled score

@@ -34,8 +34,9 @@
  *
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128: the
  *   tile of the mask format; 32 compiles, for bench/attn_dev.cu's tile-32 configurations,
- *   but the engine never runs it: its selector sends tile 32 to the block kernel only), STOF_ROW_WARPS (default 4: query rows per CTA),
- *   STOF_ROW_KEYS (default 4: keys per lane group per round; 2, 4 or 8).
+ *   but the engine never runs it: its selector sends tile 32 to the block kernel only),
+ *   STOF_ROW_WARPS (default 4: query rows per CTA), STOF_ROW_KEYS (default 4: keys per lane
+ *   group per round; 2, 4 or 8).
  */
 #include "attention_common.cuh"
 
