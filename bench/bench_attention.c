@@ -359,11 +359,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%-15s   split (%s): %lld tile-rows of >= %lld tiles in %lld chunks of <= %lld\n", "",
                     split, (long long)c->split_rows, (long long)c->split_min_tiles, (long long)c->split_chunks,
                     (long long)c->split_chunk_tiles);
-          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
+          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
                                 "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
                                 "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
                                 stof_attn_kernel_name(c->kernel), "tile", c->tile, "warps", c->warps, "stages", c->stages,
-                                "hopper", c->hopper, "tma", c->tma, "rowmask", c->rowmask, "halfskip", c->halfskip, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
+                                "hopper", c->hopper, "tma", c->tma, "rowmask", c->rowmask, "halfskip", c->halfskip, "nopartial", c->nopartial, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
                                 "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
                                 props.name, "peer_mask", from_peer);
           /* long context: the format built on the GPU and kept there, as plans use it

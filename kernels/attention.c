@@ -694,6 +694,7 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   /* only where set: the plain variants' sources and cache keys unchanged */
   if (hopper && c->rowmask) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ROWMASK=1");
   if (hopper && c->halfskip) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_HALFSKIP=1");
+  if (hopper && c->nopartial) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_NOPARTIAL=1");
   if (hopper && hopper_q_in_smem(c->tile, D, c->tma)) {
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=4");
@@ -883,11 +884,22 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
   return STOF_OK;
 }
 
+/* Whether the plan's format (f, at the choice's tile) has no partial tile: then the Hopper
+ * kernel is compiled without its mask code (STOF_SM90_NOPARTIAL), which would be wrong on a
+ * partial tile; the choice's why says so. */
+static void choose_nopartial(const stof_mask_format *f, stof_attn_choice *c) {
+  c->nopartial = c->hopper && f->T == c->tile && f->ntile_partial == 0;
+  size_t n = strlen(c->why);
+  if (c->nopartial && n + 2 < sizeof c->why)
+    snprintf(c->why + n, sizeof c->why - n, "; no partial tile at tile %d: the kernel without mask code", c->tile);
+}
+
 stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f, int64_t B, int64_t H, int64_t D,
                                         const stof_cuda_props *dev, const stof_attn_opts *opts,
                                         stof_attn_choice *c) {
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   if (c->hopper && !dev) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: a Hopper choice without a device");
+  choose_nopartial(f, c);
   kernels_attn_split sp;
   stof_status st = choose_split(ctx, f, B * H, D, dev, &o, c, &sp);
   kernels_attn_split_free(ctx, &sp);
@@ -992,6 +1004,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   p->mod = o.mod;
   p->bias_dtype = o.bias_dtype;
   if ((st = mod_upload(p))) goto fail;
+  choose_nopartial(f, &p->choice);
   if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, 0, &p->fn, NULL))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.tma) { /* the fallback for layouts the driver cannot map */

@@ -106,6 +106,12 @@
  *   the dead half in the mbarrier area's spare bytes); otherwise (cp.async, T = 128) by each
  *   consumer warp from the raw bitmap. The consumer's load is issued while S's wgmma runs;
  *   default 0),
+ *   STOF_SM90_NOPARTIAL (1: the format has no partial tile (the selector's plan decides,
+ *   kernels/attention.c): every tile is taken as full, the mask code is not compiled, the
+ *   producer writes no partial flags; wrong on a format with partial tiles; default 0),
+ *   STOF_SM90_QSLICE_UNIFORM (1: with one consumer warpgroup (T = 64) Q's shared-memory slice is
+ *   the CTA's, a value ptxas keeps in uniform registers, not warp >> 2 (0 there, but per
+ *   thread to ptxas: each of S's wgmma then moved Q's descriptor through R2UR; default 1),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -167,6 +173,12 @@
 #ifndef STOF_SM90_SPLIT
 #define STOF_SM90_SPLIT 0
 #endif
+#ifndef STOF_SM90_NOPARTIAL
+#define STOF_SM90_NOPARTIAL 0
+#endif
+#ifndef STOF_SM90_QSLICE_UNIFORM
+#define STOF_SM90_QSLICE_UNIFORM 1
+#endif
 #if STOF_SM90_SPLIT < 0 || STOF_SM90_SPLIT > 2
 #error "stof attention: STOF_SM90_SPLIT must be 0 (no split), 1 (the main launch) or 2 (the chunk launch and combine)"
 #endif
@@ -222,6 +234,7 @@ constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages *
  * measured 0.97-0.98x the time at D 64, 0.97-0.99x at D 128 without that, outputs
  * bit-identical (bench/NOTES-attention.md). */
 constexpr int kOffFlags = 112;
+constexpr bool kNoPartial = STOF_SM90_NOPARTIAL != 0;
 static_assert(!kTma || (kOffFlags >= 96 + 4 * kStages && kOffFlags + 4 * kStages <= kBarBytes), "partial flags");
 static_assert(kDist >= 1, "stof attention (sm90): STOF_SM90_OVERLAP needs STOF_STAGES >= 3, STOF_SM90_PINGPONG >= 3");
 static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory over 227 KB; use fewer stages");
@@ -894,7 +907,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
             *reinterpret_cast<unsigned *>(smem + (bar_full - sbase) + kRmFlags + 4 * st) = lo | hi << 1;
 #endif
         }
-        if (lane == 0) *reinterpret_cast<int *>(smem + (bar_full - sbase) + kOffFlags + 4 * st) = off;
+        if (!kNoPartial && lane == 0) *reinterpret_cast<int *>(smem + (bar_full - sbase) + kOffFlags + 4 * st) = off;
         mbar_arrive(full); /* release: the stores above are seen after the consumers' wait */
       } else {
 #endif
@@ -907,7 +920,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
         }
       }
       /* the tile's bmp_off entry, landed with the bitmap before this lane's arrival */
-      if (lane == 0) cp_async4(bar_full + kOffFlags + 4 * st, bmp_off + e0 + j);
+      if (!kNoPartial && lane == 0) cp_async4(bar_full + kOffFlags + 4 * st, bmp_off + e0 + j);
       cp_async_mbar_arrive(full);
 #if STOF_SM90_ROWMASK
       }
@@ -942,7 +955,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   auto tma_ready = [&](int i) -> bool {
     const int st = i % kStages;
     mbar_wait(bar_full + 8 * st, (unsigned)(i / kStages) & 1u);
-    return *reinterpret_cast<const volatile int *>(smem + (bar_full - sbase) + kOffFlags + 4 * st) >= 0;
+    return !kNoPartial && *reinterpret_cast<const volatile int *>(smem + (bar_full - sbase) + kOffFlags + 4 * st) >= 0;
   };
   /* This thread is done with tile i's stage (every wgmma reading it waited for, its own
    * bitmap reads done): each thread's arrive releases its own reads (one lane's arrive after
@@ -993,7 +1006,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       }
     }
     cp_async_commit();
-    const bool partial = pend & 1u;
+    const bool partial = !kNoPartial && (pend & 1u);
     pend >>= 1;
     return partial;
   };
@@ -1048,7 +1061,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   mbar_arrive(bar_qfree); /* the producer may fill the last stage's K slot once all hold Q */
 #endif
 #else
-  const unsigned qslice = qbase + (warp >> 2) * 64 * 128; /* this warpgroup's 64 rows of Q */
+  /* this warpgroup's 64 rows of Q (STOF_SM90_QSLICE_UNIFORM: with one warpgroup, the CTA's) */
+  const unsigned qslice = qbase + (STOF_SM90_QSLICE_UNIFORM && kWG == 1 ? 0 : warp >> 2) * 64 * 128;
 #if STOF_SM90_TMA
   cp_async_wait<0>();
   fence_async_smem(); /* Q is read by wgmma (async proxy) */

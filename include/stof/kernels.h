@@ -414,6 +414,9 @@ typedef struct stof_attn_choice {
   int rowmask;       /* hopper with STOF_SM90_ROWMASK=1 (a partial tile's mask bits per lane) */
   int halfskip;      /* hopper with STOF_SM90_HALFSKIP=1 (a partial tile's empty key half
                         skipped; tile 64) */
+  int nopartial;     /* hopper with STOF_SM90_NOPARTIAL=1 (the plan's format has no partial
+                        tile: no mask code); set with the split, from the format at the
+                        plan's tile, not by stof_attention_select */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
   /* Heavy tile-rows split (a plan's decision; the selector leaves them 0): tile-rows over all
@@ -441,7 +444,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, 
                                   const stof_attn_opts *opts, stof_attn_choice *out);
 
 /** The split of heavy tile-rows a plan would make for choice c (from stof_attention_select;
- *  f the format at c->tile, dev the device): sets c's split_* fields and appends the reason
+ *  f the format at c->tile, dev the device): sets c's split_* fields and c->nopartial (the
+ *  Hopper kernel without mask code where f has no partial tile) and appends the reasons
  *  to c->why (kernels/attention_split.c has the rule). What stof_attn_plan_new does after the
  *  selector (which refuses split < -1); stof.explain shows it without a GPU. Errors: a
  *  forced split where the Hopper kernel is not chosen or whose workspace is past 1 GiB

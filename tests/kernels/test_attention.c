@@ -595,6 +595,59 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* The Hopper kernel without mask code (STOF_SM90_NOPARTIAL) exactly where the format at the
+ * plan's tile has no partial tile: dense at tile 64 and 128, not dense at 1000 (its last key
+ * tile is partial), not causal (its diagonal), never on the portable kernel, never from a
+ * format at another tile; the selector alone leaves it 0. */
+static void select_split_marks_formats_without_partial_tiles(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *dense, *causal;
+  TU_OK(ctx, stof_mask_dense(ctx, &dense));
+  TU_OK(ctx, stof_mask_suite(ctx, "causal", 4096, &causal));
+  static const struct {
+    int causal;
+    int64_t S, D;
+    int tile, want;
+  } cases[] = {{0, 4096, 64, 64, 1}, {0, 4096, 128, 128, 1}, {0, 1000, 64, 64, 0}, {1, 4096, 64, 64, 0}, {1, 4096, 128, 128, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const stof_mask *m = cases[i].causal ? causal : dense;
+    int64_t S = cases[i].S;
+    stof_mask_format *f64 = format_of(ctx, m, S, S), *f = NULL;
+    stof_attn_choice c;
+    TU_OK(ctx, stof_attention_select(ctx, f64, 1, 8, cases[i].D, &h100, NULL, &c));
+    assert_int_equal(c.tile, cases[i].tile);
+    assert_true(c.hopper);
+    assert_int_equal(c.nopartial, 0); /* the selector alone reads the tile-64 format only */
+    TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, S, S, c.tile, &f));
+    TU_OK(ctx, stof_attention_select_split(ctx, f, 1, 8, cases[i].D, &h100, NULL, &c));
+    if (c.nopartial != cases[i].want)
+      fail_msg("%s S %lld D %lld tile %d (%lld partial tiles): nopartial %d, want %d: %s", cases[i].causal ? "causal" : "dense",
+               (long long)S, (long long)cases[i].D, c.tile, (long long)f->ntile_partial, c.nopartial, cases[i].want, c.why);
+    if (c.nopartial) expect_in_why(&c, "no partial tile at tile");
+    else assert_null(strstr(c.why, "no partial tile"));
+    /* the portable kernel: never (its own tile; not Hopper, so f's tile is not read) */
+    TU_OK(ctx, stof_attention_select(ctx, f64, 1, 8, cases[i].D, &a100, NULL, &c));
+    TU_OK(ctx, stof_attention_select_split(ctx, f, 1, 8, cases[i].D, &a100, NULL, &c));
+    assert_false(c.hopper || c.nopartial);
+    stof_mask_format_free(f);
+    stof_mask_format_free(f64);
+  }
+  /* a format at another tile than the choice's: not marked (and the split refuses it) */
+  stof_mask_format *f64 = format_of(ctx, dense, 4096, 4096);
+  stof_attn_choice c;
+  TU_OK(ctx, stof_attention_select(ctx, f64, 1, 8, 128, &h100, NULL, &c));
+  assert_int_equal(c.tile, 128);
+  TU_ERR(ctx, stof_attention_select_split(ctx, f64, 1, 8, 128, &h100, NULL, &c), STOF_ERR_INTERNAL,
+         "split from a tile-64 format for tile 128");
+  assert_int_equal(c.nopartial, 0);
+  stof_mask_format_free(f64);
+  stof_mask_free(causal);
+  stof_mask_free(dense);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* How the Hopper kernel masks partial tiles (the thirteenth session's rule): per lane from
  * 10% partial tiles, the empty key half skipped from 65% of the non-empty tiles having one
  * (tile 64 only); never on the portable kernel; forced either way; refused where it cannot
@@ -1362,6 +1415,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_respects_forced_kernel_tile_and_pipeline),
       cmocka_unit_test(select_picks_the_tile_per_kernel_path),
       cmocka_unit_test(select_picks_the_partial_tile_masking),
+      cmocka_unit_test(select_split_marks_formats_without_partial_tiles),
       cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
       cmocka_unit_test(tile_32_compiles_on_the_block_kernel_only),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
