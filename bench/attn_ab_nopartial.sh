@@ -10,12 +10,7 @@
 #   ATTN_DEV_NOBUILD=1 bash bench/attn_ab_nopartial.sh     reuse build-attn/attn_dev
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUT=${OUT:-/tmp/attn_out}
-mkdir -p "$OUT"
-BIN=build-attn/attn_dev
-T=${ATTN_DEV_TIMEOUT:-120}
-t0=$(date +%s)
-ATTN_DEV_NONVRTC=1 OUT="$OUT" bash bench/attn_dev.sh || exit 1
+. bench/attn_ab_common.sh 120 # OUT, BIN, T, t0; attn_dev built
 
 # _np is wrong on a partial tile, so its check runs dense at multiples of the tile only
 # (against the CPU reference); _qu0 against the default, bit for bit, on the odd shapes
