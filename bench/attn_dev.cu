@@ -48,7 +48,6 @@ namespace ATTN_NS {
 #undef STOF_SM90_HALFSKIP
 #undef STOF_SM90_ROWMASK
 #undef STOF_SM90_NOPARTIAL
-#undef STOF_SM90_QSLICE_UNIFORM
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -875,20 +874,8 @@ struct stof_attn_mod_dev {
 #include "attn_dev.cu"
 
 /* _np: STOF_SM90_NOPARTIAL=1 (no mask code: correct only on formats without partial tiles,
- * e.g. dense at multiples of the tile); _qu0: STOF_SM90_QSLICE_UNIFORM=0 (Q's slice from
- * warp >> 2, as before session 16's branch). Session 16 A/B (bench/attn_ab_nopartial.sh). */
-#define ATTN_NS g64_t64_s2_k_m4_tma_qu0
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 4
-#define STOF_SM90_QREG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_QSLICE_UNIFORM 0
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_qu0_block
-#include "attn_dev.cu"
-
+ * e.g. dense at multiples of the tile; the engine's choice there since session 17).
+ * bench/attn_ab_nopartial.sh. */
 #define ATTN_NS g64_t64_s2_k_m4_tma_np
 #define STOF_HEAD_DIM 64
 #define STOF_BF16 0
@@ -899,20 +886,6 @@ struct stof_attn_mod_dev {
 #define STOF_SM90_TMA 1
 #define STOF_SM90_NOPARTIAL 1
 #define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t64_s2_k_m4_tma_hs_rm_qu0
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 4
-#define STOF_SM90_QREG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_HALFSKIP 1
-#define STOF_SM90_ROWMASK 1
-#define STOF_SM90_QSLICE_UNIFORM 0
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_hs_rm_qu0_block
 #include "attn_dev.cu"
 
 #define ATTN_NS g128_t128_s3_pp_tma_np
@@ -1012,9 +985,7 @@ static const Cfg g_cfgs[] = {
     CFG90(g128_t64_s2_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t64_s2_hs_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t128_s3_pp_tma_rm, 128, 128, 0, 3, 1, 1, 0, 0, 1),
-    CFG90(g64_t64_s2_k_m4_tma_qu0, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g64_t64_s2_k_m4_tma_np, 64, 64, 0, 2, 4, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_m4_tma_hs_rm_qu0, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g128_t128_s3_pp_tma_np, 128, 128, 0, 3, 1, 1, 0, 0, 1),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
