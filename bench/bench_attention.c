@@ -15,7 +15,8 @@
  * and the check's seconds (check_s).
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
- *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask]
+ *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
+ *                   noorder,halfskip]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
  *
@@ -23,7 +24,10 @@
  * kernel), tma / cpasync (block-wise on the Hopper kernel with its K/V loads by the TMA
  * producer / by cp.async: stof_attn_opts.tma = 1 / -1), plainmask (auto, but partial tiles
  * masked from the bitmap with no half skip: stof_attn_opts.rowmask = halfskip = -1, the
- * Hopper kernel before the thirteenth session). --splits: heavy tile-rows split over
+ * Hopper kernel before the thirteenth session), noorder (auto, each (b, h)'s tile-rows
+ * launched last first even where some are far longer: stof_attn_opts.order = -1), halfskip
+ * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1).
+ * --splits: heavy tile-rows split over
  * CTAs (Hopper kernel): auto (the rule, the default), off, or N (every tile-row of more than
  * N tiles in chunks of at most N): stof_attn_opts.split = 0 / -1 / N; each case runs once per
  * value, so one process times split against no split. --reps 0: check only, no timing.
@@ -281,6 +285,8 @@ int main(int argc, char **argv) {
           o.portable = !strcmp(kernels[ki], "portable"); /* auto, without the Hopper kernel */
           o.tma = tma ? 1 : cpasync ? -1 : 0;
           if (!strcmp(kernels[ki], "plainmask")) o.rowmask = o.halfskip = -1;
+          if (!strcmp(kernels[ki], "noorder")) o.order = -1;
+          if (!strcmp(kernels[ki], "halfskip")) o.halfskip = 1;
           o.tile = atoi(tiles[ti / nsplit]);
           o.stages = stages;
           stof_attn_plan *plan;
@@ -359,11 +365,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%-15s   split (%s): %lld tile-rows of >= %lld tiles in %lld chunks of <= %lld\n", "",
                     split, (long long)c->split_rows, (long long)c->split_min_tiles, (long long)c->split_chunks,
                     (long long)c->split_chunk_tiles);
-          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
+          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
                                 "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
                                 "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
                                 stof_attn_kernel_name(c->kernel), "tile", c->tile, "warps", c->warps, "stages", c->stages,
-                                "hopper", c->hopper, "tma", c->tma, "rowmask", c->rowmask, "halfskip", c->halfskip, "nopartial", c->nopartial, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
+                                "hopper", c->hopper, "tma", c->tma, "rowmask", c->rowmask, "halfskip", c->halfskip, "nopartial", c->nopartial, "heavy_rows", c->heavy_rows, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
                                 "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
                                 props.name, "peer_mask", from_peer);
           /* long context: the format built on the GPU and kept there, as plans use it

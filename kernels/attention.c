@@ -618,6 +618,8 @@ struct stof_attn_plan {
   size_t split_table_bytes, split_ws_bytes;
   int32_t split_nchunk_max;
   int64_t split_off[5]; /* row_nchunk, chunk_ptr, chunk, srow_ptr, srow (int32 offsets) */
+  /* the launch order (choice.heavy_rows > 0, no split): its table on the device */
+  uint64_t d_order;
 };
 
 /* The kernels' mod_t (attention_common.cuh), by value. */
@@ -635,6 +637,13 @@ typedef struct attn_split_args {
   int32_t nchunk_max;
 } attn_split_args;
 _Static_assert(sizeof(attn_split_args) == 56, "split_t is 56 bytes");
+
+/* The kernels' order_t (attention_block_sm90.cu, STOF_SM90_ORDER), by value. */
+typedef struct attn_order_args {
+  uint64_t row;
+  int32_t nheavy;
+} attn_order_args;
+_Static_assert(sizeof(attn_order_args) == 16, "order_t is 16 bytes");
 
 stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
   *out = NULL;
@@ -676,7 +685,7 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
                                stof_dtype dtype, const stof_attn_mod *mod, stof_dtype bias_dtype,
                                int split, stof_cuda_kernel **fn, stof_cuda_kernel **combine) {
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
-  char o[17][48];
+  char o[18][48];
   int nopt = 0;
   /* a modifier only where there is one: the plain kernels' sources and cache keys unchanged */
   if (mod->kind != STOF_ATTN_MOD_NONE) {
@@ -701,7 +710,8 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   }
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
-  const char *opts[17];
+  else if (hopper && c->heavy_rows) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
+  const char *opts[18];
   char key[448];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {
@@ -801,6 +811,7 @@ void stof_attn_plan_free(stof_attn_plan *p) {
   stof_cuda_mem_free(ctx, p->d_bucket);
   stof_cuda_mem_free(ctx, p->d_slopes);
   stof_cuda_mem_free(ctx, p->d_split);
+  stof_cuda_mem_free(ctx, p->d_order);
   stof_cuda_mem_free(ctx, p->d_ws);
   stof_ctx_dealloc(ctx, p, sizeof *p);
 }
@@ -894,6 +905,25 @@ static void choose_nopartial(const stof_mask_format *f, stof_attn_choice *c) {
     snprintf(c->why + n, sizeof c->why - n, "; no partial tile at tile %d: the kernel without mask code", c->tile);
 }
 
+/* The launch order of a Hopper choice that splits nothing (f at its tile): c->heavy_rows and
+ * the why set, *ord's table owned by the caller (none where the default order stays). */
+static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, const stof_attn_opts *o, stof_attn_choice *c,
+                                kernels_attn_order *ord) {
+  memset(ord, 0, sizeof *ord);
+  c->heavy_rows = 0;
+  if (!c->hopper || f->T != c->tile) return STOF_OK;
+  if (o->order < 0) {
+    snprintf(ord->why, sizeof ord->why, "last tile-row first (asked for)");
+  } else {
+    stof_status st = kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, ord);
+    if (st) return st;
+  }
+  c->heavy_rows = ord->nheavy;
+  size_t n = strlen(c->why);
+  if (n + 2 < sizeof c->why) snprintf(c->why + n, sizeof c->why - n, "; %s", ord->why);
+  return STOF_OK;
+}
+
 stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f, int64_t B, int64_t H, int64_t D,
                                         const stof_cuda_props *dev, const stof_attn_opts *opts,
                                         stof_attn_choice *c) {
@@ -902,7 +932,11 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   choose_nopartial(f, c);
   kernels_attn_split sp;
   stof_status st = choose_split(ctx, f, B * H, D, dev, &o, c, &sp);
+  int split = sp.nsplit > 0;
   kernels_attn_split_free(ctx, &sp);
+  kernels_attn_order ord = {0};
+  if (!st && !split) st = choose_order(ctx, f, &o, c, &ord);
+  kernels_attn_order_free(ctx, &ord);
   return st;
 }
 
@@ -941,6 +975,27 @@ static stof_status plan_split(stof_attn_plan *p, const stof_mask_format *f, cons
   p->grid_chunk[1] = p->grid_combine[1] = p->grid[1];
   p->grid_chunk[2] = p->grid_combine[2] = p->grid[2];
   return STOF_OK;
+}
+
+/* The launch order for a Hopper plan that will split nothing (the split rule, run here on a
+ * copy of the choice, is run again by plan_split after the kernel is compiled): the choice's
+ * heavy_rows and why, the table on the device. Before get_variant, which compiles the kernel
+ * with STOF_SM90_ORDER where heavy_rows > 0. */
+static stof_status plan_order(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o, int64_t BH,
+                              int64_t D) {
+  stof_ctx *ctx = p->e->ctx;
+  if (!p->choice.hopper) return STOF_OK;
+  stof_attn_choice probe = p->choice;
+  kernels_attn_split sp;
+  stof_status st = choose_split(ctx, f, BH, D, &p->e->props, o, &probe, &sp);
+  int split = sp.nsplit > 0;
+  kernels_attn_split_free(ctx, &sp);
+  if (st || split) return st;
+  kernels_attn_order ord;
+  if (!(st = choose_order(ctx, f, o, &p->choice, &ord)) && ord.nheavy)
+    st = upload(ctx, ord.table, sizeof *ord.table * ord.ntable, &p->d_order);
+  kernels_attn_order_free(ctx, &ord);
+  return st;
 }
 
 stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64_t B, int64_t H,
@@ -1005,6 +1060,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   p->bias_dtype = o.bias_dtype;
   if ((st = mod_upload(p))) goto fail;
   choose_nopartial(f, &p->choice);
+  if ((st = plan_order(p, f, &o, B * H, D))) goto fail;
   if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, 0, &p->fn, NULL))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.tma) { /* the fallback for layouts the driver cannot map */
@@ -1209,6 +1265,12 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
   void *args[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
                   &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &tm[0], &tm[1]};
+  if (p->choice.heavy_rows) { /* the launch order's table after the modifier (STOF_SM90_ORDER) */
+    attn_order_args oa = {p->d_order, p->choice.heavy_rows};
+    void *oargs[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
+                     &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &oa, &tm[0], &tm[1]};
+    return stof_cuda_launch(ctx, fn, p->grid, block, smem, oargs);
+  }
   if (!p->choice.split_rows) return stof_cuda_launch(ctx, fn, p->grid, block, smem, args);
   /* Split rows: their chunks first (the long work starts at once), then every other row,
    * then the combine of the chunks into O; in stream order. Three launches, not one: CTAs

@@ -109,6 +109,13 @@
  *   STOF_SM90_NOPARTIAL (1: the format has no partial tile (the selector's plan decides,
  *   kernels/attention.c): every tile is taken as full, the mask code is not compiled, the
  *   producer writes no partial flags; wrong on a format with partial tiles; default 0),
+ *   STOF_SM90_ORDER (1: the launch order of tile-rows from a table: the first
+ *   ORD.nheavy x B x H CTAs run the heavy rows of every (b, h) (instance m's rows ORD.row[m nrow]
+ *   .. ORD.row[m nrow + nheavy - 1]), the others each (b, h)'s remaining rows in the table's
+ *   order (ORD.row[m nrow + nheavy] ..); kernels/attention_split.c decides it, for tile-rows far
+ *   longer than their instance's mean (longformer's global rows), which would otherwise
+ *   start when their (b, h) comes up and run alone at the launch's end. Adds an argument
+ *   after M (order_t below), not with STOF_SM90_SPLIT; default 0),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -172,6 +179,12 @@
 #endif
 #ifndef STOF_SM90_NOPARTIAL
 #define STOF_SM90_NOPARTIAL 0
+#endif
+#ifndef STOF_SM90_ORDER
+#define STOF_SM90_ORDER 0
+#endif
+#if STOF_SM90_ORDER && STOF_SM90_SPLIT
+#error "stof attention: STOF_SM90_ORDER and STOF_SM90_SPLIT are exclusive (a split plan keeps the default order)"
 #endif
 #if STOF_SM90_SPLIT < 0 || STOF_SM90_SPLIT > 2
 #error "stof attention: STOF_SM90_SPLIT must be 0 (no split), 1 (the main launch) or 2 (the chunk launch and combine)"
@@ -246,6 +259,36 @@ struct split_t {
   int nchunk_max;
 };
 constexpr int kSplitFloats = kT * (kD + 2); /* one chunk's O [T][D], m [T], l [T] */
+#endif
+#if STOF_SM90_ORDER
+/* The launch order (the host's attn_order_args, by value): per instance m, its nrow tile-rows
+ * in launch order at row[m * nrow], the first nheavy of them (the same count in every
+ * instance) launched before any other row of any (b, h). */
+struct order_t {
+  const int *row;
+  int nheavy;
+};
+/* This CTA's (b, h) (BH for the last z slice's spare CTAs) and its place k in the order:
+ * CTA lin of the launch (x fastest) runs heavy row k = lin % nheavy of (b, h) = lin / nheavy
+ * while lin < BH x nheavy, then row nheavy + k of the others, (b, h) by (b, h); 0 <= nheavy <
+ * nrow (a heavy row is longer than its instance's mean). */
+__device__ __forceinline__ int order_cta(int BH, int nrow, int nheavy, int &k)
+{
+  unsigned y, z;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+  const long long lin = (long long)blockIdx.x + (long long)gridDim.x * ((long long)y + (long long)gridDim.y * z);
+  const long long heavy = (long long)BH * nheavy;
+  long long q;
+  if (lin < heavy) {
+    q = lin / nheavy;
+    k = (int)(lin - q * nheavy);
+  } else {
+    q = (lin - heavy) / (nrow - nheavy);
+    k = nheavy + (int)(lin - heavy - q * (nrow - nheavy));
+  }
+  return q < BH ? (int)q : BH;
+}
 #endif
 
 /* Byte offset of 16-byte chunk ch (0 .. D/8-1) of row r in a tile. */
@@ -760,6 +803,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if STOF_SM90_SPLIT
                          , const stof_attn::sm90::split_t S
 #endif
+#if STOF_SM90_ORDER
+                         , const stof_attn::sm90::order_t ORD
+#endif
 #if STOF_SM90_TMA
                          , const __grid_constant__ stof_attn::sm90::tmap_t tmK,
                          const __grid_constant__ stof_attn::sm90::tmap_t tmV
@@ -776,7 +822,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
+#if STOF_SM90_ORDER
+  int ord_k;
+  const int bh = order_cta(B * H, (Sq + kT - 1) / kT, ORD.nheavy, ord_k);
+#else
   const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
+#endif
   if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
   const int b = bh / H, h = bh - b * H;
   const int nrow = (Sq + kT - 1) / kT;
@@ -790,8 +841,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   (void)row_ptr;
   (void)nrow;
 #else
-  const int r = nrow - 1 - (int)blockIdx.x;
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+#if STOF_SM90_ORDER
+  const int r = __ldg(ORD.row + (long long)inst * nrow + ord_k);
+#else
+  const int r = nrow - 1 - (int)blockIdx.x;
+#endif
 #if STOF_SM90_SPLIT == 1
   if (__ldg(S.row_nchunk + (unsigned long long)inst * nrow + r) > 0) return; /* the chunk launch's */
 #endif
@@ -1455,7 +1510,13 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   }
   __syncwarp();
   /* formed here from the block index, not kept live across the tile loop */
+#if STOF_SM90_ORDER
+  int ord_k2; /* formed again here, as cta_bh_again does, not kept live across the tile loop */
+  const int bh2 = order_cta(B * H, (Sq + kT - 1) / kT, ORD.nheavy, ord_k2);
+  const int bo = bh2 / H, ho = bh2 - bo * H;
+#else
   const int bo = cta_bh_again() / H, ho = cta_bh_again() - bo * H;
+#endif
   elem_t *Og = O + (long long)bo * L.o[0] + (long long)ho * L.o[1] + (long long)q0 * L.o[2];
 #pragma unroll
   for (int c = lane; c < 16 * kCprT; c += 32) {

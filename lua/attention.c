@@ -449,6 +449,8 @@ static void push_choice(lua_State *L, const stof_attn_choice *c) {
   lua_setfield(L, -2, "halfskip");
   lua_pushboolean(L, c->nopartial);
   lua_setfield(L, -2, "nopartial");
+  lua_pushinteger(L, (lua_Integer)c->heavy_rows);
+  lua_setfield(L, -2, "heavy_rows");
   lua_pushinteger(L, (lua_Integer)c->split_rows);
   lua_setfield(L, -2, "split_rows");
   lua_pushinteger(L, (lua_Integer)c->split_chunks);

@@ -384,6 +384,10 @@ typedef struct stof_attn_opts {
                               kernel only): 0 the automatic rule (kernels/attention_split.c),
                               -1 never, N > 0 every tile-row of more than N tiles in chunks
                               of at most N (an error where the Hopper kernel is not chosen) */
+  int order;               /* Hopper kernel, no split: 0 the automatic rule (tile-rows of >= 3x
+                              their mask's mean tiles launched before all others,
+                              kernels/attention_split.c), -1 the default order (last row of
+                              each (b, h) first) */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -417,6 +421,8 @@ typedef struct stof_attn_choice {
   int nopartial;     /* hopper with STOF_SM90_NOPARTIAL=1 (the plan's format has no partial
                         tile: no mask code); set with the split, from the format at the
                         plan's tile, not by stof_attention_select */
+  int heavy_rows;    /* hopper with STOF_SM90_ORDER=1: tile-rows a (b, h) launched before all
+                        others (long ones); set with the split, not by stof_attention_select */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
   /* Heavy tile-rows split (a plan's decision; the selector leaves them 0): tile-rows over all
@@ -444,8 +450,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, 
                                   const stof_attn_opts *opts, stof_attn_choice *out);
 
 /** The split of heavy tile-rows a plan would make for choice c (from stof_attention_select;
- *  f the format at c->tile, dev the device): sets c's split_* fields and c->nopartial (the
- *  Hopper kernel without mask code where f has no partial tile) and appends the reasons
+ *  f the format at c->tile, dev the device): sets c's split_* fields, c->nopartial (the
+ *  Hopper kernel without mask code where f has no partial tile) and, where nothing is split,
+ *  c->heavy_rows (the launch order), and appends the reasons
  *  to c->why (kernels/attention_split.c has the rule). What stof_attn_plan_new does after the
  *  selector (which refuses split < -1); stof.explain shows it without a GPU. Errors: a
  *  forced split where the Hopper kernel is not chosen or whose workspace is past 1 GiB

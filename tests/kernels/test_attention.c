@@ -648,6 +648,47 @@ static void select_split_marks_formats_without_partial_tiles(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* The launch order a plan would take (stof_attention_select_split): longformer's global
+ * tile-row first on the Hopper kernel, unless asked not to; nothing on the portable kernel,
+ * nor where a row is split (a forced split). */
+static void select_split_orders_long_rows_first(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &m));
+  stof_mask_format *f64 = format_of(ctx, m, 4096, 4096);
+  stof_attn_choice c;
+  TU_OK(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &h100, NULL, &c));
+  assert_true(c.hopper);
+  assert_int_equal(c.tile, 64);
+  assert_int_equal(c.heavy_rows, 0); /* the selector alone does not decide it */
+  /* 16 x 12 (the grid's shape): a CTA slot's share of the launch (116 tiles on an H100) is
+   * more than the global row's 64, so it is not split (at 1 x 8 it would be) */
+  TU_OK(ctx, stof_attention_select_split(ctx, f64, 16, 12, 64, &h100, NULL, &c));
+  assert_int_equal(c.heavy_rows, 1);
+  expect_in_why(&c, "1 long tile-row a (b, h) launched first");
+  stof_attn_opts o = {0};
+  o.order = -1;
+  TU_OK(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &h100, &o, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, f64, 16, 12, 64, &h100, &o, &c));
+  assert_int_equal(c.heavy_rows, 0);
+  expect_in_why(&c, "last tile-row first (asked for)");
+  o.order = 0;
+  o.split = 16; /* every row of more than 16 tiles split: the default order */
+  TU_OK(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &h100, &o, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, f64, 16, 12, 64, &h100, &o, &c));
+  assert_true(c.split_rows > 0);
+  assert_int_equal(c.heavy_rows, 0);
+  assert_null(strstr(c.why, "launched first"));
+  TU_OK(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &a100, NULL, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, f64, 16, 12, 64, &a100, NULL, &c));
+  assert_false(c.hopper || c.heavy_rows);
+  stof_mask_format_free(f64);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* How the Hopper kernel masks partial tiles (the thirteenth session's rule): per lane from
  * 10% partial tiles, the empty key half skipped from 65% of the non-empty tiles having one
  * (tile 64 only); never on the portable kernel; forced either way; refused where it cannot
@@ -868,6 +909,10 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_HALFSKIP=1",
        "-DSTOF_SM90_ROWMASK=1", ""},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1", ""},
+      /* the launch order (longformer's global rows first), with and without TMA */
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_ORDER=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ORDER=1", ""},
       /* split plans: the main kernel that skips split rows (1), the chunk kernel and the
        * combine (2), as the engine compiles them beside each default variant */
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
@@ -1416,6 +1461,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_picks_the_tile_per_kernel_path),
       cmocka_unit_test(select_picks_the_partial_tile_masking),
       cmocka_unit_test(select_split_marks_formats_without_partial_tiles),
+      cmocka_unit_test(select_split_orders_long_rows_first),
       cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
       cmocka_unit_test(tile_32_compiles_on_the_block_kernel_only),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),

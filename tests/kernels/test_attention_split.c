@@ -319,6 +319,118 @@ static void combine_matches_the_unsplit_softmax(void **state) {
   }
 }
 
+/* The launch order (kernels_attn_order_plan): every row once per instance, the heavy ones
+ * (>= 3x the instance's mean tiles and >= 8) first, longest first, ties by row; the others
+ * last first. */
+static void check_order(const kernels_attn_order *o, const int32_t *row_ptr, int32_t nmask, int32_t nrow) {
+  for (int32_t m = 0; m < nmask; m++) {
+    const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1), *row = o->table + (int64_t)m * nrow;
+    int64_t total = rp[nrow] - rp[0];
+    char *seen = calloc((size_t)nrow, 1);
+    assert_non_null(seen);
+    for (int32_t k = 0; k < nrow; k++) {
+      int32_t r = row[k];
+      assert_true(r >= 0 && r < nrow && !seen[r]);
+      seen[r] = 1;
+      int64_t n = rp[r + 1] - rp[r];
+      int heavy = n >= 8 && n * nrow >= 3 * total;
+      assert_int_equal(heavy, k < o->nheavy);
+      if (k > 0 && k < o->nheavy) { /* longest first, ties by row */
+        int64_t np = rp[row[k - 1] + 1] - rp[row[k - 1]];
+        assert_true(np > n || (np == n && row[k - 1] < r));
+      }
+      if (k > o->nheavy) assert_true(row[k - 1] > r); /* the others last first */
+    }
+    free(seen);
+  }
+}
+
+static void order_rule_puts_longformer_global_rows_first(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m = NULL;
+  stof_mask_format *f = NULL;
+  /* longformer(32, 32) at 4096, tile 64: tile-row 0 has all 64 tiles, the others 3-4 */
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &m));
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 64, &f));
+  kernels_attn_order o;
+  TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, &o));
+  assert_int_equal(o.nheavy, 1);
+  assert_int_equal(o.ntable, 64);
+  assert_int_equal(o.table[0], 0);
+  assert_int_equal(o.table[1], 63);
+  assert_int_equal(o.table[63], 1);
+  check_order(&o, f->row_ptr, f->nmask, f->nrow);
+  assert_non_null(strstr(o.why, "1 long tile-row a (b, h) launched first"));
+  assert_non_null(strstr(o.why, "the longest 64"));
+  kernels_attn_order_free(ctx, &o);
+  assert_null(o.table);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  /* causal: its longest row is under twice its mean; dense: all equal */
+  static const char *const none[] = {"causal", "dense", "sliding"};
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+    TU_OK(ctx, stof_mask_suite(ctx, none[i], 4096, &m));
+    TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 64, &f));
+    TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, &o));
+    if (o.nheavy || o.table) fail_msg("%s: %d rows first", none[i], o.nheavy);
+    assert_non_null(strstr(o.why, "last tile-row first (none has 3x its mean tiles"));
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  tu_ctx_free(ctx, &heap);
+}
+
+static void order_rule_on_made_up_rows(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  kernels_attn_order o;
+  /* 16 rows: 60 tiles at row 12, 40 at rows 2 and 9, 1 elsewhere (153 in all, 3x the mean
+   * 28.7): 12, 2, 9 first, then 15 .. 0 without them */
+  int32_t rp[17] = {0};
+  for (int r = 0; r < 16; r++) rp[r + 1] = rp[r] + (r == 12 ? 60 : r == 2 || r == 9 ? 40 : 1);
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp, 1, 16, &o));
+  static const int32_t want[16] = {12, 2, 9, 15, 14, 13, 11, 10, 8, 7, 6, 5, 4, 3, 1, 0};
+  assert_int_equal(o.nheavy, 3);
+  for (int k = 0; k < 16; k++) assert_int_equal(o.table[k], want[k]);
+  check_order(&o, rp, 1, 16);
+  kernels_attn_order_free(ctx, &o);
+  /* two instances with different counts of long rows: the default order (the kernel maps a
+   * CTA to its row with one count for all) */
+  int32_t rp2[34];
+  memcpy(rp2, rp, sizeof rp);
+  rp2[17] = rp[16];
+  for (int r = 0; r < 16; r++) rp2[17 + r + 1] = rp2[17 + r] + (r == 5 ? 60 : 1);
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp2, 2, 16, &o));
+  assert_int_equal(o.nheavy, 0);
+  assert_null(o.table);
+  assert_non_null(strstr(o.why, "the instances differ"));
+  /* the same two counts: both instances ordered, each by its own rows */
+  for (int r = 0; r < 16; r++) rp2[17 + r + 1] = rp2[17 + r] + (r == 5 ? 60 : r == 0 || r == 7 ? 45 : 1);
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp2, 2, 16, &o));
+  assert_int_equal(o.nheavy, 3);
+  assert_int_equal(o.table[16], 5);
+  assert_int_equal(o.table[17], 0);
+  assert_int_equal(o.table[18], 7);
+  check_order(&o, rp2, 2, 16);
+  kernels_attn_order_free(ctx, &o);
+  /* under the floor of 8 tiles: a lone row of 7 in 16 empty ones is not moved */
+  int32_t rp3[17] = {0};
+  for (int r = 0; r < 16; r++) rp3[r + 1] = rp3[r] + (r == 3 ? 7 : 0);
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp3, 1, 16, &o));
+  assert_int_equal(o.nheavy, 0);
+  /* a table allocation that fails: STOF_ERR_NOMEM, nothing kept */
+  heap.fail_at = heap.nalloc + 1;
+  assert_int_equal(kernels_attn_order_plan(ctx, rp, 1, 16, &o), STOF_ERR_NOMEM);
+  assert_null(o.table);
+  assert_int_equal(o.nheavy, 0);
+  stof_ctx_clear_error(ctx);
+  heap.fail_at = 0;
+  tu_ctx_free(ctx, &heap);
+}
+
 int run_attention_split_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(split_rule_splits_longformer_global_rows),
@@ -326,6 +438,8 @@ int run_attention_split_tests(void) {
       cmocka_unit_test(forced_split_cuts_every_long_row),
       cmocka_unit_test(split_rejects_bad_values_and_oversized_workspaces),
       cmocka_unit_test(combine_matches_the_unsplit_softmax),
+      cmocka_unit_test(order_rule_puts_longformer_global_rows_first),
+      cmocka_unit_test(order_rule_on_made_up_rows),
   };
   return cmocka_run_group_tests_name("attention_split", tests, NULL, NULL);
 }

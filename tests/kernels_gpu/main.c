@@ -83,6 +83,7 @@ typedef struct run_spec {
   int tile, warps, stages; /* 0: the selector's */
   int portable, tma;       /* stof_attn_opts' (0: the selector's) */
   int split;               /* stof_attn_opts.split (0: the automatic rule) */
+  int order;               /* stof_attn_opts.order (0: the automatic rule) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -233,7 +234,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .stages = rs->stages,
                       .portable = rs->portable,
                       .tma = rs->tma,
-                      .split = rs->split};
+                      .split = rs->split,
+                      .order = rs->order};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -649,6 +651,47 @@ static void split_rows_match_cpu(void **state) {
   }
   gcase g = {lf, 2, 4, 1, 777, 777, 64, STOF_DTYPE_F16, 1.0f, 3200}; /* one kv head for four */
   check_case(f, &g, forced, 4);
+  stof_mask_free(lf);
+  finish(f);
+}
+
+/* The launch order (STOF_SM90_ORDER): longformer's global tile-row launched before every
+ * other row, at B x H = 24 (not split there: a CTA slot's share of the launch is more than
+ * the row's tiles), D 64 tile 64 and D 128 tile 128, an odd length, one key/value head for
+ * three; against the CPU, and against the default order. */
+static void launch_order_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: the launch order is the Hopper kernel's (compute capability 9.0)\n");
+    skip();
+  }
+  stof_mask *lf = NULL;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lf));
+  static const run_spec runs[] = {{STOF_ATTN_AUTO, 0, 0, 0, 0, 0, 0, 0}, {STOF_ATTN_AUTO, 0, 0, 0, 0, 0, 0, -1},
+                                  {STOF_ATTN_BLOCK, 64, 0, 0, 0, -1, 0, 0}};
+  static const struct {
+    int64_t B, H, Hkv, S, D;
+    int tile;
+    stof_dtype dt;
+  } cases[] = {{2, 12, 12, 1000, 64, 64, STOF_DTYPE_F16},
+               {2, 12, 4, 1024, 64, 64, STOF_DTYPE_BF16},
+               {1, 24, 24, 2048, 128, 128, STOF_DTYPE_F16}};
+  for (int i = 0; i < 3; i++) {
+    stof_attn_plan *plan = NULL;
+    stof_attn_opts o = {.tile = cases[i].tile};
+    TU_OK(ctx, stof_attn_plan_new(f->e, lf, cases[i].B, cases[i].H, cases[i].Hkv, cases[i].S, cases[i].S, cases[i].D,
+                                  cases[i].dt, &o, &plan));
+    const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+    print_message("     %s\n", ch->why);
+    assert_int_equal(ch->split_rows, 0);
+    assert_int_equal(ch->heavy_rows, 1);
+    assert_non_null(strstr(ch->why, "1 long tile-row a (b, h) launched first"));
+    stof_attn_plan_free(plan);
+    gcase c = {lf, cases[i].B, cases[i].H, cases[i].Hkv, cases[i].S, cases[i].S, cases[i].D, cases[i].dt, 0.5f,
+               3300 + (uint64_t)i};
+    check_case(f, &c, runs, 3);
+  }
   stof_mask_free(lf);
   finish(f);
 }
@@ -1172,6 +1215,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
       cmocka_unit_test_setup_teardown(every_kernel_variant_at_small_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(split_rows_match_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(launch_order_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),
