@@ -333,9 +333,15 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
  * computes the other half only; tile 64), against ROWMASK alone: bigbird 0.88-0.92x where
  * 72-85% of the non-empty tiles have such a half and 1.04x at 8x1024 (64%), sliding
  * 0.94-0.97x (65-67%), longformer 0.95-1.06x (57-60%), causal_sliding 0.99-1.0x (48-50%),
- * document, causal and dense 1.0-1.16x (0-13%): used from 65%. */
+ * document, causal and dense 1.0-1.16x (0-13%): used from 65%. At D 64 from 55% since the
+ * seventeenth session (H100, bench_attention in one process, bench/results/s17-h100/): with
+ * the launch order (longformer's global rows first) the half skip took longformer (59% of
+ * its non-empty tiles with an empty half) to 0.95x at 8 x 12 x 1024, 0.94x at 16 x 12 x 2048
+ * and 0.92x at 16 x 12 x 4096 (attn_dev without the order: 1.01x, 0.95x, 0.94x);
+ * causal_sliding (48-50%) stays out. D 128 keeps 65% (not measured). */
 #define SM90_ROWMASK_MIN_PARTIAL 0.10
 #define SM90_HALFSKIP_MIN_HALF 0.65
+#define SM90_HALFSKIP_MIN_HALF_D64 0.55
 /* Hopper, tile 32 (H100, fifteenth session, bench/attn_ab_tile32.sh, bench/results/s15-h100/):
  * wgmma runs 64 query rows a warpgroup, so a mask of 32-wide blocks wastes MMA work at tile
  * 64 even with the half skip (bigbird's useful share 0.54-0.59 at tile 64, 0.93-0.97 at tile
@@ -398,6 +404,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: tma %d (1 TMA, -1 cp.async, 0 the default)", o.tma);
   if (o.rowmask < -1 || o.rowmask > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: rowmask %d (1 on, -1 off, 0 the selector's)", o.rowmask);
+  if (o.order < -1 || o.order > 0)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: order %d (-1 the default launch order, 0 the rule)", o.order);
   if (o.halfskip < -1 || o.halfskip > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
   if (o.split < -1)
@@ -523,12 +531,17 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
     double part = nonempty > 0 ? f->ntile_partial / nonempty : 0, half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
     out->rowmask = o.rowmask ? o.rowmask == 1 : part >= SM90_ROWMASK_MIN_PARTIAL;
-    out->halfskip = out->tile == 64 && f->T == 64 && (o.halfskip ? o.halfskip == 1 : half >= SM90_HALFSKIP_MIN_HALF);
+    double half_min = D == 64 ? SM90_HALFSKIP_MIN_HALF_D64 : SM90_HALFSKIP_MIN_HALF;
+    out->halfskip = out->tile == 64 && f->T == 64 && (o.halfskip ? o.halfskip == 1 : half >= half_min);
+    char half_why[32];
+    if (o.halfskip || out->tile != 64)
+      snprintf(half_why, sizeof half_why, "%s", o.halfskip ? ", asked for" : ", tile 64 only");
+    else
+      snprintf(half_why, sizeof half_why, ", %s %.0f%%", out->halfskip ? ">=" : "<", 100 * half_min);
     snprintf(mask_why, sizeof mask_why, "; partial tiles %s (%.0f%% partial%s), %s (%.0f%% with an empty key half%s)",
              out->rowmask ? "masked per lane" : "masked from the bitmap", 100 * part,
              o.rowmask ? ", asked for" : out->rowmask ? ", >= 10%" : ", < 10%",
-             out->halfskip ? "empty halves skipped" : "no half skip", 100 * half,
-             o.halfskip ? ", asked for" : out->tile != 64 ? ", tile 64 only" : out->halfskip ? ", >= 65%" : ", < 65%");
+             out->halfskip ? "empty halves skipped" : "no half skip", 100 * half, half_why);
   }
   if (o.halfskip == 1 && !out->halfskip)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,

@@ -125,6 +125,19 @@ assert(cl.hopper and cl.rowmask and not cl.halfskip and cl.split_rows == 32 and 
 assert(cl.why:find("split 32 tile-rows of >= 1241 tiles into 256 chunks of <= 256 tiles (automatic", 1, true), cl.why)
 local _, cl0 = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100", split = -1})
 assert(cl0.split_rows == 0 and cl0.why:find("no split (asked for)", 1, true), cl0.why)
+-- the launch order (seventeenth session): split rows keep the default order; with the split
+-- refused, the global rows are launched before every other row instead. At the grid's
+-- 16 x 12 x 4096 D 64 they are not split: ordered, and longformer's empty halves skipped
+-- (59% of its tiles have one: >= 55% at D 64)
+assert(cl.heavy_rows == 0 and not cl.why:find("launched first", 1, true), cl.why)
+assert(cl0.heavy_rows == 1 and cl0.why:find("1 long tile-row a (b, h) launched first", 1, true), cl0.why)
+local _, co = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
+assert(co.split_rows == 0 and co.heavy_rows == 1 and co.halfskip, co.why)
+assert(co.why:find("empty halves skipped (59% with an empty key half, >= 55%)", 1, true), co.why)
+local _, co0 = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", order = -1})
+assert(co0.heavy_rows == 0 and co0.why:find("last tile-row first (asked for)", 1, true), co0.why)
+local ok_o, err_o = pcall(stof.explain, M.dense(), {S = 1024}, {gpu = "h100", order = 1})
+assert(not ok_o and tostring(err_o):find("order 1", 1, true), tostring(err_o))
 local _, cb = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", tile = 64})
 assert(cb.rowmask and cb.halfskip and cb.split_rows == 0 and cb.why:find("empty halves skipped (82%", 1, true), cb.why)
 -- left to the selector, BigBird's 32-wide blocks run at tile 32 on the mma.sync kernel there
