@@ -10,7 +10,9 @@
  * every count, offset and byte size is computed in int64 and checked before it is narrowed.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels_int.h"
@@ -216,6 +218,11 @@ static int order_heavy(int64_t n, int64_t total, int32_t nrow) {
   return n >= KERNELS_ORDER_MIN_TILES && n * (int64_t)nrow >= KERNELS_ORDER_MEAN_FACTOR * total;
 }
 
+static int key_down(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
 stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
                                     kernels_attn_order *out) {
   memset(out, 0, sizeof *out);
@@ -246,26 +253,29 @@ stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
   if (!mul_ok(nmask, nrow, &nt) || (uint64_t)nt > SIZE_MAX / sizeof *out->table)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: launch order of %d x %d tile-rows", nmask, nrow);
   int32_t *t = stof_ctx_alloc(ctx, sizeof *t * (size_t)nt);
-  if (!t) return STOF_ERR_NOMEM;
+  int64_t *key = stof_ctx_alloc(ctx, sizeof *key * (size_t)nh);
+  if (!t || !key) {
+    stof_ctx_dealloc(ctx, t, t ? sizeof *t * (size_t)nt : 0);
+    stof_ctx_dealloc(ctx, key, key ? sizeof *key * (size_t)nh : 0);
+    return STOF_ERR_NOMEM;
+  }
   for (int32_t m = 0; m < nmask; m++) {
     const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
     int32_t *row = t + (int64_t)m * nrow;
     int64_t total = (int64_t)rp[nrow] - rp[0], h = 0, l = nh;
-    /* heavy rows longest first (ties: the lower row first), by insertion: there are few */
+    /* heavy rows longest first, ties the lower row first: keys n 2^31 + (2^31 - 1 - r) (n and r
+     * below 2^31), sorted down */
     for (int32_t r = 0; r < nrow; r++) {
       int64_t n = (int64_t)rp[r + 1] - rp[r];
-      if (!order_heavy(n, total, nrow)) continue;
-      int64_t i = h++;
-      while (i > 0 && (int64_t)rp[row[i - 1] + 1] - rp[row[i - 1]] < n) {
-        row[i] = row[i - 1];
-        i--;
-      }
-      row[i] = r;
+      if (order_heavy(n, total, nrow)) key[h++] = n * ((int64_t)1 << 31) + (INT32_MAX - r);
     }
+    qsort(key, (size_t)nh, sizeof *key, key_down);
+    for (int64_t i = 0; i < nh; i++) row[i] = INT32_MAX - (int32_t)(key[i] & INT32_MAX);
     /* the others as before: last first */
     for (int32_t r = nrow - 1; r >= 0; r--)
       if (!order_heavy((int64_t)rp[r + 1] - rp[r], total, nrow)) row[l++] = r;
   }
+  stof_ctx_dealloc(ctx, key, sizeof *key * (size_t)nh);
   out->table = t;
   out->ntable = (size_t)nt;
   out->nheavy = (int32_t)nh;
