@@ -262,8 +262,8 @@ constexpr int kSplitFloats = kT * (kD + 2); /* one chunk's O [T][D], m [T], l [T
 #endif
 #if STOF_SM90_ORDER
 /* The launch order (the host's attn_order_args, by value): per instance m, its nrow tile-rows
- * in launch order at row[m * nrow], the first nheavy of them (the same count in every
- * instance) launched before any other row of any (b, h). */
+ * in launch order at row[m * nrow], the first nheavy of each instance (its long rows, then
+ * others where it has fewer) launched before any other row of any (b, h). */
 struct order_t {
   const int *row;
   int nheavy;

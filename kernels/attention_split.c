@@ -228,8 +228,9 @@ stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
   memset(out, 0, sizeof *out);
   if (nmask <= 0 || nrow <= 0)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: launch order of %d instances x %d rows", nmask, nrow);
-  int64_t nh = -1; /* heavy rows an instance, the same in every one (else no order) */
-  int64_t most = 0;
+  /* the most heavy rows of an instance: the kernel launches that many rows of every (b, h)
+   * first; an instance with fewer fills the rest with its other rows, in their order */
+  int64_t nh = 0, most = 0;
   for (int32_t m = 0; m < nmask; m++) {
     const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
     int64_t total = (int64_t)rp[nrow] - rp[0], k = 0;
@@ -238,11 +239,7 @@ stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
       if (n > most) most = n;
       k += order_heavy(n, total, nrow);
     }
-    if (nh >= 0 && k != nh) {
-      snprintf(out->why, sizeof out->why, "last tile-row first (the instances differ in their long tile-rows)");
-      return STOF_OK;
-    }
-    nh = k;
+    if (k > nh) nh = k;
   }
   if (nh == 0) {
     snprintf(out->why, sizeof out->why, "last tile-row first (none has %dx its mean tiles and >= %d)",
@@ -262,15 +259,16 @@ stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
   for (int32_t m = 0; m < nmask; m++) {
     const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
     int32_t *row = t + (int64_t)m * nrow;
-    int64_t total = (int64_t)rp[nrow] - rp[0], h = 0, l = nh;
+    int64_t total = (int64_t)rp[nrow] - rp[0], h = 0;
     /* heavy rows longest first, ties the lower row first: keys n 2^31 + (2^31 - 1 - r) (n and r
      * below 2^31), sorted down */
     for (int32_t r = 0; r < nrow; r++) {
       int64_t n = (int64_t)rp[r + 1] - rp[r];
       if (order_heavy(n, total, nrow)) key[h++] = n * ((int64_t)1 << 31) + (INT32_MAX - r);
     }
-    qsort(key, (size_t)nh, sizeof *key, key_down);
-    for (int64_t i = 0; i < nh; i++) row[i] = INT32_MAX - (int32_t)(key[i] & INT32_MAX);
+    qsort(key, (size_t)h, sizeof *key, key_down);
+    for (int64_t i = 0; i < h; i++) row[i] = INT32_MAX - (int32_t)(key[i] & INT32_MAX);
+    int64_t l = h;
     /* the others as before: last first */
     for (int32_t r = nrow - 1; r >= 0; r--)
       if (!order_heavy((int64_t)rp[r + 1] - rp[r], total, nrow)) row[l++] = r;

@@ -286,11 +286,11 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
 void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
 
 /* The launch order of a Hopper plan's tile-rows (STOF_SM90_ORDER in attention_block_sm90.cu;
- * the rule in kernels/attention_split.c): per instance m its nrow rows at table[m * nrow],
- * the first nheavy (the same count in every instance) its rows of at least 3x the
- * instance's mean tiles, longest first, launched before any other row of any (b, h); then
- * its other rows last first (the default order). nheavy == 0 and no table: the default order
- * (why says why). Owned table. */
+ * the rule in kernels/attention_split.c): per instance m its nrow rows at table[m * nrow]:
+ * its rows of at least 3x the instance's mean tiles (and 8), longest first, then its other
+ * rows last first (the default order); the first nheavy of every instance (nheavy: the most
+ * heavy rows of one instance) are launched before any other row of any (b, h). nheavy == 0
+ * and no table: the default order (why says why). Owned table. */
 typedef struct kernels_attn_order {
   int32_t nheavy;
   int32_t *table;
