@@ -953,60 +953,44 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   return st;
 }
 
-/* The split of heavy tile-rows (kernels/attention_split.c) for a Hopper plan: decided from
- * f's row_ptr, reported in the choice; when rows are split, the table and workspace on the
- * device, the main kernel (and twin) replaced by the one that skips split rows, the chunk
- * kernel (and twin) and combine compiled, and their grids. */
-static stof_status plan_split(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
+/* The split of heavy tile-rows (kernels/attention_split.c) for a Hopper plan, as choose_split
+ * decided it (sp; nothing where sp->nsplit is 0): the table and workspace on the device, the
+ * chunk kernel (and its cp.async twin) and the combine compiled, and their grids. The main
+ * kernel that skips split rows is compiled by the caller (get_variant's split 1). */
+static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
+  if (!sp->nsplit) return STOF_OK;
   stof_attn_engine *e = p->e;
   stof_ctx *ctx = e->ctx;
-  stof_attn_choice *c = &p->choice;
-  kernels_attn_split sp;
-  stof_status st = choose_split(ctx, f, p->B * p->H, p->D, &e->props, o, c, &sp);
-  if (st || !sp.nsplit) return st;
-  p->split_table_bytes = sizeof *sp.table * sp.ntable;
-  p->split_ws_bytes = sp.ws_bytes;
-  p->split_nchunk_max = sp.nchunk_max;
-  int64_t off[5] = {sp.off_row_nchunk, sp.off_chunk_ptr, sp.off_chunk, sp.off_srow_ptr, sp.off_srow};
+  const stof_attn_choice *c = &p->choice;
+  p->split_table_bytes = sizeof *sp->table * sp->ntable;
+  p->split_ws_bytes = sp->ws_bytes;
+  p->split_nchunk_max = sp->nchunk_max;
+  int64_t off[5] = {sp->off_row_nchunk, sp->off_chunk_ptr, sp->off_chunk, sp->off_srow_ptr, sp->off_srow};
   memcpy(p->split_off, off, sizeof off);
-  st = upload(ctx, sp.table, p->split_table_bytes, &p->d_split);
-  kernels_attn_split_free(ctx, &sp);
+  stof_status st = upload(ctx, sp->table, p->split_table_bytes, &p->d_split);
   if (!st) st = stof_cuda_malloc(ctx, p->split_ws_bytes, &p->d_ws);
-  if (st) return st;
-  int64_t D = p->D;
-  if ((st = get_variant(e, c, D, p->dtype, &p->mod, p->bias_dtype, 1, &p->fn, NULL)) ||
-      (st = get_variant(e, c, D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk, &p->fn_combine)))
+  if (st || (st = get_variant(e, c, p->D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk, &p->fn_combine)))
     return st;
-  if (c->tma) { /* the twins: the same with cp.async K/V loads */
+  if (c->tma) { /* the twin: the same with cp.async K/V loads */
     stof_attn_choice twin = *c;
     twin.tma = 0;
-    if ((st = get_variant(e, &twin, D, p->dtype, &p->mod, p->bias_dtype, 1, &p->fn_twin, NULL)) ||
-        (st = get_variant(e, &twin, D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk_twin, NULL)))
+    if ((st = get_variant(e, &twin, p->D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk_twin, NULL)))
       return st;
   }
-  p->grid_chunk[0] = (unsigned)sp.nchunk_max, p->grid_combine[0] = (unsigned)sp.nsplit_max;
+  p->grid_chunk[0] = (unsigned)sp->nchunk_max, p->grid_combine[0] = (unsigned)sp->nsplit_max;
   p->grid_chunk[1] = p->grid_combine[1] = p->grid[1];
   p->grid_chunk[2] = p->grid_combine[2] = p->grid[2];
   return STOF_OK;
 }
 
-/* The launch order for a Hopper plan that will split nothing (the split rule, run here on a
- * copy of the choice, is run again by plan_split after the kernel is compiled): the choice's
- * heavy_rows and why, the table on the device. Before get_variant, which compiles the kernel
- * with STOF_SM90_ORDER where heavy_rows > 0. */
-static stof_status plan_order(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o, int64_t BH,
-                              int64_t D) {
+/* The launch order for a Hopper plan that splits nothing: the choice's heavy_rows and why,
+ * the table on the device. Before get_variant, which compiles the kernel with
+ * STOF_SM90_ORDER where heavy_rows > 0. */
+static stof_status plan_order(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
   stof_ctx *ctx = p->e->ctx;
-  if (!p->choice.hopper) return STOF_OK;
-  stof_attn_choice probe = p->choice;
-  kernels_attn_split sp;
-  stof_status st = choose_split(ctx, f, BH, D, &p->e->props, o, &probe, &sp);
-  int split = sp.nsplit > 0;
-  kernels_attn_split_free(ctx, &sp);
-  if (st || split) return st;
   kernels_attn_order ord;
-  if (!(st = choose_order(ctx, f, o, &p->choice, &ord)) && ord.nheavy)
-    st = upload(ctx, ord.table, sizeof *ord.table * ord.ntable, &p->d_order);
+  stof_status st = choose_order(ctx, f, o, &p->choice, &ord);
+  if (!st && ord.nheavy) st = upload(ctx, ord.table, sizeof *ord.table * ord.ntable, &p->d_order);
   kernels_attn_order_free(ctx, &ord);
   return st;
 }
@@ -1042,6 +1026,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   stof_attn_plan *p = stof_ctx_alloc(ctx, sizeof *p);
   if (!p) return STOF_ERR_NOMEM;
   memset(p, 0, sizeof *p); /* a failure below frees whatever is set */
+  kernels_attn_split sp = {0}; /* the split decision (its table freed at the end) */
   p->e = e;
   if ((st = stof_attention_select(ctx, f, B, H, D, &e->props, &o, &p->choice))) goto fail;
   /* another tile chosen: the plan copies its arrays from the format at that tile, so a
@@ -1072,14 +1057,19 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   p->mod = o.mod;
   p->bias_dtype = o.bias_dtype;
   if ((st = mod_upload(p))) goto fail;
+  /* the plan's decisions from the format at its tile, before anything is compiled: mask code,
+   * the split of heavy tile-rows (then the main kernel skips them: split 1), else the order */
   choose_nopartial(f, &p->choice);
-  if ((st = plan_order(p, f, &o, B * H, D))) goto fail;
-  if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, 0, &p->fn, NULL))) goto fail;
+  if ((st = choose_split(ctx, f, B * H, D, &e->props, &o, &p->choice, &sp)) ||
+      (!sp.nsplit && (st = plan_order(p, f, &o))))
+    goto fail;
+  int split = sp.nsplit ? 1 : 0;
+  if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, split, &p->fn, NULL))) goto fail;
   int T = p->choice.tile, W = p->choice.warps;
   if (p->choice.tma) { /* the fallback for layouts the driver cannot map */
     stof_attn_choice twin = p->choice;
     twin.tma = 0;
-    if ((st = get_variant(e, &twin, D, dtype, &p->mod, p->bias_dtype, 0, &p->fn_twin, NULL))) goto fail;
+    if ((st = get_variant(e, &twin, D, dtype, &p->mod, p->bias_dtype, split, &p->fn_twin, NULL))) goto fail;
     p->block_twin[0] = threads_hopper(T, 0), p->block_twin[1] = p->block_twin[2] = 1;
     p->smem_twin = smem_hopper(T, D, p->choice.stages, 0);
   }
@@ -1102,11 +1092,13 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     goto fail;
   }
   p->grid[1] = (unsigned)gy, p->grid[2] = (unsigned)gz;
-  if ((st = plan_split(p, f, &o))) goto fail;
+  if ((st = plan_split(p, &sp))) goto fail;
+  kernels_attn_split_free(ctx, &sp);
   p->prepare_ms = kernels_now_ms() - t0;
   *out = p;
   return STOF_OK;
 fail:
+  kernels_attn_split_free(ctx, &sp);
   stof_attn_plan_free(p);
   return st;
 }
@@ -1276,30 +1268,31 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   stof_cuda_tmap tm[2]; /* by value: the kernel's last two parameters (TMA only) */
   memcpy(&tm[0], p->tmap[0], sizeof tm[0]);
   memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
-  void *args[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
-                  &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &tm[0], &tm[1]};
-  if (p->choice.heavy_rows) { /* the launch order's table after the modifier (STOF_SM90_ORDER) */
-    attn_order_args oa = {p->d_order, p->choice.heavy_rows};
-    void *oargs[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
-                     &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &oa, &tm[0], &tm[1]};
-    return stof_cuda_launch(ctx, fn, p->grid, block, smem, oargs);
+  /* the kernel's split_t or order_t, by value, after the modifier (neither: none) */
+  attn_split_args sa = {0};
+  attn_order_args oa = {p->d_order, p->choice.heavy_rows};
+  if (p->choice.split_rows) {
+    uint64_t *tab[5] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow};
+    for (int i = 0; i < 5; i++) *tab[i] = p->d_split + 4 * (uint64_t)p->split_off[i];
+    sa.ws = p->d_ws, sa.nchunk_max = p->split_nchunk_max;
   }
+  void *extra = p->choice.split_rows ? (void *)&sa : p->choice.heavy_rows ? (void *)&oa : NULL;
+  void *args[21] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
+                    &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma};
+  int na = 18;
+  if (extra) args[na++] = extra;
+  args[na++] = &tm[0];
+  args[na++] = &tm[1];
   if (!p->choice.split_rows) return stof_cuda_launch(ctx, fn, p->grid, block, smem, args);
   /* Split rows: their chunks first (the long work starts at once), then every other row,
    * then the combine of the chunks into O; in stream order. Three launches, not one: CTAs
    * start in block-index order, so chunks put in one grid with the rows would start only
    * when their (b, h) comes up (the last pair's at the end of the launch), and the combine
    * must wait for every chunk of its row anyway. */
-  attn_split_args sa = {0};
-  uint64_t *tab[5] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow};
-  for (int i = 0; i < 5; i++) *tab[i] = p->d_split + 4 * (uint64_t)p->split_off[i];
-  sa.ws = p->d_ws, sa.nchunk_max = p->split_nchunk_max;
-  void *sargs[] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
-                   &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma, &sa, &tm[0], &tm[1]};
   void *cargs[] = {&po, &iB, &iH, &iSq, &mb, &mh, &l, &sa};
   static const unsigned combine_block[3] = {256, 1, 1};
-  if ((st = stof_cuda_launch(ctx, fn_chunk, p->grid_chunk, block, smem, sargs)) ||
-      (st = stof_cuda_launch(ctx, fn, p->grid, block, smem, sargs)))
+  if ((st = stof_cuda_launch(ctx, fn_chunk, p->grid_chunk, block, smem, args)) ||
+      (st = stof_cuda_launch(ctx, fn, p->grid, block, smem, args)))
     return st;
   return stof_cuda_launch(ctx, p->fn_combine, p->grid_combine, combine_block, 0, cargs);
 }

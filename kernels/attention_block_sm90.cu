@@ -505,12 +505,15 @@ __device__ __forceinline__ void load_tile(unsigned dst, const elem_t *G, int rs,
 }
 static_assert(kRowStep % 8 == 0, "row step must keep the swizzle phase");
 
-/* O += P V over one tile: V MN-major; 16 keys (two 8-row groups, 1024 B apart) per k-step;
- * the two 64-column blocks of D = 128 are kBlkBytes apart (LBO). Caller fences and commits. */
-__device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16][4], unsigned vs)
+/* O += P V over the first N k-steps of 16 keys from vs: V MN-major; 16 keys (two 8-row groups,
+ * 1024 B apart) per k-step; the two 64-column blocks of D = 128 are kBlkBytes apart (LBO).
+ * Caller fences and commits. pv: the whole tile; STOF_SM90_HALFSKIP's 32-key half: N = 2, vs
+ * at the half's first V row. */
+template <int N>
+__device__ __forceinline__ void pv_steps(float (&o)[kNO], const unsigned (&p)[kT / 16][4], unsigned vs)
 {
 #pragma unroll
-  for (int kk = 0; kk < kT / 16; ++kk) {
+  for (int kk = 0; kk < N; ++kk) {
 #if STOF_SM90_PV_SPLIT && STOF_HEAD_DIM == 128
     float(&o0)[32] = *reinterpret_cast<float(*)[32]>(&o[0]);
     float(&o1)[32] = *reinterpret_cast<float(*)[32]>(&o[32]);
@@ -520,6 +523,10 @@ __device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16]
     wg_rs<kD>(o, p[kk], mdesc_at(vs, kk * 2048, kBlkBytes, 1024));
 #endif
   }
+}
+__device__ __forceinline__ void pv(float (&o)[kNO], const unsigned (&p)[kT / 16][4], unsigned vs)
+{
+  pv_steps<kT / 16>(o, p, vs);
 }
 
 #if STOF_SM90_ROWMASK
@@ -683,24 +690,6 @@ __device__ __forceinline__ void rescale_pack(float (&o)[kNO], unsigned (&p)[kT /
 }
 
 #if STOF_SM90_HALFSKIP
-/* O += P V over the first N k-steps of 16 keys from vs (a 32-key half: N = 2, vs at the
- * half's first V row); as pv. */
-template <int N>
-__device__ __forceinline__ void pv_steps(float (&o)[kNO], const unsigned (&p)[kT / 16][4], unsigned vs)
-{
-#pragma unroll
-  for (int kk = 0; kk < N; ++kk) {
-#if STOF_SM90_PV_SPLIT && STOF_HEAD_DIM == 128
-    float(&o0)[32] = *reinterpret_cast<float(*)[32]>(&o[0]);
-    float(&o1)[32] = *reinterpret_cast<float(*)[32]>(&o[32]);
-    wg_rs<64>(o0, p[kk], mdesc_at(vs, kk * 2048, 16, 1024));
-    wg_rs<64>(o1, p[kk], mdesc_at(vs, kBlkBytes + kk * 2048, 16, 1024));
-#else
-    wg_rs<kD>(o, p[kk], mdesc_at(vs, kk * 2048, kBlkBytes, 1024));
-#endif
-  }
-}
-
 /* One tile of the plain schedule with STOF_SM90_HALFSKIP: S = Q K^T, the mask (partial), the
  * online softmax, O += P V, each wgmma group issued and waited for here (none is in flight
  * across the caller's branch between the two forms or the loop's back edge: C7515). kHalf:
@@ -1509,10 +1498,11 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
   }
   __syncwarp();
-  /* formed here from the block index, not kept live across the tile loop */
+  /* (b, h) formed again here from the block index (and the order), not kept live across the
+   * tile loop */
 #if STOF_SM90_ORDER
-  int ord_k2; /* formed again here, as cta_bh_again does, not kept live across the tile loop */
-  const int bh2 = order_cta(B * H, (Sq + kT - 1) / kT, ORD.nheavy, ord_k2);
+  int ord_k2;
+  const int bh2 = order_cta(B * H, nrow, ORD.nheavy, ord_k2);
   const int bo = bh2 / H, ho = bh2 - bo * H;
 #else
   const int bo = cta_bh_again() / H, ho = cta_bh_again() - bo * H;

@@ -200,8 +200,9 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
  * tiles, against 4 for a window row) starts only when its (b, h) comes up, and the last
  * pairs' run alone at the end of the launch. Launched before every other row, longformer at
  * 16 x 12 x 4096 (D 64) took 0.937x the time (half skip 0.929x), 0.87x at 8 x 12 x 1024 and
- * 0.95x at 16 x 12 x 2048; document at 16 x 12 x 4096, whose longest rows are about twice its
- * mean, 1.006x. So a row goes first when it has at least KERNELS_ORDER_MEAN_FACTOR times its
+ * 0.95x at 16 x 12 x 2048; document at 16 x 12 x 4096 1.006x (a control: no row of it reaches
+ * 3x its mean, nor of causal, sliding, causal_sliding or bigbird there: tests/lua/
+ * test_attention.lua). So a row goes first when it has at least KERNELS_ORDER_MEAN_FACTOR times its
  * instance's mean tiles and KERNELS_ORDER_MIN_TILES. */
 #define KERNELS_ORDER_MEAN_FACTOR 3
 #define KERNELS_ORDER_MIN_TILES 8

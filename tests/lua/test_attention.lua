@@ -136,6 +136,11 @@ assert(co.split_rows == 0 and co.heavy_rows == 1 and co.halfskip, co.why)
 assert(co.why:find("empty halves skipped (59% with an empty key half, >= 55%)", 1, true), co.why)
 local _, co0 = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", order = -1})
 assert(co0.heavy_rows == 0 and co0.why:find("last tile-row first (asked for)", 1, true), co0.why)
+-- the other suite masks have no tile-row of 3x their mean there: the usual order
+for _, name in ipairs({"document", "causal", "sliding", "causal_sliding", "bigbird"}) do
+  local _, cn = stof.explain(M.suite(name, 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", tile = 64})
+  assert(cn.heavy_rows == 0 and cn.why:find("last tile-row first (none has 3x its mean tiles", 1, true), name .. ": " .. cn.why)
+end
 local ok_o, err_o = pcall(stof.explain, M.dense(), {S = 1024}, {gpu = "h100", order = 1})
 assert(not ok_o and tostring(err_o):find("order 1", 1, true), tostring(err_o))
 local _, cb = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", tile = 64})
