@@ -655,10 +655,22 @@ static void split_rows_match_cpu(void **state) {
   finish(f);
 }
 
+/* A window of 32 keys on each side for every head; whole rows besides: rows 0-31 in heads
+ * h = 0 (mod 3), rows 0-31 and 512-543 in heads h = 1 (mod 3), none in the others. At tile 64
+ * and length 1000 the instances have 1, 2 and 0 long tile-rows (16 tiles against 2-3). */
+static int per_head_long_rows(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud;
+  (void)b;
+  if (i - j <= 32 && j - i <= 32) return 1;
+  if (h % 3 == 2) return 0;
+  return i < 32 || (h % 3 == 1 && i >= 512 && i < 544);
+}
+
 /* The launch order (STOF_SM90_ORDER): longformer's global tile-row launched before every
  * other row, at B x H = 24 (not split there: a CTA slot's share of the launch is more than
  * the row's tiles), D 64 tile 64 and D 128 tile 128, an odd length, one key/value head for
- * three; against the CPU, and against the default order. */
+ * three; then a per-head mask whose instances have 1, 2 and 0 long rows (each (b, h) launches
+ * 2 first, filling with its next rows); against the CPU, and against the default order. */
 static void launch_order_matches_cpu(void **state) {
   fixture *f = gpu(state);
   stof_ctx *ctx = f->ctx;
@@ -692,6 +704,20 @@ static void launch_order_matches_cpu(void **state) {
                3300 + (uint64_t)i};
     check_case(f, &c, runs, 3);
   }
+  stof_mask *ph = NULL;
+  TU_OK(ctx, stof_mask_fn(ctx, per_head_long_rows, NULL, "per_head_long_rows", 0, 1, &ph));
+  stof_attn_plan *plan = NULL;
+  TU_OK(ctx, stof_attn_plan_new(f->e, ph, 2, 12, 4, 1000, 1000, 64, STOF_DTYPE_F16, &(stof_attn_opts){.tile = 64},
+                                &plan));
+  const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+  print_message("     %s\n", ch->why);
+  assert_int_equal(ch->split_rows, 0);
+  assert_int_equal(ch->heavy_rows, 2);
+  assert_non_null(strstr(ch->why, "2 long tile-rows a (b, h) launched first"));
+  stof_attn_plan_free(plan);
+  gcase c = {ph, 2, 12, 4, 1000, 1000, 64, STOF_DTYPE_F16, 0.5f, 3310};
+  check_case(f, &c, runs, 3);
+  stof_mask_free(ph);
   stof_mask_free(lf);
   finish(f);
 }
