@@ -39,6 +39,7 @@ namespace ATTN_NS {
 #undef STOF_TILE_N
 #undef STOF_STAGES
 #undef STOF_MIN_BLOCKS
+#undef STOF_MAXNREG
 #undef STOF_WG_AB
 #undef STOF_SM90_QREG
 #undef STOF_SM90_PV_SPLIT
@@ -48,6 +49,8 @@ namespace ATTN_NS {
 #undef STOF_SM90_HALFSKIP
 #undef STOF_SM90_ROWMASK
 #undef STOF_SM90_NOPARTIAL
+#undef STOF_SM90_KEY64
+#undef STOF_SM90_SELFLOAD
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -898,6 +901,208 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_np_block
 #include "attn_dev.cu"
 
+/* _k64: STOF_SM90_KEY64=1 (T = 128, two warpgroups sharing each K/V tile, computed as two
+ * 64-key steps; the producer one warp; 2 CTAs an SM). */
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64_np
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 1
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64_np_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s2_k_tma_k64_np
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 1
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 1
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g128_t128_s2_k_tma_k64_np_block
+#include "attn_dev.cu"
+
+/* _k64o / _k64f: STOF_SM90_KEY64 = 2 / 3 (the softmax of a half under the other's P V; 3 also
+ * across tiles), registers capped at 112 by STOF_MAXNREG (2 CTAs an SM). */
+#define ATTN_NS g64_t128_s2_k_r112_tma_k64o
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MAXNREG 112
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 2
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64o_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_r112_tma_k64o_np
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MAXNREG 112
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 2
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64o_np_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_r112_tma_k64f
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MAXNREG 112
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 3
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64f_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_r112_tma_k64f_np
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MAXNREG 112
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 3
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64f_np_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_r112_tma_k64_np
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MAXNREG 112
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 1
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64_np_block
+#include "attn_dev.cu"
+
+/* _sl: STOF_SM90_SELFLOAD=1 (no producer warp: warp 0 of the consumers fills the stages; 2 CTAs
+ * of 256 threads an SM at up to 128 registers). */
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64_sl_np
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 1
+#define STOF_SM90_SELFLOAD 1
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64_sl_np_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64o_sl_np
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 2
+#define STOF_SM90_SELFLOAD 1
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64o_sl_np_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64f_sl_np
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 3
+#define STOF_SM90_SELFLOAD 1
+#define STOF_SM90_NOPARTIAL 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64f_sl_np_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64o_sl
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 2
+#define STOF_SM90_SELFLOAD 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64o_sl_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64f_sl
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 3
+#define STOF_SM90_SELFLOAD 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64f_sl_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t128_s2_k_m2_tma_k64_sl
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 2
+#define STOF_SM90_QREG 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_KEY64 1
+#define STOF_SM90_SELFLOAD 1
+#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64_sl_block
+#include "attn_dev.cu"
+
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -987,6 +1192,20 @@ static const Cfg g_cfgs[] = {
     CFG90(g128_t128_s3_pp_tma_rm, 128, 128, 0, 3, 1, 1, 0, 0, 1),
     CFG90(g64_t64_s2_k_m4_tma_np, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g128_t128_s3_pp_tma_np, 128, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g64_t128_s2_k_m2_tma_k64, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_m2_tma_k64_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g128_t128_s2_k_tma_k64_np, 128, 128, 0, 2, 1, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_r112_tma_k64o, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_r112_tma_k64o_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_r112_tma_k64f, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_r112_tma_k64f_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_r112_tma_k64_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_m2_tma_k64_sl_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_m2_tma_k64o_sl_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_m2_tma_k64f_sl_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_m2_tma_k64o_sl, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_m2_tma_k64f_sl, 64, 128, 0, 2, 2, 0, 0, 0, 0),
+    CFG90(g64_t128_s2_k_m2_tma_k64_sl, 64, 128, 0, 2, 2, 0, 0, 0, 0),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 

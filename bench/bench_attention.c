@@ -16,7 +16,7 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
- *                   noorder,halfskip]
+ *                   noorder,halfskip,nokey64]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
  *
@@ -26,7 +26,8 @@
  * masked from the bitmap with no half skip: stof_attn_opts.rowmask = halfskip = -1, the
  * Hopper kernel before the thirteenth session), noorder (auto, each (b, h)'s tile-rows
  * launched last first even where some are far longer: stof_attn_opts.order = -1), halfskip
- * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1).
+ * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1),
+ * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1).
  * --splits: heavy tile-rows split over
  * CTAs (Hopper kernel): auto (the rule, the default), off, or N (every tile-row of more than
  * N tiles in chunks of at most N): stof_attn_opts.split = 0 / -1 / N; each case runs once per
@@ -287,6 +288,7 @@ int main(int argc, char **argv) {
           if (!strcmp(kernels[ki], "plainmask")) o.rowmask = o.halfskip = -1;
           if (!strcmp(kernels[ki], "noorder")) o.order = -1;
           if (!strcmp(kernels[ki], "halfskip")) o.halfskip = 1;
+          if (!strcmp(kernels[ki], "nokey64")) o.key64 = -1;
           o.tile = atoi(tiles[ti / nsplit]);
           o.stages = stages;
           stof_attn_plan *plan;
@@ -358,18 +360,18 @@ int main(int argc, char **argv) {
           double density = (double)nvalid / ((double)B * H * S * S);
           fprintf(stderr, "%-15s %5lld %3lld %4lld %6s %5d %4lld %9.4f %8.1f %6.1f%% %7.4f %9.2e%s\n", masks[mi],
                   (long long)B, (long long)H, (long long)S,
-                  c->halfskip ? "wg-hs" : c->rowmask ? "wg-rm" : c->tma ? "tma" : c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel),
+                  c->halfskip ? "wg-hs" : c->rowmask ? "wg-rm" : c->key64 ? "wg-k64" : c->tma ? "tma" : c->hopper ? "wgmma" : stof_attn_kernel_name(c->kernel),
                   c->tile, (long long)D, ms,
                   tflops, ms > 0 ? 100 * floor_ms / ms : 0, density, err, nan_seen ? " NaN!" : "");
           if (c->split_rows)
             fprintf(stderr, "%-15s   split (%s): %lld tile-rows of >= %lld tiles in %lld chunks of <= %lld\n", "",
                     split, (long long)c->split_rows, (long long)c->split_min_tiles, (long long)c->split_chunks,
                     (long long)c->split_chunk_tiles);
-          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
+          json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:b, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:s, s:b}",
                                 "tool", "stof", "mask", masks[mi], "B", (json_int_t)B, "H", (json_int_t)H, "S", (json_int_t)S,
                                 "D", (json_int_t)D, "dtype", stof_dtype_name(dtype), "asked", kernels[ki], "kernel",
                                 stof_attn_kernel_name(c->kernel), "tile", c->tile, "warps", c->warps, "stages", c->stages,
-                                "hopper", c->hopper, "tma", c->tma, "rowmask", c->rowmask, "halfskip", c->halfskip, "nopartial", c->nopartial, "heavy_rows", c->heavy_rows, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
+                                "hopper", c->hopper, "tma", c->tma, "rowmask", c->rowmask, "halfskip", c->halfskip, "nopartial", c->nopartial, "key64", c->key64, "heavy_rows", c->heavy_rows, "ms", ms, "tflops", tflops, "roofline", ms > 0 ? floor_ms / ms : 0, "density", density, "rel_err", err,
                                 "prepare_ms", stof_attn_plan_prepare_ms(plan), "nan", nan_seen, "why", c->why, "gpu",
                                 props.name, "peer_mask", from_peer);
           /* long context: the format built on the GPU and kept there, as plans use it

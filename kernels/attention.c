@@ -364,19 +364,50 @@ static unsigned smem_portable(int T, int64_t D, int stages) {
  * document and bigbird at 16x2048 and 16x4096 (H100, session 3, two rounds of
  * bench/attn_dev.sh g64_t64_s2_k_m4_tma against g64_t64_s2_tma). Elsewhere Q stays in
  * registers. */
-static int hopper_q_in_smem(int T, int64_t D, int tma) {
-  return T == 64 && D == 64 && tma;
+static int hopper_q_in_smem(int T, int64_t D, int tma, int key64) {
+  return (T == 64 && D == 64 && tma) || key64;
 }
+/* Hopper, D = 64: tile 128 with the two warpgroups sharing each K/V tile, computed 64 keys a
+ * step (STOF_SM90_KEY64: S with m64n64 as at tile 64, Q in shared memory, the TMA producer one
+ * warp: 93-95 registers, 2 CTAs of 288 threads an SM; 256 threads with cp.async), where the
+ * 128-tiles cost at most KEY64_MAX_WORK times the MMA work of the 64-tiles and partial tiles
+ * are below the per-lane masking's share (it and the half skip are tile 64's). H200, session 18
+ * (bench/results/s18/), attn_dev against the engine's tile-64 kernel in one process, 2-4
+ * alternations: dense 0.975-0.985x the time at 8 x 1024 .. 16 x 4096 (H 12), causal
+ * 0.97-0.98x at 16 x 4096 and 0.975-1.007x at 16 x 2048; document (1.04x the work at 16 x 4096)
+ * 1.02-1.15x, sliding 1.6x slower. */
+#define KEY64_MAX_WORK 1.03
 /* Whether the Hopper kernel's two warpgroups ping-pong (STOF_SM90_PINGPONG). */
 static int hopper_pingpong(int T, int stages) { return T == 128 && stages >= 3; }
-static unsigned smem_hopper(int T, int64_t D, int stages, int tma) {
-  return (unsigned)(1024 + (hopper_q_in_smem(T, D, tma) ? T * D * 2 : 0) + T * D * 2 * (2 * stages) +
+static unsigned smem_hopper(int T, int64_t D, int stages, int tma, int key64) {
+  return (unsigned)(1024 + (hopper_q_in_smem(T, D, tma, key64) ? T * D * 2 : 0) + T * D * 2 * (2 * stages) +
                     stages * (T / 8) * (T / 8) * 8 + (tma || hopper_pingpong(T, stages) ? 128 : 0));
 }
 /* Threads of the Hopper kernel: a warpgroup per 64 query rows, plus the TMA producer (a
- * warpgroup at T = 128, a warp at T = 64; kBlockThreads in attention_block_sm90.cu). */
-static unsigned threads_hopper(int T, int tma) {
-  return (unsigned)(2 * T + (!tma ? 0 : T == 128 ? 128 : 32));
+ * warpgroup at T = 128 without STOF_SM90_KEY64, else a warp; kBlockThreads in
+ * attention_block_sm90.cu). */
+static unsigned threads_hopper(int T, int tma, int key64) {
+  return (unsigned)(2 * T + (!tma ? 0 : T == 128 && !key64 ? 128 : 32));
+}
+
+/* The 128-tiles a tile-64 format's entries fall in: for each instance and pair of tile-rows,
+ * the distinct col / 2 of both rows (each row's columns ascending, as the builders write them). */
+static int64_t tiles128_of_64(const stof_mask_format *f) {
+  int64_t n = 0;
+  for (int32_t m = 0; m < f->nmask; m++) {
+    const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
+    for (int32_t r = 0; r < f->nrow; r += 2) {
+      int32_t a = rp[r], ae = rp[r + 1], b = r + 1 < f->nrow ? rp[r + 1] : ae, be = r + 1 < f->nrow ? rp[r + 2] : ae;
+      int32_t last = -1;
+      while (a < ae || b < be) {
+        int32_t c;
+        if (b >= be || (a < ae && f->col_idx[a] <= f->col_idx[b])) c = f->col_idx[a++] / 2;
+        else c = f->col_idx[b++] / 2;
+        if (c != last) n++, last = c;
+      }
+    }
+  }
+  return n;
 }
 
 /* The head dims the GPU kernels are compiled for: the plan and the selector say the same. */
@@ -408,6 +439,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: order %d (-1 the default launch order, 0 the rule)", o.order);
   if (o.halfskip < -1 || o.halfskip > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
+  if (o.key64 < -1 || o.key64 > 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: key64 %d (1 on, -1 off, 0 the selector's)", o.key64);
   if (o.split < -1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
                           "most N tiles)", o.split);
@@ -464,7 +497,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   /* Hopper, a mask of 32-wide blocks (the counts of the tile-64 format): tile 32 on the
    * mma.sync kernel, 2 warps; not where warps or an option only the Hopper kernel has are asked
    * for */
-  int wants_hopper = o.tma == 1 || o.rowmask == 1 || o.halfskip == 1 || o.split > 0;
+  int wants_hopper = o.tma == 1 || o.rowmask == 1 || o.halfskip == 1 || o.split > 0 || o.key64 == 1;
   if (!o.tile && sm90 && !wants_hopper && out->tile == 64 && f->T == 64 && !o.warps &&
       S >= TILE32_SM90_MIN_S) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
@@ -497,7 +530,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
      * grid reorder (session 3: 0.90-0.92x at D 128 / tile 128, 0.93-1.03x at D 64 / tile 64,
      * 1.1-1.3x slower at D 128 / tile 64) */
     int tma = o.tma == 1 || (o.tma == 0 && ((D == 128 && out->tile == 128) || (D == 64 && out->tile == 64)));
-    if (smem_hopper(out->tile, D, stages, tma) <= dev->smem_per_block_optin) {
+    if (smem_hopper(out->tile, D, stages, tma, 0) <= dev->smem_per_block_optin) {
       out->hopper = 1;
       out->tma = tma;
       out->warps = out->tile / 16;
@@ -526,11 +559,37 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
    * reads (tile 64 unless a tile is asked for), also where the plan then runs at tile 128:
    * the calibration timed the tile-128 configuration against those same counts; the half
    * skip needs tile 64 */
+  /* Hopper, D = 64: tile 128 computed 64 keys a step (KEY64_MAX_WORK), or asked for */
+  if (out->hopper && D == 64 && o.key64 >= 0 && !o.warps && (!o.stages || o.stages == 2) && o.rowmask != 1 &&
+      o.halfskip != 1 && (o.tile ? o.tile == 128 && o.key64 == 1 : out->tile == 64)) {
+    double nonempty = (double)(f->ntile_full + f->ntile_partial);
+    double part = nonempty > 0 ? f->ntile_partial / nonempty : 0;
+    double work = f->T == 64 && nonempty > 0 ? 4.0 * (double)tiles128_of_64(f) / nonempty : 0;
+    int rule = !o.tile && f->T == 64 && nonempty > 0 && work <= KEY64_MAX_WORK && part < SM90_ROWMASK_MIN_PARTIAL;
+    if (o.key64 == 1 || rule) {
+      int tma = o.tma != -1;
+      if (smem_hopper(128, D, 2, tma, 1) <= dev->smem_per_block_optin) {
+        out->key64 = 1;
+        out->tile = 128, out->warps = 8, out->stages = 2, out->tma = tma;
+        if (o.key64 == 1)
+          snprintf(tile_why, sizeof tile_why, "Hopper: 128 in 64-key steps, asked for");
+        else
+          snprintf(tile_why, sizeof tile_why, "Hopper: 128 in 64-key steps at <= %.2fx the 64-tiles' work (%.3fx) "
+                   "and < %.0f%% partial", KEY64_MAX_WORK, work, 100 * SM90_ROWMASK_MIN_PARTIAL);
+      }
+    }
+  }
+  if (o.key64 == 1 && !out->key64)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                          "attention: key64 asked for, but it needs the Hopper kernel at D = 64, tile 128 or the "
+                          "selector's, 2 stages, no rowmask or halfskip (%s-wise, tile %d, D = %lld%s)",
+                          stof_attn_kernel_name(out->kernel), out->tile, (long long)D,
+                          out->hopper ? "" : ", not the Hopper kernel");
   char mask_why[160] = "";
   if (out->hopper) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
     double part = nonempty > 0 ? f->ntile_partial / nonempty : 0, half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
-    out->rowmask = o.rowmask ? o.rowmask == 1 : part >= SM90_ROWMASK_MIN_PARTIAL;
+    out->rowmask = !out->key64 && (o.rowmask ? o.rowmask == 1 : part >= SM90_ROWMASK_MIN_PARTIAL);
     double half_min = D == 64 ? SM90_HALFSKIP_MIN_HALF_D64 : SM90_HALFSKIP_MIN_HALF;
     out->halfskip = out->tile == 64 && f->T == 64 && (o.halfskip ? o.halfskip == 1 : half >= half_min);
     char half_why[32];
@@ -540,7 +599,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
       snprintf(half_why, sizeof half_why, ", %s %.0f%%", out->halfskip ? ">=" : "<", 100 * half_min);
     snprintf(mask_why, sizeof mask_why, "; partial tiles %s (%.0f%% partial%s), %s (%.0f%% with an empty key half%s)",
              out->rowmask ? "masked per lane" : "masked from the bitmap", 100 * part,
-             o.rowmask ? ", asked for" : out->rowmask ? ", >= 10%" : ", < 10%",
+             o.rowmask ? ", asked for" : out->key64 ? ", 64-key steps" : out->rowmask ? ", >= 10%" : ", < 10%",
              out->halfskip ? "empty halves skipped" : "no half skip", 100 * half, half_why);
   }
   if (o.halfskip == 1 && !out->halfskip)
@@ -564,7 +623,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (n > 0 && (size_t)n < sizeof out->why)
     snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s%s (B*H = %lld, D = %lld%s)",
              out->tile, tile_why, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
-             out->tma      ? ", wgmma (sm_90a), TMA"
+             out->key64 && out->tma ? ", wgmma (sm_90a), TMA, 64-key steps"
+             : out->key64  ? ", wgmma (sm_90a), 64-key steps"
+             : out->tma    ? ", wgmma (sm_90a), TMA"
              : out->hopper ? ", wgmma (sm_90a)"
              : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync"
                                                 : "",
@@ -717,10 +778,11 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   if (hopper && c->rowmask) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ROWMASK=1");
   if (hopper && c->halfskip) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_HALFSKIP=1");
   if (hopper && c->nopartial) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_NOPARTIAL=1");
-  if (hopper && hopper_q_in_smem(c->tile, D, c->tma)) {
+  if (hopper && hopper_q_in_smem(c->tile, D, c->tma, c->key64)) {
     snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
-    snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=4");
+    snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=%d", c->key64 ? 2 : 4);
   }
+  if (hopper && c->key64) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_KEY64=1");
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
   else if (hopper && c->heavy_rows) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
@@ -874,9 +936,9 @@ static stof_status mod_upload(stof_attn_plan *p) {
  * shared memory allows, capped by registers as cuobjdump -res-usage reports them for the
  * variants the selector picks (tile 128: 168 registers x 256-384 threads, one CTA; tile 64:
  * 186-220 x 128, two; Q in shared memory: 96 x 160, four by STOF_MIN_BLOCKS=4). */
-static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, int stages, int tma) {
-  int64_t by_regs = T == 128 ? 1 : hopper_q_in_smem(T, D, tma) ? 4 : 2;
-  int64_t by_smem = (int64_t)(dev->smem_per_block_optin + 1024) / (smem_hopper(T, D, stages, tma) + 1024);
+static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, int stages, int tma, int key64) {
+  int64_t by_regs = key64 ? 2 : T == 128 ? 1 : hopper_q_in_smem(T, D, tma, 0) ? 4 : 2;
+  int64_t by_smem = (int64_t)(dev->smem_per_block_optin + 1024) / (smem_hopper(T, D, stages, tma, key64) + 1024);
   return by_smem < by_regs ? by_smem : by_regs;
 }
 
@@ -896,7 +958,7 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
   }
   if (f->T != c->tile)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: split from a tile-%d format for tile %d", f->T, c->tile);
-  int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma);
+  int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64);
   stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, BH, c->tile, D, slots, o->split, sp);
   if (st) return st;
   size_t n = strlen(c->why);
@@ -1070,14 +1132,14 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     stof_attn_choice twin = p->choice;
     twin.tma = 0;
     if ((st = get_variant(e, &twin, D, dtype, &p->mod, p->bias_dtype, split, &p->fn_twin, NULL))) goto fail;
-    p->block_twin[0] = threads_hopper(T, 0), p->block_twin[1] = p->block_twin[2] = 1;
-    p->smem_twin = smem_hopper(T, D, p->choice.stages, 0);
+    p->block_twin[0] = threads_hopper(T, 0, p->choice.key64), p->block_twin[1] = p->block_twin[2] = 1;
+    p->smem_twin = smem_hopper(T, D, p->choice.stages, 0, p->choice.key64);
   }
   if (p->choice.kernel == STOF_ATTN_BLOCK) {
     p->grid[0] = (unsigned)((Sq + T - 1) / T);
-    p->block[0] = p->choice.hopper ? threads_hopper(T, p->choice.tma) : 32u * (unsigned)W;
+    p->block[0] = p->choice.hopper ? threads_hopper(T, p->choice.tma, p->choice.key64) : 32u * (unsigned)W;
     p->block[1] = p->block[2] = 1;
-    p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages, p->choice.tma)
+    p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages, p->choice.tma, p->choice.key64)
                                : smem_portable(T, D, p->choice.stages);
   } else {
     p->grid[0] = (unsigned)((Sq + W - 1) / W);

@@ -116,6 +116,11 @@
  *   longer than their instance's mean (longformer's global rows), which would otherwise
  *   start when their (b, h) comes up and run alone at the launch's end. Adds an argument
  *   after M (order_t below), not with STOF_SM90_SPLIT; default 0),
+ *   STOF_SM90_KEY64 (1: T = 128, the plain schedule, not with STOF_SM90_ROWMASK: each 128-key
+ *   tile computed as two steps of 64 keys, S with m64n64 (32 accumulators, as at T = 64), so
+ *   that the two warpgroups of a 128-row tile share its K/V copies at about the tile-64
+ *   kernel's registers; with TMA the producer is one warp (no setmaxnreg), and with
+ *   STOF_MIN_BLOCKS = 2 two CTAs fit an SM; default 0),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -156,6 +161,9 @@
 #ifndef STOF_MIN_BLOCKS
 #define STOF_MIN_BLOCKS 1
 #endif
+#ifndef STOF_MAXNREG
+#define STOF_MAXNREG 0
+#endif
 #ifndef STOF_SM90_QREG
 #define STOF_SM90_QREG 1
 #endif
@@ -182,6 +190,12 @@
 #endif
 #ifndef STOF_SM90_ORDER
 #define STOF_SM90_ORDER 0
+#endif
+#ifndef STOF_SM90_KEY64
+#define STOF_SM90_KEY64 0
+#endif
+#ifndef STOF_SM90_SELFLOAD
+#define STOF_SM90_SELFLOAD 0
 #endif
 #if STOF_SM90_ORDER && STOF_SM90_SPLIT
 #error "stof attention: STOF_SM90_ORDER and STOF_SM90_SPLIT are exclusive (a split plan keeps the default order)"
@@ -212,6 +226,7 @@ constexpr int kTileBytes = kT * kD * 2; /* one Q, K or V tile */
 constexpr int kBlkBytes = kT * 128;     /* one 64-column block of a tile */
 constexpr int kBmpBytes = kBmpWords * 8;
 constexpr int kNS = kT / 2;             /* S accumulators per thread (64 x T per warpgroup) */
+static_assert(kNS * 2 == kT, "S accumulators"); /* (unreferenced with STOF_SM90_KEY64) */
 constexpr int kNO = kD / 2;             /* O accumulators per thread (64 x D per warpgroup) */
 constexpr bool kOverlap = STOF_SM90_OVERLAP != 0;
 /* Prefetch distance (tiles in flight ahead of the current one); overlapped, the previous
@@ -227,8 +242,21 @@ constexpr int kQBytes = STOF_SM90_QREG ? 0 : kTileBytes; /* a Q tile of its own 
 /* TMA: the producer (a warpgroup at T = 128, so that setmaxnreg can move registers; one warp
  * at T = 64) and the mbarriers (full[stages], empty[stages], qfree). */
 constexpr bool kTma = STOF_SM90_TMA != 0;
-constexpr int kProdThreads = !kTma ? 0 : kWG == 2 ? 128 : 32;
+/* STOF_SM90_KEY64: a 128-key tile computed as two steps of 64 keys (S m64n64), so that two
+ * warpgroups share each K/V tile at the registers of the tile-64 kernel: 2 CTAs of 288
+ * threads an SM, the producer one warp (no setmaxnreg). */
+constexpr bool kKey64 = STOF_SM90_KEY64 != 0;
+static_assert(!kKey64 || (kT == 128 && !kPingpong && !kOverlap && !kRowmask), "stof attention (sm90): STOF_SM90_KEY64 needs T = 128 and the plain schedule without STOF_SM90_ROWMASK");
+static_assert(STOF_SM90_KEY64 >= 0 && STOF_SM90_KEY64 <= 3 && (STOF_SM90_KEY64 != 3 || kTma), "stof attention (sm90): STOF_SM90_KEY64 is 0..3, 3 with TMA (the next tile's copy must wait for the stage's release)");
+/* STOF_SM90_SELFLOAD (with STOF_SM90_KEY64, TMA, Q in shared memory): no producer warp; warp 0
+ * of the consumers fills each stage once both warpgroups released it, so that 2 CTAs of 256
+ * threads fit an SM at up to 128 registers (a 9th warp caps them at 96: an SM sub-partition's
+ * 16 K registers over its 5 warps). */
+constexpr bool kSelfLoad = STOF_SM90_SELFLOAD != 0;
+static_assert(!kSelfLoad || (kKey64 && kTma && STOF_SM90_QREG == 0), "stof attention (sm90): STOF_SM90_SELFLOAD needs STOF_SM90_KEY64, TMA and Q in shared memory");
+constexpr int kProdThreads = !kTma || kSelfLoad ? 0 : kWG == 2 && !kKey64 ? 128 : 32;
 constexpr int kBlockThreads = kThreads + kProdThreads;
+static_assert(kBlockThreads <= 1024, "threads"); /* (unreferenced with STOF_MAXNREG) */
 constexpr int kProdRegs = kProdThreads == 128 ? 24 : 0;   /* setmaxnreg.dec of the producer */
 constexpr int kConsRegs = kProdThreads == 128 ? 240 : 0;  /* setmaxnreg.inc of the consumers */
 static_assert(kProdRegs * 128 + kConsRegs * kThreads <= 65536, "stof attention (sm90): register split over 64K");
@@ -782,7 +810,13 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
 } /* namespace sm90 */
 } /* namespace stof_attn */
 
+#if STOF_MAXNREG
+/* a register cap of its own (ptxas's from __launch_bounds__(288, 2) is 96, while 112 x 288 x 2
+ * fits an SM's 64 K registers) */
+extern "C" __global__ void __maxnreg__(STOF_MAXNREG)
+#else
 extern "C" __global__ void __launch_bounds__(stof_attn::sm90::kBlockThreads, STOF_MIN_BLOCKS)
+#endif
 stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
                          const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
                          const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
@@ -977,6 +1011,58 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   }
   if (kConsRegs) setmaxnreg_inc<kConsRegs>();
 #endif
+#if STOF_SM90_SELFLOAD
+  /* Warp 0 fills the stages (the producer's work for one tile): tile j into stage j % kStages,
+   * whose previous tile the caller saw released; the entry of tile j is in sl_col / sl_off,
+   * and the next one's is loaded after (a tile ahead of its use). */
+  int sl_col = 0, sl_off = -1;
+  if (warp == 0 && n > 0) {
+    sl_col = __ldg(col_idx + e0);
+    sl_off = __ldg(bmp_off + e0);
+    if (lane == 0) {
+      tma_prefetch_map(&tmK);
+      tma_prefetch_map(&tmV);
+    }
+  }
+  auto self_fill = [&](int j) {
+    const int st = j % kStages;
+    const unsigned full = bar_full + 8 * st;
+    if (lane == 0) {
+      const unsigned ks = kvbase + st * 2 * kTileBytes;
+      mbar_expect_tx(full, 2 * kTileBytes);
+#pragma unroll
+      for (int c = 0; c < kD / 64; ++c) {
+        tma_load_4d(ks + c * kBlkBytes, &tmK, c * 64, sl_col * kT, hk, b, full);
+        tma_load_4d(ks + kTileBytes + c * kBlkBytes, &tmV, c * 64, sl_col * kT, hk, b, full);
+      }
+    }
+    if (sl_off >= 0) {
+      const unsigned bs = bmbase + st * kBmpBytes;
+#pragma unroll
+      for (int it = 0; it < (kBmpWords + 31) / 32; ++it) {
+        const int w = lane + it * 32;
+        if (kBmpWords % 32 == 0 || w < kBmpWords) cp_async8(bs + w * 8, bitmap + (unsigned)sl_off + w);
+      }
+    }
+    if (!kNoPartial && lane == 0) cp_async4(bar_full + kOffFlags + 4 * st, bmp_off + e0 + j);
+    cp_async_mbar_arrive(full);
+    if (j + 1 < n) {
+      sl_col = __ldg(col_idx + e0 + j + 1);
+      sl_off = __ldg(bmp_off + e0 + j + 1);
+    }
+  };
+  /* after this thread's release of the tile before j's stage: warp 0 waits for the other
+   * threads' releases, then fills tile j (none past the row) */
+  auto self_next = [&](int j) {
+    if (warp == 0 && j < n) {
+      if (j >= kStages) mbar_wait(bar_empty + 8 * (j % kStages), (unsigned)(j / kStages - 1) & 1u);
+      self_fill(j);
+    }
+  };
+  /* the first stages, before Q's copy (a partial tile's bitmap copies join Q's group) */
+#pragma unroll
+  for (int j = 0; j < kStages; ++j) self_next(j);
+#endif
 
   /* Q tile (rows past Sq zero-filled): its own group, first. */
 #pragma unroll
@@ -1063,7 +1149,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
 #if STOF_HAS_MOD
   const mod_cta mc = mod_begin(M, h);
-#if !STOF_SM90_HALFSKIP /* hs_tile has its own, over the computed keys */
+#if !STOF_SM90_HALFSKIP && !STOF_SM90_KEY64 /* hs_tile and the 64-key steps have their own */
   /* The score modifier on tile ti's scaled scores (sl2 is then log2 e alone): this lane's
    * offset j - i at (row g, column 2 t4) of its warp's rows, from the tile's column. */
   auto apply_mod = [&](float (&s)[kNS], int ti) {
@@ -1115,7 +1201,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   unsigned p[kT / 16][4]; /* P of the current (or, overlapped, the previous) tile */
 #pragma unroll
   for (int kk = 0; kk < kT / 16; ++kk) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
-#if !STOF_SM90_HALFSKIP
+#if !STOF_SM90_HALFSKIP && !STOF_SM90_KEY64
   unsigned vs_prev = 0;   /* overlapped: V of the previous tile */
 #endif
 #if !STOF_SM90_PINGPONG
@@ -1337,6 +1423,160 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
 #endif
   }
+#elif STOF_SM90_KEY64
+  /* Each tile as two 64-key halves kh (K and V rows 64 kh on: 8192 bytes, whole swizzle
+   * atoms; bitmap key blocks 8 kh on). STOF_SM90_KEY64 = 1: S, mask, softmax and P V of a half
+   * before the next, the stage released after both. 2: S of half 1 issued with P V of half 0,
+   * the softmax of half 1 under that P V. 3 (TMA): also S of the next tile's half 0 with
+   * P V of this tile's half 1, so every softmax runs under a P V (FA3's intra-warpgroup
+   * overlap; at i = 0 a P V with P = 0, branch-free); a stage is released after the P V of
+   * its half 1, in the next iteration. Every wgmma group is waited for in the iteration that
+   * issued it (C7515). */
+  auto k64_s = [&](float (&s)[32], unsigned ks, int kh) {
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
+#if STOF_SM90_QREG
+      wg_rsk<64>(s, qf[kk], mdesc_at(ks, koff + kh * 8192, 16, 1024), kk > 0);
+#else
+      wg_ss<64>(s, mdesc_at(qslice, koff, 16, 1024), mdesc_at(ks, koff + kh * 8192, 16, 1024), kk > 0);
+#endif
+    }
+  };
+  /* the modifier, the mask (partial tiles) and the online softmax of half kh of tile i */
+  auto k64_softmax = [&](float (&s)[32], bool partial, int st, int i, int kh, float (&alpha)[2]) {
+#if STOF_HAS_MOD
+    const int rel0 = __ldg(col_idx + e0 + i) * kT + kh * 64 + 2 * t4 - (q0 + wrow + g);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) {
+        const int rel = rel0 + nb * 8 - hh * 8;
+        s[4 * nb + 2 * hh] = mod_score(s[4 * nb + 2 * hh] * scale, rel, mc);
+        s[4 * nb + 2 * hh + 1] = mod_score(s[4 * nb + 2 * hh + 1] * scale, rel + 1, mc);
+      }
+#else
+    (void)i;
+#endif
+    if (partial) {
+      const unsigned *bmp = reinterpret_cast<const unsigned *>(smem + (bmbase - sbase) + st * kBmpBytes);
+      mask_scores<8>(s, bmp + kh * 16 * kT8, wrow, bhi, bsh);
+    }
+    online_softmax<8>(s, mrow, lrow, alpha, sl2);
+  };
+  auto k64_keep = [&]() { /* Q's fragments kept live with real reads (the plain loop's note) */
+#if STOF_SM90_QREG
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][0]), "r"(qf[kk][1]));
+      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][2]), "r"(qf[kk][3]));
+    }
+#endif
+  };
+#if STOF_SM90_KEY64 == 1
+  for (int i = 0; i < n; ++i) {
+    const int st = i % kStages;
+    const bool partial = plain_ready(i);
+    const unsigned ks_base = kvbase + st * 2 * kTileBytes;
+    const unsigned vs_base = ks_base + kTileBytes;
+#pragma unroll 1
+    for (int kh = 0; kh < 2; ++kh) {
+      float s[32], alpha[2];
+      wg_fence();
+      k64_s(s, ks_base, kh);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(s);
+      k64_softmax(s, partial, st, i, kh, alpha);
+      rescale_pack<4>(o, p, s, alpha);
+      reg_fence(o);
+      wg_fence();
+      pv_steps<4>(o, p, vs_base + kh * 8192);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(o);
+    }
+#if STOF_SM90_TMA
+    tma_release(i);
+#endif
+#if STOF_SM90_SELFLOAD
+    self_next(i + kStages);
+#endif
+    k64_keep();
+  }
+#else
+#if STOF_SM90_KEY64 == 3
+  unsigned vs_prev = 0; /* V of the previous tile */
+#endif
+  for (int i = 0; i < n; ++i) {
+    const int st = i % kStages;
+    const bool partial = plain_ready(i);
+    const unsigned ks_base = kvbase + st * 2 * kTileBytes;
+    const unsigned vs_base = ks_base + kTileBytes;
+    float s[32], alpha[2];
+    wg_fence();
+    k64_s(s, ks_base, 0);
+    wg_commit();
+#if STOF_SM90_KEY64 == 3
+    pv_steps<4>(o, p, i > 0 ? vs_prev + 8192 : vs_base); /* half 1 of tile i - 1 */
+    wg_commit();
+    wg_wait<1>();
+#else
+    wg_wait<0>();
+#endif
+    reg_fence(s);
+    k64_softmax(s, partial, st, i, 0, alpha);
+#if STOF_SM90_KEY64 == 3
+    wg_wait<0>();
+    reg_fence(o);
+    if (i > 0) tma_release(i - 1);
+#if STOF_SM90_SELFLOAD
+    if (i > 0) self_next(i + 1); /* into the stage of tile i - 1, just released */
+#endif
+#endif
+    rescale_pack<4>(o, p, s, alpha);
+    reg_fence(o);
+    wg_fence();
+    k64_s(s, ks_base, 1);
+    wg_commit();
+    pv_steps<4>(o, p, vs_base); /* half 0 */
+    wg_commit();
+    wg_wait<1>();
+    reg_fence(s);
+    k64_softmax(s, partial, st, i, 1, alpha);
+    wg_wait<0>();
+    reg_fence(o);
+    rescale_pack<4>(o, p, s, alpha);
+#if STOF_SM90_KEY64 == 3
+    vs_prev = vs_base;
+#else
+    reg_fence(o);
+    wg_fence();
+    pv_steps<4>(o, p, vs_base + 8192); /* half 1 */
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(o);
+#if STOF_SM90_TMA
+    tma_release(i);
+#endif
+#if STOF_SM90_SELFLOAD
+    self_next(i + kStages);
+#endif
+#endif
+    k64_keep();
+  }
+#if STOF_SM90_KEY64 == 3
+  if (n > 0) {
+    reg_fence(o);
+    wg_fence();
+    pv_steps<4>(o, p, vs_prev + 8192);
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(o);
+    tma_release(n - 1);
+  }
+#endif
+#endif
 #else
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;

@@ -71,11 +71,11 @@ static slua_engine *push_engine(lua_State *L, const char *fname) {
   return h;
 }
 
-static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", NULL};
-static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "gpu",
+static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "key64", NULL};
+static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "key64", "gpu",
                                                "mod", "softcap", "buckets", "max_distance", "bidirectional", NULL};
 /* stof.attention's options: opt_keys and the score modifiers'; te.attention's */
-static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "bias",
+static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "key64", "bias",
                                             "buckets", "max_distance", "bidirectional", "alibi", "softcap", NULL};
 static const char *const te_opt_keys[] = {"scale", "bias", "buckets", "max_distance", "bidirectional", "alibi",
                                           "softcap", NULL};
@@ -165,9 +165,9 @@ static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname, const
     if (!found) slua_error(L, "ValueError", "%s: kernel must be \"auto\", \"block\" or \"row\"", fname);
   }
   lua_pop(L, 1);
-  static const char *const ints[] = {"tile", "warps", "stages", "split", "order"};
-  int *dst[] = {&o.tile, &o.warps, &o.stages, &o.split, &o.order};
-  for (int i = 0; i < 5; i++) {
+  static const char *const ints[] = {"tile", "warps", "stages", "split", "order", "key64"};
+  int *dst[] = {&o.tile, &o.warps, &o.stages, &o.split, &o.order, &o.key64};
+  for (int i = 0; i < 6; i++) {
     if (lua_getfield(L, idx, ints[i]) != LUA_TNIL) {
       if (!lua_isinteger(L, -1)) slua_error(L, "TypeError", "%s: option %s must be an integer", fname, ints[i]);
       lua_Integer v = lua_tointeger(L, -1);
@@ -449,6 +449,8 @@ static void push_choice(lua_State *L, const stof_attn_choice *c) {
   lua_setfield(L, -2, "halfskip");
   lua_pushboolean(L, c->nopartial);
   lua_setfield(L, -2, "nopartial");
+  lua_pushboolean(L, c->key64);
+  lua_setfield(L, -2, "key64");
   lua_pushinteger(L, (lua_Integer)c->heavy_rows);
   lua_setfield(L, -2, "heavy_rows");
   lua_pushinteger(L, (lua_Integer)c->split_rows);

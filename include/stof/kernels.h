@@ -388,6 +388,10 @@ typedef struct stof_attn_opts {
                               their mask's mean tiles launched before all others,
                               kernels/attention_split.c), -1 the default order (last row of
                               each (b, h) first) */
+  int key64;               /* Hopper kernel at D 64: 0 the selector's rule (dense- and
+                              causal-like masks), 1 tile 128 computed 64 keys a step, its two
+                              warpgroups sharing each K/V tile (STOF_SM90_KEY64; an error
+                              where it cannot run), -1 not */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -421,6 +425,7 @@ typedef struct stof_attn_choice {
   int nopartial;     /* hopper with STOF_SM90_NOPARTIAL=1 (the plan's format has no partial
                         tile: no mask code); set with the split, from the format at the
                         plan's tile, not by stof_attention_select */
+  int key64;         /* hopper with STOF_SM90_KEY64=1: tile 128 computed 64 keys a step (D 64) */
   int heavy_rows;    /* hopper with STOF_SM90_ORDER=1: tile-rows a (b, h) launched before all
                         others (long ones); set with the split, not by stof_attention_select */
   double frac16;     /* the format statistic the rule reads */

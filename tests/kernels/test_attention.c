@@ -515,9 +515,9 @@ static void select_follows_the_papers_rule(void **state) {
 static const stof_cuda_props h100 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
 static const stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
 
-/* The tile rule: on the Hopper kernel, tile 128 only at D = 128, S >= 2048 and at least 25%
- * of the 16x16 tiles non-empty; the portable kernel keeps its own rule (dense at S = 4096:
- * tile 128). Each case names its reason in `why`. */
+/* The tile rule: on the Hopper kernel, tile 128 at D = 128, S >= 2048 and at least 25%
+ * of the 16x16 tiles non-empty, and at D = 64 in 64-key steps (key64) for dense; the portable
+ * kernel keeps its own rule (dense at S = 4096: tile 128). Each case names its reason in `why`. */
 static void select_picks_the_tile_per_kernel_path(void **state) {
   (void)state;
   tu_heap heap;
@@ -527,8 +527,8 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
     int64_t S, D;
     int sm90, want;
   } cases[] = {
-      {1, 4096, 64, 1, 64},   {1, 4096, 128, 1, 128}, {1, 1024, 128, 1, 64},
-      {0, 4096, 128, 1, 64},  {1, 4096, 64, 0, 128},  {0, 4096, 64, 0, 64},
+      {1, 4096, 64, 1, 128},  {1, 4096, 128, 1, 128}, {1, 1024, 128, 1, 64},
+      {0, 4096, 128, 1, 64},  {1, 4096, 64, 0, 128},  {0, 4096, 64, 0, 64}, {0, 4096, 64, 1, 64},
       {1, 4096, 128, 0, 64}, /* the rule says 128, but 164 KB of shared memory do not fit an A100 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -550,7 +550,9 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
       expect_in_why(&c, "128 would need 167936 bytes of shared memory, the device allows 166912");
     } else {
       expect_in_why(&c, cases[i].sm90 ? "Hopper: 128" : "45% non-empty at S >= 2048");
-      expect_in_why(&c, cases[i].want == 128 ? "128 at" : "128 needs");
+      int key64 = cases[i].sm90 && cases[i].D == 64 && cases[i].want == 128;
+      expect_in_why(&c, key64 ? "128 in 64-key steps at" : cases[i].want == 128 ? "128 at" : "128 needs");
+      assert_int_equal(c.key64, key64);
     }
     stof_mask_format_free(f);
     stof_mask_free(m);
@@ -595,6 +597,69 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* Tile 128 in 64-key steps (key64) on the Hopper kernel at D = 64: where the 128-tiles cost at
+ * most 1.03x the 64-tiles' MMA work and under 10% of the tiles are partial: dense and causal at
+ * S = 4096 (causal 1.015x), not causal at 1024 (1.06x), document (1.04x), nor the masks of
+ * partial tiles; never at D = 128 or on the portable kernel; off with key64 = -1; forced with 1
+ * (then no per-lane masking), refused where it cannot run. */
+static void select_picks_key64_for_dense_and_causal(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  static const struct {
+    const char *mask;
+    int64_t S, D;
+    int want;
+  } cases[] = {{"dense", 4096, 64, 1},      {"causal", 4096, 64, 1},    {"causal", 1024, 64, 0},
+               {"document", 4096, 64, 0},   {"sliding", 4096, 64, 0},   {"longformer", 4096, 64, 0},
+               {"causal_sliding", 4096, 64, 0}, {"dense", 4096, 128, 0}, {"causal", 4096, 128, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    stof_mask *m;
+    TU_OK(ctx, stof_mask_suite(ctx, cases[i].mask, cases[i].S, &m));
+    stof_mask_format *f = format_of(ctx, m, cases[i].S, cases[i].S);
+    stof_attn_choice c;
+    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, NULL, &c));
+    if (c.key64 != cases[i].want || !c.hopper || (c.key64 && (c.tile != 128 || c.stages != 2 || !c.tma || c.rowmask)))
+      fail_msg("%s S %lld D %lld: key64 %d tile %d stages %d, want key64 %d: %s", cases[i].mask, (long long)cases[i].S,
+               (long long)cases[i].D, c.key64, c.tile, c.stages, cases[i].want, c.why);
+    if (c.key64) expect_in_why(&c, "in 64-key steps at <= 1.03x the 64-tiles' work");
+    else assert_null(strstr(c.why, "64-key steps"));
+    TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &a100, NULL, &c));
+    assert_false(c.key64);
+    if (cases[i].want) {
+      TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, &(stof_attn_opts){.key64 = -1}, &c));
+      assert_true(c.hopper && !c.key64 && c.tile == 64);
+    }
+    stof_mask_free(m);
+    /* forced: also where the rule says no (at D 64), with cp.async too */
+    if (cases[i].D == 64) {
+      TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tma = -1}, &c));
+      assert_true(c.hopper && c.key64 && c.tile == 128 && c.warps == 8 && !c.tma && !c.rowmask && !c.halfskip);
+      expect_in_why(&c, "in 64-key steps, asked for");
+    }
+    stof_mask_format_free(f);
+  }
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_dense(ctx, &m));
+  stof_mask_format *f = format_of(ctx, m, 4096, 4096);
+  stof_attn_choice c;
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 128, &h100, &(stof_attn_opts){.key64 = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "key64 asked for");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 64}, &c),
+         STOF_ERR_UNSUPPORTED, "key64 asked for");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .stages = 3}, &c),
+         STOF_ERR_UNSUPPORTED, "key64 asked for");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &a100, &(stof_attn_opts){.key64 = 1}, &c),
+         STOF_ERR_UNSUPPORTED, "not the Hopper kernel");
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 2}, &c), STOF_ERR_ARG,
+         "key64 2");
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 128}, &c));
+  assert_true(c.key64 && c.tile == 128 && c.stages == 2);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* The Hopper kernel without mask code (STOF_SM90_NOPARTIAL) exactly where the format at the
  * plan's tile has no partial tile: dense at tile 64 and 128, not dense at 1000 (its last key
  * tile is partial), not causal (its diagonal), never on the portable kernel, never from a
@@ -610,7 +675,7 @@ static void select_split_marks_formats_without_partial_tiles(void **state) {
     int causal;
     int64_t S, D;
     int tile, want;
-  } cases[] = {{0, 4096, 64, 64, 1}, {0, 4096, 128, 128, 1}, {0, 1000, 64, 64, 0}, {1, 4096, 64, 64, 0}, {1, 4096, 128, 128, 0}};
+  } cases[] = {{0, 4096, 64, 128, 1}, {0, 4096, 128, 128, 1}, {0, 1000, 64, 64, 0}, {1, 4096, 64, 128, 0}, {1, 4096, 128, 128, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const stof_mask *m = cases[i].causal ? causal : dense;
     int64_t S = cases[i].S;
@@ -1463,6 +1528,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_picks_the_tile_per_kernel_path),
       cmocka_unit_test(select_picks_the_partial_tile_masking),
       cmocka_unit_test(select_split_marks_formats_without_partial_tiles),
+      cmocka_unit_test(select_picks_key64_for_dense_and_causal),
       cmocka_unit_test(select_split_orders_long_rows_first),
       cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
       cmocka_unit_test(tile_32_compiles_on_the_block_kernel_only),

@@ -84,6 +84,7 @@ typedef struct run_spec {
   int portable, tma;       /* stof_attn_opts' (0: the selector's) */
   int split;               /* stof_attn_opts.split (0: the automatic rule) */
   int order;               /* stof_attn_opts.order (0: the automatic rule) */
+  int key64;               /* stof_attn_opts.key64 (0: the selector's rule) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -235,7 +236,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .portable = rs->portable,
                       .tma = rs->tma,
                       .split = rs->split,
-                      .order = rs->order};
+                      .order = rs->order,
+                      .key64 = rs->key64};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -248,9 +250,10 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
   if (ch->split_rows)
     snprintf(split, sizeof split, " split %lld rows/%lld chunks", (long long)ch->split_rows,
              (long long)ch->split_chunks);
-  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds%s%s", ct, stof_attn_kernel_name(rs->kernel),
+  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds%s%s%s", ct, stof_attn_kernel_name(rs->kernel),
            rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages,
-           ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma", split);
+           ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma",
+           ch->key64 ? " key64" : "", split);
 
   /* the choice: what was forced is kept; auto is the selector's answer for this device */
   char bad[512] = "";
@@ -265,7 +268,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
            (rs->tile && ch->tile != rs->tile) || (rs->warps && ch->warps != rs->warps) ||
            (rs->stages && ch->stages != rs->stages) || (rs->portable && ch->hopper) ||
            (rs->tma > 0 && !ch->tma) || (rs->tma < 0 && (!ch->hopper || ch->tma)) ||
-           (rs->split < 0 && ch->split_rows) || (rs->split > 0 && !ch->hopper))
+           (rs->split < 0 && ch->split_rows) || (rs->split > 0 && !ch->hopper) ||
+           (rs->key64 && ch->key64 != (rs->key64 > 0)) || ch->key64 != want.key64)
     snprintf(bad, sizeof bad, "forced options not kept");
   else if (stof_attn_plan_nvalid(plan) != p->nvalid)
     snprintf(bad, sizeof bad, "plan_nvalid %lld, the mask keeps %lld",
@@ -719,6 +723,57 @@ static void launch_order_matches_cpu(void **state) {
   check_case(f, &c, runs, 3);
   stof_mask_free(ph);
   stof_mask_free(lf);
+  finish(f);
+}
+
+/* Tile 128 in 64-key steps (stof_attn_opts.key64, STOF_SM90_KEY64; Hopper, D 64): the rule's
+ * choice on dense (no partial tile: the kernel without mask code) and causal at 4096 (its
+ * diagonal tiles masked), against key64 off; then forced on every suite mask at an odd length
+ * (partial tiles), K/V by TMA and by cp.async, f16 and bf16, one key/value head for three, and
+ * Sq != Sk; against the CPU. */
+static void key64_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: key64 is the Hopper kernel's (compute capability 9.0)\n");
+    skip();
+  }
+  static const run_spec rule[] = {{.kernel = STOF_ATTN_AUTO}, {.kernel = STOF_ATTN_AUTO, .key64 = -1},
+                                  {.kernel = STOF_ATTN_AUTO, .key64 = 1, .tma = -1}};
+  stof_mask *dense = NULL, *causal = NULL;
+  TU_OK(ctx, stof_mask_dense(ctx, &dense));
+  TU_OK(ctx, stof_mask_causal(ctx, &causal));
+  static const struct {
+    int causal;
+    int64_t B, H, Hkv, S;
+    stof_dtype dt;
+  } auto_cases[] = {{0, 2, 4, 4, 2048, STOF_DTYPE_F16}, {0, 1, 6, 2, 1024, STOF_DTYPE_BF16},
+                    {1, 1, 2, 2, 4096, STOF_DTYPE_F16}};
+  for (int i = 0; i < 3; i++) {
+    stof_mask *m = auto_cases[i].causal ? causal : dense;
+    stof_attn_plan *plan = NULL;
+    TU_OK(ctx, stof_attn_plan_new(f->e, m, auto_cases[i].B, auto_cases[i].H, auto_cases[i].Hkv, auto_cases[i].S,
+                                  auto_cases[i].S, 64, auto_cases[i].dt, NULL, &plan));
+    const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+    print_message("     %s\n", ch->why);
+    assert_true(ch->hopper && ch->key64 && ch->tile == 128 && ch->nopartial == !auto_cases[i].causal);
+    stof_attn_plan_free(plan);
+    gcase c = {m, auto_cases[i].B, auto_cases[i].H, auto_cases[i].Hkv, auto_cases[i].S, auto_cases[i].S, 64,
+               auto_cases[i].dt, 0, 3400 + (uint64_t)i};
+    check_case(f, &c, rule, 3);
+  }
+  static const run_spec forced[] = {{.kernel = STOF_ATTN_AUTO, .key64 = 1},
+                                    {.kernel = STOF_ATTN_AUTO, .key64 = 1, .tma = -1}};
+  for (int i = 0; stof_mask_suite_name(i); i++) {
+    stof_mask *m = suite_mask(f, i, 1000);
+    gcase c = {m, 1, 3, 1, 1000, 1000, 64, i % 2 ? STOF_DTYPE_BF16 : STOF_DTYPE_F16, 0.5f, 3410 + (uint64_t)i};
+    check_case(f, &c, forced, 2);
+    stof_mask_free(m);
+  }
+  gcase g = {causal, 2, 2, 2, 777, 1000, 64, STOF_DTYPE_F16, 1.0f, 3430}; /* Sq < Sk */
+  check_case(f, &g, forced, 2);
+  stof_mask_free(dense);
+  stof_mask_free(causal);
   finish(f);
 }
 
@@ -1242,6 +1297,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(every_kernel_variant_at_small_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(split_rows_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_order_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(key64_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),

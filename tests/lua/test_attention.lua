@@ -104,8 +104,14 @@ assert(c3.kernel == "row" and c3.tile == 128 and c3.why:find("asked for"))
 -- the portable kernel on an A100, where tile 128 at D 128 does not fit; "none": no GPU.
 local th, ch = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "h100"})
 assert(ch.hopper and ch.tile == 128 and ch.warps == 8 and th:find("on NVIDIA H100", 1, true), th)
+-- at D 64 dense runs at tile 128 in 64-key steps (key64), unless asked not to
 local _, ch64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h200"})
-assert(ch64.hopper and ch64.tile == 64 and ch64.why:find("TMA"), ch64.why)
+assert(ch64.hopper and ch64.tile == 128 and ch64.key64 and ch64.why:find("TMA, 64%-key steps"), ch64.why)
+local _, ch64n = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h200", key64 = -1})
+assert(ch64n.hopper and ch64n.tile == 64 and not ch64n.key64 and ch64n.why:find("TMA"), ch64n.why)
+local _, ch64d = stof.explain(M.suite("document", 4096), {S = 4096, D = 64}, {gpu = "h200"})
+assert(ch64d.hopper and ch64d.tile == 64 and not ch64d.key64, ch64d.why)
+expect_error("UnsupportedError", "key64 asked for", stof.explain, M.dense(), {S = 4096, D = 128}, {gpu = "h100", key64 = 1})
 local _, ca = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "a100"})
 assert(not ca.hopper and ca.tile == 64 and ca.why:find("would need 167936 bytes", 1, true), ca.why)
 local _, ca64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "a100"})
@@ -153,7 +159,7 @@ assert(t32:find("tiles of 32 (the plan's): 1999 full, 222 partial, 14163 empty",
 assert(c32.tile == 32 and not c32.hopper and c32.warps == 2 and not c32.halfskip and c32.split_rows == 0, c32.why)
 assert(c32.why:find("tile 32 (Hopper: 32 at >= 72% of the non-empty 64-tiles with an empty key half (82%), S >= 2048)",
                     1, true), c32.why)
-local td, cd = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h100"})
+local td, cd = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h100", key64 = -1})
 assert(not td:find("the plan's", 1, true), td) -- the tile the selector read is the plan's
 assert(not cd.rowmask and not cd.halfskip and cd.why:find("masked from the bitmap (0% partial", 1, true), cd.why)
 expect_error("UnsupportedError", "split 4 asked for, but the Hopper kernel is not chosen", stof.explain,
