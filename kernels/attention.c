@@ -391,8 +391,13 @@ static unsigned threads_hopper(int T, int tma, int key64) {
 }
 
 /* The 128-tiles a tile-64 format's entries fall in: for each instance and pair of tile-rows,
- * the distinct col / 2 of both rows (each row's columns ascending, as the builders write them). */
+ * the distinct col / 2 of both rows (each row's columns ascending, as the builders write them);
+ * every one where every 64-tile is non-empty; -1 (unknown) where the columns stayed on the
+ * device (long sequences' formats built there: only the tile-row arrays cross). */
 static int64_t tiles128_of_64(const stof_mask_format *f) {
+  if (f->ntile_full + f->ntile_partial == (int64_t)f->nmask * f->nrow * f->ncol)
+    return (int64_t)f->nmask * ((f->nrow + 1) / 2) * ((f->ncol + 1) / 2);
+  if (!f->col_idx) return -1;
   int64_t n = 0;
   for (int32_t m = 0; m < f->nmask; m++) {
     const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
@@ -564,8 +569,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
       o.halfskip != 1 && (o.tile ? o.tile == 128 && o.key64 == 1 : out->tile == 64)) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
     double part = nonempty > 0 ? f->ntile_partial / nonempty : 0;
-    double work = f->T == 64 && nonempty > 0 ? 4.0 * (double)tiles128_of_64(f) / nonempty : 0;
-    int rule = !o.tile && f->T == 64 && nonempty > 0 && work <= KEY64_MAX_WORK && part < SM90_ROWMASK_MIN_PARTIAL;
+    int64_t t128 = f->T == 64 && nonempty > 0 ? tiles128_of_64(f) : -1;
+    double work = t128 >= 0 ? 4.0 * (double)t128 / nonempty : 0;
+    int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK && part < SM90_ROWMASK_MIN_PARTIAL;
     if (o.key64 == 1 || rule) {
       int tma = o.tma != -1;
       if (smem_hopper(128, D, 2, tma, 1) <= dev->smem_per_block_optin) {

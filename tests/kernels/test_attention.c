@@ -630,6 +630,12 @@ static void select_picks_key64_for_dense_and_causal(void **state) {
       TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, cases[i].D, &h100, &(stof_attn_opts){.key64 = -1}, &c));
       assert_true(c.hopper && !c.key64 && c.tile == 64);
     }
+    /* the format's columns on the device (a long sequence's): causal unknown, so not; dense
+     * (every 64-tile non-empty) still */
+    stof_mask_format g = *f;
+    g.col_idx = NULL;
+    TU_OK(ctx, stof_attention_select(ctx, &g, 1, 8, cases[i].D, &h100, NULL, &c));
+    assert_int_equal(c.key64, cases[i].want && !strcmp(cases[i].mask, "dense"));
     stof_mask_free(m);
     /* forced: also where the rule says no (at D 64), with cp.async too */
     if (cases[i].D == 64) {
