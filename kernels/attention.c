@@ -569,9 +569,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
       o.halfskip != 1 && (o.tile ? o.tile == 128 && o.key64 == 1 : out->tile == 64)) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
     double part = nonempty > 0 ? f->ntile_partial / nonempty : 0;
-    int64_t t128 = f->T == 64 && nonempty > 0 ? tiles128_of_64(f) : -1;
+    int64_t t128 = f->T == 64 && nonempty > 0 && part < SM90_ROWMASK_MIN_PARTIAL ? tiles128_of_64(f) : -1;
     double work = t128 >= 0 ? 4.0 * (double)t128 / nonempty : 0;
-    int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK && part < SM90_ROWMASK_MIN_PARTIAL;
+    int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK;
     if (o.key64 == 1 || rule) {
       int tma = o.tma != -1;
       if (smem_hopper(128, D, 2, tma, 1) <= dev->smem_per_block_optin) {
