@@ -373,9 +373,10 @@ static int hopper_q_in_smem(int T, int64_t D, int tma, int key64) {
  * 128-tiles cost at most KEY64_MAX_WORK times the MMA work of the 64-tiles and partial tiles
  * are below the per-lane masking's share (it and the half skip are tile 64's). H200, session 18
  * (bench/results/s18/), attn_dev against the engine's tile-64 kernel in one process, 2-4
- * alternations: dense 0.975-0.985x the time at 8 x 1024 .. 16 x 4096 (H 12), causal
- * 0.97-0.98x at 16 x 4096 and 0.975-1.007x at 16 x 2048; document (1.04x the work at 16 x 4096)
- * 1.02-1.15x, sliding 1.6x slower. */
+ * alternations in each of three calls: dense 0.978-0.998x the time at 8 x 1024 .. 16 x 4096
+ * (H 12), causal 0.970-0.981x at 16 x 4096 and 0.976-1.007x at 16 x 2048; document (1.04x the
+ * work at 16 x 4096) 1.02-1.15x, sliding 1.6x slower; the engine (call 5) dense 0.975-0.995x,
+ * causal 16 x 4096 0.967x. */
 #define KEY64_MAX_WORK 1.03
 /* Whether the Hopper kernel's two warpgroups ping-pong (STOF_SM90_PINGPONG). */
 static int hopper_pingpong(int T, int stages) { return T == 128 && stages >= 3; }
