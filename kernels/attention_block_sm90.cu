@@ -120,7 +120,14 @@
  *   tile computed as two steps of 64 keys, S with m64n64 (32 accumulators, as at T = 64), so
  *   that the two warpgroups of a 128-row tile share its K/V copies at about the tile-64
  *   kernel's registers; with TMA the producer is one warp (no setmaxnreg), and with
- *   STOF_MIN_BLOCKS = 2 two CTAs fit an SM; default 0),
+ *   STOF_MIN_BLOCKS = 2 two CTAs fit an SM (the engine's key64 at D = 64); 2 and 3: the
+ *   softmax of one half under the other's P V (3: across tiles too, TMA only), measured
+ *   slower (they need ~112 registers: one CTA an SM; bench/NOTES-attention.md, session 18);
+ *   default 0),
+ *   STOF_SM90_SELFLOAD (1: with STOF_SM90_KEY64, TMA and Q in shared memory: no producer warp,
+ *   warp 0 of the consumers fills each stage once both warpgroups released it; measured
+ *   slower, kept for experiments; default 0),
+ *   STOF_MAXNREG (N > 0: __maxnreg__(N) instead of __launch_bounds__; experiments only),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
