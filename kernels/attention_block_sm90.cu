@@ -261,11 +261,15 @@ static_assert(STOF_SM90_KEY64 >= 0 && STOF_SM90_KEY64 <= 3 && (STOF_SM90_KEY64 !
  * 16 K registers over its 5 warps). */
 constexpr bool kSelfLoad = STOF_SM90_SELFLOAD != 0;
 static_assert(!kSelfLoad || (kKey64 && kTma && STOF_SM90_QREG == 0), "stof attention (sm90): STOF_SM90_SELFLOAD needs STOF_SM90_KEY64, TMA and Q in shared memory");
-constexpr int kProdThreads = !kTma || kSelfLoad ? 0 : kWG == 2 && !kKey64 ? 128 : 32;
+/* STOF_SM90_KEY64 2 and 3 with TMA: the producer a warpgroup again, so that setmaxnreg can give
+ * the consumers 112 registers at 2 CTAs an SM (2 x (128 x 24 + 256 x 112) <= 64 K, and an SM
+ * sub-partition's 16 K registers hold its 2 producer and 4 consumer warps). */
+constexpr bool kKey64Split = kKey64 && STOF_SM90_KEY64 >= 2 && kTma && !kSelfLoad && !STOF_MAXNREG;
+constexpr int kProdThreads = !kTma || kSelfLoad ? 0 : kWG == 2 && (!kKey64 || kKey64Split) ? 128 : 32;
 constexpr int kBlockThreads = kThreads + kProdThreads;
 static_assert(kBlockThreads <= 1024, "threads"); /* (unreferenced with STOF_MAXNREG) */
 constexpr int kProdRegs = kProdThreads == 128 ? 24 : 0;   /* setmaxnreg.dec of the producer */
-constexpr int kConsRegs = kProdThreads == 128 ? 240 : 0;  /* setmaxnreg.inc of the consumers */
+constexpr int kConsRegs = kProdThreads != 128 ? 0 : kKey64Split ? 112 : 240; /* setmaxnreg.inc of the consumers */
 static_assert(kProdRegs * 128 + kConsRegs * kThreads <= 65536, "stof attention (sm90): register split over 64K");
 constexpr int kBarBytes = kTma || kPingpong ? 128 : 0; /* mbarriers */
 constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
