@@ -121,8 +121,10 @@
  *   that the two warpgroups of a 128-row tile share its K/V copies at about the tile-64
  *   kernel's registers; with TMA the producer is one warp (no setmaxnreg), and with
  *   STOF_MIN_BLOCKS = 2 two CTAs fit an SM (the engine's key64 at D = 64); 2 and 3: the
- *   softmax of one half under the other's P V (3: across tiles too, TMA only), measured
- *   slower (they need ~112 registers: one CTA an SM; bench/NOTES-attention.md, session 18);
+ *   softmax of one half under the other's P V (3: across tiles too, TMA only). They need ~112
+ *   registers: with STOF_MAXNREG = 112 one CTA an SM, measured slower (bench/NOTES-attention.md,
+ *   session 18); with TMA and no STOF_MAXNREG the producer is a warpgroup again and setmaxnreg
+ *   gives the consumers 112 at 2 CTAs an SM (bench/attn_ab_key64wg.sh; not yet run on a GPU);
  *   default 0),
  *   STOF_SM90_SELFLOAD (1: with STOF_SM90_KEY64, TMA and Q in shared memory: no producer warp,
  *   warp 0 of the consumers fills each stage once both warpgroups released it; measured
