@@ -561,10 +561,6 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                             "memory, the device allows %zu (ask for tile 64 or fewer stages)",
                             out->tile, (long long)D, out->stages, need, (size_t)dev->smem_per_block_optin);
   }
-  /* how the Hopper kernel masks partial tiles, from the counts of the format the selector
-   * reads (tile 64 unless a tile is asked for), also where the plan then runs at tile 128:
-   * the calibration timed the tile-128 configuration against those same counts; the half
-   * skip needs tile 64 */
   /* Hopper, D = 64: tile 128 computed 64 keys a step (KEY64_MAX_WORK), or asked for */
   if (out->hopper && D == 64 && o.key64 >= 0 && !o.warps && (!o.stages || o.stages == 2) && o.rowmask != 1 &&
       o.halfskip != 1 && (o.tile ? o.tile == 128 && o.key64 == 1 : out->tile == 64)) {
@@ -592,6 +588,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                           "selector's, 2 stages, no rowmask or halfskip (%s-wise, tile %d, D = %lld%s)",
                           stof_attn_kernel_name(out->kernel), out->tile, (long long)D,
                           out->hopper ? "" : ", not the Hopper kernel");
+  /* how the Hopper kernel masks partial tiles, from the counts of the format the selector
+   * reads (tile 64 unless a tile is asked for), also where the plan then runs at tile 128:
+   * the calibration timed the tile-128 configuration against those same counts; the half
+   * skip needs tile 64 */
   char mask_why[160] = "";
   if (out->hopper) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
@@ -942,7 +942,8 @@ static stof_status mod_upload(stof_attn_plan *p) {
 /* CTAs of the Hopper kernel resident on one SM, for the split rule's launch balance: what
  * shared memory allows, capped by registers as cuobjdump -res-usage reports them for the
  * variants the selector picks (tile 128: 168 registers x 256-384 threads, one CTA; tile 64:
- * 186-220 x 128, two; Q in shared memory: 96 x 160, four by STOF_MIN_BLOCKS=4). */
+ * 186-220 x 128, two; Q in shared memory: 96 x 160, four by STOF_MIN_BLOCKS=4; key64: 93-95
+ * x 288, two by STOF_MIN_BLOCKS=2, as attn_dev's occupancy query reported, session 18). */
 static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, int stages, int tma, int key64) {
   int64_t by_regs = key64 ? 2 : T == 128 ? 1 : hopper_q_in_smem(T, D, tma, 0) ? 4 : 2;
   int64_t by_smem = (int64_t)(dev->smem_per_block_optin + 1024) / (smem_hopper(T, D, stages, tma, key64) + 1024);
