@@ -1,6 +1,6 @@
 #!/bin/bash
 # STOF_SM90_KEY64 modes 2 and 3 (the softmax of one 64-key half under the other's P V) with the
-# producer as a warpgroup and setmaxnreg 24 / 112, so that 2 CTAs of 384 threads fit an SM
+# producer as a warpgroup and setmaxnreg 24 / 104, so that 2 CTAs of 384 threads fit an SM
 # (the `_wg` configurations), against key64's mode 1 (the engine's) and the tile-64 kernel, on
 # one Hopper GPU: the check (the mask-code kernels on the odd shapes, the `_np` ones on dense at
 # multiples of 128), then four alternations in one process at dense 8 x 1024 .. 16 x 4096 and

@@ -1103,7 +1103,7 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64_sl_block
 #include "attn_dev.cu"
 
-/* _wg: STOF_SM90_KEY64 = 2 / 3 with the producer a warpgroup and setmaxnreg 24 / 112 (2 CTAs of 384
+/* _wg: STOF_SM90_KEY64 = 2 / 3 with the producer a warpgroup and setmaxnreg 24 / 104 (2 CTAs of 384
  * threads an SM; branch wip/key64-wg, bench/attn_ab_key64wg.sh). */
 #define ATTN_NS g64_t128_s2_k_m2_tma_k64o_wg_np
 #define STOF_HEAD_DIM 64

@@ -391,11 +391,10 @@ static unsigned threads_hopper(int T, int tma, int key64) {
   return (unsigned)(2 * T + (!tma ? 0 : T == 128 && !key64 ? 128 : 32));
 }
 
-/* The 128-tiles a tile-64 format's entries fall in: for each instance and pair of tile-rows,
- * the distinct col / 2 of both rows (each row's columns ascending, as the builders write them);
- * every one where every 64-tile is non-empty; -1 (unknown) where the columns stayed on the
- * device (long sequences' formats built there: only the tile-row arrays cross). */
-static int64_t tiles128_of_64(const stof_mask_format *f) {
+/* kernels_int.h. For each instance and pair of tile-rows, the distinct col / 2 of both rows
+ * (each row's columns ascending, as the builders write them). */
+int64_t kernels_attn_tiles128(const stof_mask_format *f) {
+  if (f->T != 64) return -1;
   if (f->ntile_full + f->ntile_partial == (int64_t)f->nmask * f->nrow * f->ncol)
     return (int64_t)f->nmask * ((f->nrow + 1) / 2) * ((f->ncol + 1) / 2);
   if (!f->col_idx) return -1;
@@ -562,11 +561,11 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                             out->tile, (long long)D, out->stages, need, (size_t)dev->smem_per_block_optin);
   }
   /* Hopper, D = 64: tile 128 computed 64 keys a step (KEY64_MAX_WORK), or asked for */
-  if (out->hopper && D == 64 && o.key64 >= 0 && !o.warps && (!o.stages || o.stages == 2) && o.rowmask != 1 &&
+  if (out->hopper && D == 64 && o.key64 >= 0 && (!o.warps || o.warps == 8) && (!o.stages || o.stages == 2) && o.rowmask != 1 &&
       o.halfskip != 1 && (o.tile ? o.tile == 128 && o.key64 == 1 : out->tile == 64)) {
     double nonempty = (double)(f->ntile_full + f->ntile_partial);
     double part = nonempty > 0 ? f->ntile_partial / nonempty : 0;
-    int64_t t128 = f->T == 64 && nonempty > 0 && part < SM90_ROWMASK_MIN_PARTIAL ? tiles128_of_64(f) : -1;
+    int64_t t128 = f->T == 64 && nonempty > 0 && part < SM90_ROWMASK_MIN_PARTIAL ? kernels_attn_tiles128(f) : -1;
     double work = t128 >= 0 ? 4.0 * (double)t128 / nonempty : 0;
     int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK;
     if (o.key64 == 1 || rule) {
@@ -585,7 +584,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (o.key64 == 1 && !out->key64)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "attention: key64 asked for, but it needs the Hopper kernel at D = 64, tile 128 or the "
-                          "selector's, 2 stages, no rowmask or halfskip (%s-wise, tile %d, D = %lld%s)",
+                          "selector's, 8 warps or the selector's, 2 stages, no rowmask or halfskip (%s-wise, tile %d, "
+                          "D = %lld%s)",
                           stof_attn_kernel_name(out->kernel), out->tile, (long long)D,
                           out->hopper ? "" : ", not the Hopper kernel");
   /* how the Hopper kernel masks partial tiles, from the counts of the format the selector

@@ -124,7 +124,7 @@
  *   softmax of one half under the other's P V (3: across tiles too, TMA only). They need ~112
  *   registers: with STOF_MAXNREG = 112 one CTA an SM, measured slower (bench/NOTES-attention.md,
  *   session 18); with TMA and no STOF_MAXNREG the producer is a warpgroup again and setmaxnreg
- *   gives the consumers 112 at 2 CTAs an SM (bench/attn_ab_key64wg.sh; not yet run on a GPU);
+ *   gives the consumers 104 at 2 CTAs an SM (bench/attn_ab_key64wg.sh; not yet run on a GPU);
  *   default 0),
  *   STOF_SM90_SELFLOAD (1: with STOF_SM90_KEY64, TMA and Q in shared memory: no producer warp,
  *   warp 0 of the consumers fills each stage once both warpgroups released it; measured
@@ -264,15 +264,21 @@ static_assert(STOF_SM90_KEY64 >= 0 && STOF_SM90_KEY64 <= 3 && (STOF_SM90_KEY64 !
 constexpr bool kSelfLoad = STOF_SM90_SELFLOAD != 0;
 static_assert(!kSelfLoad || (kKey64 && kTma && STOF_SM90_QREG == 0), "stof attention (sm90): STOF_SM90_SELFLOAD needs STOF_SM90_KEY64, TMA and Q in shared memory");
 /* STOF_SM90_KEY64 2 and 3 with TMA: the producer a warpgroup again, so that setmaxnreg can give
- * the consumers 112 registers at 2 CTAs an SM (2 x (128 x 24 + 256 x 112) <= 64 K, and an SM
- * sub-partition's 16 K registers hold its 2 producer and 4 consumer warps). */
+ * the consumers 104 registers at 2 CTAs an SM: __launch_bounds__(384, 2) allocates 80 a
+ * thread, and setmaxnreg moves registers within the CTA's allocation only (the producer's
+ * 128 x (80 - 24) cover the consumers' 256 x (104 - 80), not 256 x (112 - 80): .inc would wait
+ * for ever); an SM sub-partition then holds its 2 producer and 4 consumer warps. */
 constexpr bool kKey64Split = kKey64 && STOF_SM90_KEY64 >= 2 && kTma && !kSelfLoad && !STOF_MAXNREG;
 constexpr int kProdThreads = !kTma || kSelfLoad ? 0 : kWG == 2 && (!kKey64 || kKey64Split) ? 128 : 32;
 constexpr int kBlockThreads = kThreads + kProdThreads;
 static_assert(kBlockThreads <= 1024, "threads"); /* (unreferenced with STOF_MAXNREG) */
 constexpr int kProdRegs = kProdThreads == 128 ? 24 : 0;   /* setmaxnreg.dec of the producer */
-constexpr int kConsRegs = kProdThreads != 128 ? 0 : kKey64Split ? 112 : 240; /* setmaxnreg.inc of the consumers */
-static_assert(kProdRegs * 128 + kConsRegs * kThreads <= 65536, "stof attention (sm90): register split over 64K");
+constexpr int kConsRegs = kProdThreads != 128 ? 0 : kKey64Split ? 104 : 240; /* setmaxnreg.inc of the consumers */
+/* setmaxnreg moves registers within the CTA: the split must fit what the launch allocates (a
+ * thread's share of 64 K over the CTAs of __launch_bounds__, in steps of 8) */
+static_assert(kProdRegs * 128 + kConsRegs * kThreads <=
+                  ((65536 / (kBlockThreads * (STOF_MIN_BLOCKS > 0 ? STOF_MIN_BLOCKS : 1))) & ~7) * kBlockThreads,
+              "stof attention (sm90): register split over the CTA's allocation");
 constexpr int kBarBytes = kTma || kPingpong ? 128 : 0; /* mbarriers */
 constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
 /* With TMA: stage s's tile's bmp_off entry (>= 0: partial) in the mbarrier area's spare
@@ -1544,7 +1550,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     reg_fence(o);
     if (i > 0) tma_release(i - 1);
 #if STOF_SM90_SELFLOAD
-    if (i > 0) self_next(i + 1); /* into the stage of tile i - 1, just released */
+    if (i > 0) self_next(i - 1 + kStages); /* into the stage of tile i - 1, just released */
 #endif
 #endif
     rescale_pack<4>(o, p, s, alpha);

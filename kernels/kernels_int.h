@@ -301,4 +301,10 @@ stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
                                     kernels_attn_order *out);
 void kernels_attn_order_free(stof_ctx *ctx, kernels_attn_order *o);
 
+/* The non-empty 128-tiles of a tile-64 format (the work of key64, kernels/attention.c): from
+ * its columns, or from its sizes where every 64-tile is non-empty; -1 where that is not known
+ * (the columns stayed on the device, as a long sequence's format built there keeps them) or
+ * the format is not at tile 64. Equals the nentry of the same mask's tile-128 format. */
+int64_t kernels_attn_tiles128(const stof_mask_format *f);
+
 #endif

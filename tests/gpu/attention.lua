@@ -41,3 +41,34 @@ do
   assert(worst < 5e-3, "the (batch, head) pairs of grid z are wrong")
 end
 print("gpu attention (B*H over grid z) ok")
+
+-- key64 (D 64 on Hopper: tile 128 in 64-key steps): the selector's, forced and off give the
+-- CPU's result; the plan cache keys on the option (a forced key64 at D 128 is refused even
+-- after a plain call with the same inputs had cached a plan)
+do
+  local _, c = stof.explain(M.dense(), {S = 1024, B = 2, H = 4, D = 64})
+  if c.hopper then
+    local m = M.causal()
+    for _, Dd in ipairs({64, 128}) do
+      local q, k, v = stof.rand({2, 4, 1024, Dd}, "float16", 7), stof.rand({2, 4, 1024, Dd}, "float16", 8),
+        stof.rand({2, 4, 1024, Dd}, "float16", 9)
+      local qd, kd, vd = q:to("cuda"), k:to("cuda"), v:to("cuda")
+      local ref = stof.attention(q:astype("float32"), k:astype("float32"), v:astype("float32"), m)
+      local o = stof.attention(qd, kd, vd, m):to("cpu")
+      assert(stof.rel_l2(o:astype("float32"), ref) < 1e-2)
+      if Dd == 64 then
+        for _, kv in ipairs({1, -1}) do
+          local ok = stof.attention(qd, kd, vd, m, {key64 = kv}):to("cpu")
+          local err = stof.rel_l2(ok:astype("float32"), ref)
+          print(("key64 = %d rel_l2 %.2e"):format(kv, err))
+          assert(err < 1e-2)
+        end
+      else
+        local ok, err = pcall(stof.attention, qd, kd, vd, m, {key64 = 1})
+        assert(not ok and tostring(err):find("key64 asked for", 1, true), tostring(err))
+      end
+    end
+    print("gpu attention key64 ok")
+  end
+end
+

@@ -12,13 +12,15 @@ if not stof.cuda_mem_info() then
 end
 
 local B, H, Hkv = 1, 4, 2
+-- whether the GPU present runs the Hopper kernel (the selector's answer for it)
+local hopper = select(2, stof.explain(M.dense(), {S = 1024, D = 64})).hopper
 -- kernels: the selector's choice (the Hopper kernel with TMA at D 64 / tile 64 and D 128 /
 -- tile 128), the other tile (the Hopper kernel with cp.async), the portable block-wise
 -- kernel (mma.sync) at tiles 64 and 32, and the row-wise kernel; the Hopper kernel with
 -- every tile-row of more than 2 tiles split over CTAs (the chunks' modifiers must match the
 -- main kernel's)
 local function kernels(D)
-  return {
+  local list = {
     {name = "auto", o = {}},
     {name = "other tile", o = {tile = D == 64 and 128 or 64}},
     {name = "split 2", o = {split = 2}},
@@ -27,6 +29,13 @@ local function kernels(D)
     {name = "tile 32", o = {tile = 32}}, -- the portable kernel, as bigbird runs on Hopper from S = 2048
     {name = "row", o = {kernel = "row"}},
   }
+  -- D 64 on Hopper: tile 128 in 64-key steps (key64; the selector takes it for dense and
+  -- causal-like masks with few partial tiles, so modified dense attention runs it), also split
+  if D == 64 and hopper then
+    list[#list + 1] = {name = "key64", o = {key64 = 1}}
+    list[#list + 1] = {name = "key64, split 2", o = {key64 = 1, split = 2}}
+  end
+  return list
 end
 local shapes = {
   {Sq = 200, Sk = 200, mask = function(S) return M.suite("bigbird", S) end, mname = "bigbird"},

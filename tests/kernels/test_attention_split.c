@@ -442,6 +442,57 @@ static void order_rule_on_made_up_rows(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* A window of 40 on each side, plus whole rows 0-31 in heads h = 1 (mod 3) and none in the
+ * others: instances that differ. */
+static int per_head_rows(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud;
+  (void)b;
+  return (i - j <= 40 && j - i <= 40) || (h % 3 == 1 && i < 32);
+}
+
+/* key64's count of 128-tiles from a tile-64 format (kernels_attn_tiles128) is the entry count
+ * of the same mask's tile-128 format: every suite mask at 1000 (an odd number of tile-rows,
+ * partial last tiles) and 4096, per-head and per-batch instances, Sq != Sk; -1 where the
+ * columns are not on the host, unless every 64-tile is non-empty; -1 for another tile. */
+static void tiles128_counts_the_tile_128_format(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *ms[16];
+  int nm = 0;
+  for (int i = 0; stof_mask_suite_name(i); i++) TU_OK(ctx, stof_mask_suite(ctx, stof_mask_suite_name(i), 1000, &ms[nm++]));
+  TU_OK(ctx, stof_mask_fn(ctx, per_head_rows, NULL, "per_head_rows", 0, 1, &ms[nm++]));
+  TU_OK(ctx, stof_mask_document_batched(ctx, 2, (const int64_t[]){2, 3}, (const int64_t[]){450, 550, 300, 300, 400},
+                                        &ms[nm++]));
+  static const int64_t dims[][4] = {{1, 1, 1000, 1000}, {2, 3, 1000, 1000}, {1, 3, 777, 1000}, {1, 1, 4096, 4096}};
+  int nchecked = 0;
+  for (int i = 0; i < nm; i++)
+    for (int d = 0; d < 4; d++) {
+      stof_mask_format *f64 = NULL, *f128 = NULL;
+      if (stof_mask_format_build(ctx, ms[i], dims[d][0], dims[d][1], dims[d][2], dims[d][3], 64, &f64)) {
+        stof_ctx_clear_error(ctx); /* a batched document mask takes B = 2 only */
+        continue;
+      }
+      TU_OK(ctx, stof_mask_format_build(ctx, ms[i], dims[d][0], dims[d][1], dims[d][2], dims[d][3], 128, &f128));
+      int64_t n = kernels_attn_tiles128(f64);
+      if (n != f128->nentry)
+        fail_msg("%s at %lld x %lld x %lld x %lld: %lld 128-tiles from the tile-64 format, the tile-128 format has %d",
+                 stof_mask_description(ms[i]), (long long)dims[d][0], (long long)dims[d][1], (long long)dims[d][2],
+                 (long long)dims[d][3], (long long)n, f128->nentry);
+      stof_mask_format g = *f64;
+      g.col_idx = NULL;
+      int all = f64->ntile_full + f64->ntile_partial == (int64_t)f64->nmask * f64->nrow * f64->ncol;
+      assert_int_equal(kernels_attn_tiles128(&g), all ? n : -1);
+      assert_int_equal(kernels_attn_tiles128(f128), -1);
+      nchecked++;
+      stof_mask_format_free(f64);
+      stof_mask_format_free(f128);
+    }
+  assert_true(nchecked >= 4 * (nm - 1));
+  for (int i = 0; i < nm; i++) stof_mask_free(ms[i]);
+  tu_ctx_free(ctx, &heap);
+}
+
 int run_attention_split_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(split_rule_splits_longformer_global_rows),
@@ -451,6 +502,7 @@ int run_attention_split_tests(void) {
       cmocka_unit_test(combine_matches_the_unsplit_softmax),
       cmocka_unit_test(order_rule_puts_longformer_global_rows_first),
       cmocka_unit_test(order_rule_on_made_up_rows),
+      cmocka_unit_test(tiles128_counts_the_tile_128_format),
   };
   return cmocka_run_group_tests_name("attention_split", tests, NULL, NULL);
 }

@@ -729,8 +729,9 @@ static void launch_order_matches_cpu(void **state) {
 /* Tile 128 in 64-key steps (stof_attn_opts.key64, STOF_SM90_KEY64; Hopper, D 64): the rule's
  * choice on dense (no partial tile: the kernel without mask code) and causal at 4096 (its
  * diagonal tiles masked), against key64 off; then forced on every suite mask at an odd length
- * (partial tiles), K/V by TMA and by cp.async, f16 and bf16, one key/value head for three, and
- * Sq != Sk; against the CPU. */
+ * (partial tiles), K/V by TMA and by cp.async, and with every tile-row of more than 2 tiles split
+ * (STOF_SM90_SPLIT with KEY64), f16 and bf16, one key/value head for three, and Sq != Sk;
+ * against the CPU. */
 static void key64_matches_cpu(void **state) {
   fixture *f = gpu(state);
   stof_ctx *ctx = f->ctx;
@@ -763,15 +764,16 @@ static void key64_matches_cpu(void **state) {
     check_case(f, &c, rule, 3);
   }
   static const run_spec forced[] = {{.kernel = STOF_ATTN_AUTO, .key64 = 1},
-                                    {.kernel = STOF_ATTN_AUTO, .key64 = 1, .tma = -1}};
+                                    {.kernel = STOF_ATTN_AUTO, .key64 = 1, .tma = -1},
+                                    {.kernel = STOF_ATTN_AUTO, .key64 = 1, .split = 2}};
   for (int i = 0; stof_mask_suite_name(i); i++) {
     stof_mask *m = suite_mask(f, i, 1000);
     gcase c = {m, 1, 3, 1, 1000, 1000, 64, i % 2 ? STOF_DTYPE_BF16 : STOF_DTYPE_F16, 0.5f, 3410 + (uint64_t)i};
-    check_case(f, &c, forced, 2);
+    check_case(f, &c, forced, 3);
     stof_mask_free(m);
   }
   gcase g = {causal, 2, 2, 2, 777, 1000, 64, STOF_DTYPE_F16, 1.0f, 3430}; /* Sq < Sk */
-  check_case(f, &g, forced, 2);
+  check_case(f, &g, forced, 3);
   stof_mask_free(dense);
   stof_mask_free(causal);
   finish(f);
