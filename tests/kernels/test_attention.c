@@ -661,6 +661,10 @@ static void select_picks_key64_for_dense_and_causal(void **state) {
          "key64 2");
   TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 128}, &c));
   assert_true(c.key64 && c.tile == 128 && c.stages == 2);
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 128, .warps = 8}, &c));
+  assert_true(c.key64 && c.tile == 128 && c.warps == 8);
+  TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 128, .warps = 4}, &c),
+         STOF_ERR_UNSUPPORTED, "key64 asked for");
   stof_mask_format_free(f);
   stof_mask_free(m);
   tu_ctx_free(ctx, &heap);
