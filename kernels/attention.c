@@ -567,7 +567,10 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     double part = nonempty > 0 ? f->ntile_partial / nonempty : 0;
     int64_t t128 = f->T == 64 && nonempty > 0 && part < SM90_ROWMASK_MIN_PARTIAL ? kernels_attn_tiles128(f) : -1;
     double work = t128 >= 0 ? 4.0 * (double)t128 / nonempty : 0;
-    int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK;
+    /* measured without score modifiers (with them the kernel spills 36-104 bytes, and ptxas
+     * serialises its wgmma with the T5 table): the rule leaves modified attention at tile 64 */
+    int plain = o.mod.kind == STOF_ATTN_MOD_NONE && !(o.mod.softcap > 0);
+    int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK && plain;
     if (o.key64 == 1 || rule) {
       int tma = o.tma != -1;
       if (smem_hopper(128, D, 2, tma, 1) <= dev->smem_per_block_optin) {

@@ -661,6 +661,13 @@ static void select_picks_key64_for_dense_and_causal(void **state) {
          "key64 2");
   TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 128}, &c));
   assert_true(c.key64 && c.tile == 128 && c.stages == 2);
+  /* with a score modifier the rule stays at tile 64 (not measured there); forced still runs */
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.mod = {.softcap = 30}}, &c));
+  assert_true(c.hopper && !c.key64 && c.tile == 64);
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.mod = {.kind = STOF_ATTN_MOD_ALIBI}}, &c));
+  assert_true(c.hopper && !c.key64 && c.tile == 64);
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .mod = {.softcap = 30}}, &c));
+  assert_true(c.key64 && c.tile == 128);
   TU_OK(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 128, .warps = 8}, &c));
   assert_true(c.key64 && c.tile == 128 && c.warps == 8);
   TU_ERR(ctx, stof_attention_select(ctx, f, 1, 8, 64, &h100, &(stof_attn_opts){.key64 = 1, .tile = 128, .warps = 4}, &c),
