@@ -39,7 +39,6 @@ namespace ATTN_NS {
 #undef STOF_TILE_N
 #undef STOF_STAGES
 #undef STOF_MIN_BLOCKS
-#undef STOF_MAXNREG
 #undef STOF_WG_AB
 #undef STOF_SM90_QREG
 #undef STOF_SM90_PV_SPLIT
@@ -50,7 +49,6 @@ namespace ATTN_NS {
 #undef STOF_SM90_ROWMASK
 #undef STOF_SM90_NOPARTIAL
 #undef STOF_SM90_KEY64
-#undef STOF_SM90_SELFLOAD
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -944,165 +942,6 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g128_t128_s2_k_tma_k64_np_block
 #include "attn_dev.cu"
 
-/* _k64o / _k64f: STOF_SM90_KEY64 = 2 / 3 (the softmax of a half under the other's P V; 3 also
- * across tiles), registers capped at 112 by STOF_MAXNREG (2 CTAs an SM). */
-#define ATTN_NS g64_t128_s2_k_r112_tma_k64o
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MAXNREG 112
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 2
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64o_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_r112_tma_k64o_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MAXNREG 112
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 2
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64o_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_r112_tma_k64f
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MAXNREG 112
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 3
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64f_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_r112_tma_k64f_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MAXNREG 112
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 3
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64f_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_r112_tma_k64_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MAXNREG 112
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 1
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_r112_tma_k64_np_block
-#include "attn_dev.cu"
-
-/* _sl: STOF_SM90_SELFLOAD=1 (no producer warp: warp 0 of the consumers fills the stages; 2 CTAs
- * of 256 threads an SM at up to 128 registers). */
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64_sl_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 1
-#define STOF_SM90_SELFLOAD 1
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64_sl_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64o_sl_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 2
-#define STOF_SM90_SELFLOAD 1
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64o_sl_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64f_sl_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 3
-#define STOF_SM90_SELFLOAD 1
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64f_sl_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64o_sl
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 2
-#define STOF_SM90_SELFLOAD 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64o_sl_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64f_sl
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 3
-#define STOF_SM90_SELFLOAD 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64f_sl_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64_sl
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 1
-#define STOF_SM90_SELFLOAD 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64_sl_block
-#include "attn_dev.cu"
-
 /* _wg: STOF_SM90_KEY64 = 2 / 3 with the producer a warpgroup and setmaxnreg 24 / 104 (2 CTAs of 384
  * threads an SM; branch wip/key64-wg, bench/attn_ab_key64wg.sh). */
 #define ATTN_NS g64_t128_s2_k_m2_tma_k64o_wg_np
@@ -1170,6 +1009,7 @@ struct Cfg {
   int tma, threads; /* sm90 only: STOF_SM90_TMA; threads per CTA (kBlockThreads: the producer too) */
   int halfskip;     /* sm90 only: STOF_SM90_HALFSKIP */
   int rowmask;      /* sm90 only: STOF_SM90_ROWMASK */
+  int nopartial, key64; /* sm90 only: STOF_SM90_NOPARTIAL, STOF_SM90_KEY64 (its mode) */
 };
 
 #define CFG(ns, D, T, BF, W, S, SP, UN, MB, RW, RK)                                         \
@@ -1182,7 +1022,8 @@ struct Cfg {
     #ns, D, T, BF, T / 16, S, 0, -1, MB, 0, 0, ns::stof_attn::sm90::kSmemBytes,            \
         (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP,                         \
         ns::stof_attn::sm90::kTma, ns::stof_attn::sm90::kBlockThreads,                     \
-        ns::stof_attn::sm90::kHalfskip, ns::stof_attn::sm90::kRowmask                     \
+        ns::stof_attn::sm90::kHalfskip, ns::stof_attn::sm90::kRowmask,                    \
+        ns::stof_attn::sm90::kNoPartial, ns::stof_attn::sm90::kKey64Mode                        \
   }
 
 static const Cfg g_cfgs[] = {
@@ -1251,17 +1092,6 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t128_s2_k_m2_tma_k64, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g64_t128_s2_k_m2_tma_k64_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g128_t128_s2_k_tma_k64_np, 128, 128, 0, 2, 1, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_r112_tma_k64o, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_r112_tma_k64o_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_r112_tma_k64f, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_r112_tma_k64f_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_r112_tma_k64_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64_sl_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64o_sl_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64f_sl_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64o_sl, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64f_sl, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64_sl, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g64_t128_s2_k_m2_tma_k64o_wg_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g64_t128_s2_k_m2_tma_k64f_wg_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g64_t128_s2_k_m2_tma_k64o_wg, 64, 128, 0, 2, 2, 0, 0, 0, 0),
@@ -1899,7 +1729,8 @@ static int nvrtc_check(const std::string &dir)
                          "-DSTOF_SM90_QREG=" + std::to_string(c.qreg), "-DSTOF_SM90_PV_SPLIT=" + std::to_string(c.pvsplit),
                          "-DSTOF_SM90_OVERLAP=" + std::to_string(c.overlap), "-DSTOF_SM90_PINGPONG=" + std::to_string(c.pingpong),
                          "-DSTOF_SM90_TMA=" + std::to_string(c.tma), "-DSTOF_SM90_HALFSKIP=" + std::to_string(c.halfskip),
-                         "-DSTOF_SM90_ROWMASK=" + std::to_string(c.rowmask)},
+                         "-DSTOF_SM90_ROWMASK=" + std::to_string(c.rowmask),
+                         "-DSTOF_SM90_NOPARTIAL=" + std::to_string(c.nopartial), "-DSTOF_SM90_KEY64=" + std::to_string(c.key64)},
                         false, "sm_90a");
       continue;
     }

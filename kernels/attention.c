@@ -456,6 +456,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                           (double)o.scale);
   double S = (double)(f->Sk > f->Sq ? f->Sk : f->Sq);
   double l = S > 32 ? log2(S / 16.0) : 1.0;
+  /* the format's shares of partial and half-empty tiles, which the Hopper rules read */
+  double nonempty = (double)(f->ntile_full + f->ntile_partial);
+  double part = nonempty > 0 ? f->ntile_partial / nonempty : 0, half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
   out->frac16 = f->frac16;
   out->threshold = STOF_ATTN_SELECT_C / (l * l);
   int n = 0;
@@ -505,8 +508,6 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   int wants_hopper = o.tma == 1 || o.rowmask == 1 || o.halfskip == 1 || o.split > 0 || o.key64 == 1;
   if (!o.tile && sm90 && !wants_hopper && out->tile == 64 && f->T == 64 && !o.warps &&
       S >= TILE32_SM90_MIN_S) {
-    double nonempty = (double)(f->ntile_full + f->ntile_partial);
-    double half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
     if (half >= TILE32_SM90_MIN_HALF) {
       out->tile = 32;
       sm90 = 0;
@@ -563,12 +564,11 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   /* Hopper, D = 64: tile 128 computed 64 keys a step (KEY64_MAX_WORK), or asked for */
   if (out->hopper && D == 64 && o.key64 >= 0 && (!o.warps || o.warps == 8) && (!o.stages || o.stages == 2) && o.rowmask != 1 &&
       o.halfskip != 1 && (o.tile ? o.tile == 128 && o.key64 == 1 : out->tile == 64)) {
-    double nonempty = (double)(f->ntile_full + f->ntile_partial);
-    double part = nonempty > 0 ? f->ntile_partial / nonempty : 0;
-    int64_t t128 = f->T == 64 && nonempty > 0 && part < SM90_ROWMASK_MIN_PARTIAL ? kernels_attn_tiles128(f) : -1;
+    int64_t t128 = nonempty > 0 && part < SM90_ROWMASK_MIN_PARTIAL ? kernels_attn_tiles128(f) : -1;
     double work = t128 >= 0 ? 4.0 * (double)t128 / nonempty : 0;
-    /* measured without score modifiers (with them the kernel spills 36-104 bytes, and ptxas
-     * serialises its wgmma with the T5 table): the rule leaves modified attention at tile 64 */
+    /* measured without score modifiers (nvcc 13.0: with the T5 table or ALiBi mode 1 spills 32-76
+     * bytes and ptxas serialises its wgmma (C7512), where tile 64 spills nothing; soft cap alone
+     * compiles clean but was not timed either): modified attention stays at tile 64 */
     int plain = o.mod.kind == STOF_ATTN_MOD_NONE && !(o.mod.softcap > 0);
     int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK && plain;
     if (o.key64 == 1 || rule) {
@@ -597,8 +597,6 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
    * skip needs tile 64 */
   char mask_why[160] = "";
   if (out->hopper) {
-    double nonempty = (double)(f->ntile_full + f->ntile_partial);
-    double part = nonempty > 0 ? f->ntile_partial / nonempty : 0, half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
     out->rowmask = !out->key64 && (o.rowmask ? o.rowmask == 1 : part >= SM90_ROWMASK_MIN_PARTIAL);
     double half_min = D == 64 ? SM90_HALFSKIP_MIN_HALF_D64 : SM90_HALFSKIP_MIN_HALF;
     out->halfskip = out->tile == 64 && f->T == 64 && (o.halfskip ? o.halfskip == 1 : half >= half_min);

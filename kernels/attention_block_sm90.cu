@@ -116,20 +116,16 @@
  *   longer than their instance's mean (longformer's global rows), which would otherwise
  *   start when their (b, h) comes up and run alone at the launch's end. Adds an argument
  *   after M (order_t below), not with STOF_SM90_SPLIT; default 0),
- *   STOF_SM90_KEY64 (1: T = 128, the plain schedule, not with STOF_SM90_ROWMASK: each 128-key
- *   tile computed as two steps of 64 keys, S with m64n64 (32 accumulators, as at T = 64), so
- *   that the two warpgroups of a 128-row tile share its K/V copies at about the tile-64
- *   kernel's registers; with TMA the producer is one warp (no setmaxnreg), and with
- *   STOF_MIN_BLOCKS = 2 two CTAs fit an SM (the engine's key64 at D = 64); 2 and 3: the
- *   softmax of one half under the other's P V (3: across tiles too, TMA only). They need ~112
- *   registers: with STOF_MAXNREG = 112 one CTA an SM, measured slower (bench/NOTES-attention.md,
- *   session 18); with TMA and no STOF_MAXNREG the producer is a warpgroup again and setmaxnreg
- *   gives the consumers 104 at 2 CTAs an SM (bench/attn_ab_key64wg.sh; not yet run on a GPU);
- *   default 0),
- *   STOF_SM90_SELFLOAD (1: with STOF_SM90_KEY64, TMA and Q in shared memory: no producer warp,
- *   warp 0 of the consumers fills each stage once both warpgroups released it; measured
- *   slower, kept for experiments; default 0),
- *   STOF_MAXNREG (N > 0: __maxnreg__(N) instead of __launch_bounds__; experiments only),
+ *   STOF_SM90_KEY64 (1: T = 128, the plain schedule, Q in shared memory, not with
+ *   STOF_SM90_ROWMASK: each 128-key tile computed as two steps of 64 keys, S with m64n64 (32
+ *   accumulators, as at T = 64), so that the two warpgroups of a 128-row tile share its K/V
+ *   copies at about the tile-64 kernel's registers; with TMA the producer is one warp (no
+ *   setmaxnreg), and with STOF_MIN_BLOCKS = 2 two CTAs fit an SM (the engine's key64 at
+ *   D = 64); 2 and 3: the softmax of one half under the other's P V (3: across tiles too, TMA
+ *   only); they need ~112 registers, so with TMA the producer is a warpgroup again and
+ *   setmaxnreg gives the consumers 104 at 2 CTAs an SM (bench/attn_ab_key64wg.sh; not yet run
+ *   on a GPU; with a register cap at 1 CTA an SM, and without a producer warp, both measured
+ *   slower: bench/NOTES-attention.md, session 18); default 0),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -170,9 +166,6 @@
 #ifndef STOF_MIN_BLOCKS
 #define STOF_MIN_BLOCKS 1
 #endif
-#ifndef STOF_MAXNREG
-#define STOF_MAXNREG 0
-#endif
 #ifndef STOF_SM90_QREG
 #define STOF_SM90_QREG 1
 #endif
@@ -202,9 +195,6 @@
 #endif
 #ifndef STOF_SM90_KEY64
 #define STOF_SM90_KEY64 0
-#endif
-#ifndef STOF_SM90_SELFLOAD
-#define STOF_SM90_SELFLOAD 0
 #endif
 #if STOF_SM90_ORDER && STOF_SM90_SPLIT
 #error "stof attention: STOF_SM90_ORDER and STOF_SM90_SPLIT are exclusive (a split plan keeps the default order)"
@@ -255,29 +245,24 @@ constexpr bool kTma = STOF_SM90_TMA != 0;
  * warpgroups share each K/V tile at the registers of the tile-64 kernel: 2 CTAs of 288
  * threads an SM, the producer one warp (no setmaxnreg). */
 constexpr bool kKey64 = STOF_SM90_KEY64 != 0;
-static_assert(!kKey64 || (kT == 128 && !kPingpong && !kOverlap && !kRowmask), "stof attention (sm90): STOF_SM90_KEY64 needs T = 128 and the plain schedule without STOF_SM90_ROWMASK");
+constexpr int kKey64Mode = STOF_SM90_KEY64;
+static_assert(!kKey64 || (kT == 128 && !kPingpong && !kOverlap && !kRowmask && !STOF_SM90_QREG), "stof attention (sm90): STOF_SM90_KEY64 needs T = 128, Q in shared memory and the plain schedule without STOF_SM90_ROWMASK");
+constexpr unsigned kHalfBytes = 64 * 128; /* STOF_SM90_KEY64: the second 64 key rows of a K or V block */
 static_assert(STOF_SM90_KEY64 >= 0 && STOF_SM90_KEY64 <= 3 && (STOF_SM90_KEY64 != 3 || kTma), "stof attention (sm90): STOF_SM90_KEY64 is 0..3, 3 with TMA (the next tile's copy must wait for the stage's release)");
-/* STOF_SM90_SELFLOAD (with STOF_SM90_KEY64, TMA, Q in shared memory): no producer warp; warp 0
- * of the consumers fills each stage once both warpgroups released it, so that 2 CTAs of 256
- * threads fit an SM at up to 128 registers (a 9th warp caps them at 96: an SM sub-partition's
- * 16 K registers over its 5 warps). */
-constexpr bool kSelfLoad = STOF_SM90_SELFLOAD != 0;
-static_assert(!kSelfLoad || (kKey64 && kTma && STOF_SM90_QREG == 0), "stof attention (sm90): STOF_SM90_SELFLOAD needs STOF_SM90_KEY64, TMA and Q in shared memory");
 /* STOF_SM90_KEY64 2 and 3 with TMA: the producer a warpgroup again, so that setmaxnreg can give
- * the consumers 104 registers at 2 CTAs an SM: __launch_bounds__(384, 2) allocates 80 a
- * thread, and setmaxnreg moves registers within the CTA's allocation only (the producer's
- * 128 x (80 - 24) cover the consumers' 256 x (104 - 80), not 256 x (112 - 80): .inc would wait
- * for ever); an SM sub-partition then holds its 2 producer and 4 consumer warps. */
-constexpr bool kKey64Split = kKey64 && STOF_SM90_KEY64 >= 2 && kTma && !kSelfLoad && !STOF_MAXNREG;
-constexpr int kProdThreads = !kTma || kSelfLoad ? 0 : kWG == 2 && (!kKey64 || kKey64Split) ? 128 : 32;
+ * the consumers 104 registers at 2 CTAs an SM. __launch_bounds__(384, 2) allocates 80 a thread,
+ * and setmaxnreg moves registers within the CTA's pool only (PTX ISA, setmaxnreg): the
+ * producer's 128 x (80 - 24) cover the consumers' 256 x (104 - 80), not 256 x (112 - 80), for
+ * which .inc would wait for ever. */
+constexpr bool kKey64Split = kKey64 && STOF_SM90_KEY64 >= 2 && kTma;
+constexpr int kProdThreads = !kTma ? 0 : kWG == 2 && (!kKey64 || kKey64Split) ? 128 : 32;
 constexpr int kBlockThreads = kThreads + kProdThreads;
-static_assert(kBlockThreads <= 1024, "threads"); /* (unreferenced with STOF_MAXNREG) */
 constexpr int kProdRegs = kProdThreads == 128 ? 24 : 0;   /* setmaxnreg.dec of the producer */
 constexpr int kConsRegs = kProdThreads != 128 ? 0 : kKey64Split ? 104 : 240; /* setmaxnreg.inc of the consumers */
 /* setmaxnreg moves registers within the CTA: the split must fit what the launch allocates (a
  * thread's share of 64 K over the CTAs of __launch_bounds__, in steps of 8) */
 static_assert(kProdRegs * 128 + kConsRegs * kThreads <=
-                  ((65536 / (kBlockThreads * (STOF_MIN_BLOCKS > 0 ? STOF_MIN_BLOCKS : 1))) & ~7) * kBlockThreads,
+                  ((65536 / (kBlockThreads * STOF_MIN_BLOCKS)) & ~7) * kBlockThreads,
               "stof attention (sm90): register split over the CTA's allocation");
 constexpr int kBarBytes = kTma || kPingpong ? 128 : 0; /* mbarriers */
 constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
@@ -829,13 +814,7 @@ __device__ __forceinline__ void hs_tile(float (&o)[kNO], float (&mrow)[2], float
 } /* namespace sm90 */
 } /* namespace stof_attn */
 
-#if STOF_MAXNREG
-/* a register cap of its own (ptxas's from __launch_bounds__(288, 2) is 96, while 112 x 288 x 2
- * fits an SM's 64 K registers) */
-extern "C" __global__ void __maxnreg__(STOF_MAXNREG)
-#else
 extern "C" __global__ void __launch_bounds__(stof_attn::sm90::kBlockThreads, STOF_MIN_BLOCKS)
-#endif
 stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_attn::elem_t *__restrict__ K,
                          const stof_attn::elem_t *__restrict__ V, stof_attn::elem_t *__restrict__ O,
                          const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
@@ -1029,58 +1008,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     return;
   }
   if (kConsRegs) setmaxnreg_inc<kConsRegs>();
-#endif
-#if STOF_SM90_SELFLOAD
-  /* Warp 0 fills the stages (the producer's work for one tile): tile j into stage j % kStages,
-   * whose previous tile the caller saw released; the entry of tile j is in sl_col / sl_off,
-   * and the next one's is loaded after (a tile ahead of its use). */
-  int sl_col = 0, sl_off = -1;
-  if (warp == 0 && n > 0) {
-    sl_col = __ldg(col_idx + e0);
-    sl_off = __ldg(bmp_off + e0);
-    if (lane == 0) {
-      tma_prefetch_map(&tmK);
-      tma_prefetch_map(&tmV);
-    }
-  }
-  auto self_fill = [&](int j) {
-    const int st = j % kStages;
-    const unsigned full = bar_full + 8 * st;
-    if (lane == 0) {
-      const unsigned ks = kvbase + st * 2 * kTileBytes;
-      mbar_expect_tx(full, 2 * kTileBytes);
-#pragma unroll
-      for (int c = 0; c < kD / 64; ++c) {
-        tma_load_4d(ks + c * kBlkBytes, &tmK, c * 64, sl_col * kT, hk, b, full);
-        tma_load_4d(ks + kTileBytes + c * kBlkBytes, &tmV, c * 64, sl_col * kT, hk, b, full);
-      }
-    }
-    if (sl_off >= 0) {
-      const unsigned bs = bmbase + st * kBmpBytes;
-#pragma unroll
-      for (int it = 0; it < (kBmpWords + 31) / 32; ++it) {
-        const int w = lane + it * 32;
-        if (kBmpWords % 32 == 0 || w < kBmpWords) cp_async8(bs + w * 8, bitmap + (unsigned)sl_off + w);
-      }
-    }
-    if (!kNoPartial && lane == 0) cp_async4(bar_full + kOffFlags + 4 * st, bmp_off + e0 + j);
-    cp_async_mbar_arrive(full);
-    if (j + 1 < n) {
-      sl_col = __ldg(col_idx + e0 + j + 1);
-      sl_off = __ldg(bmp_off + e0 + j + 1);
-    }
-  };
-  /* after this thread's release of the tile before j's stage: warp 0 waits for the other
-   * threads' releases, then fills tile j (none past the row) */
-  auto self_next = [&](int j) {
-    if (warp == 0 && j < n) {
-      if (j >= kStages) mbar_wait(bar_empty + 8 * (j % kStages), (unsigned)(j / kStages - 1) & 1u);
-      self_fill(j);
-    }
-  };
-  /* the first stages, before Q's copy (a partial tile's bitmap copies join Q's group) */
-#pragma unroll
-  for (int j = 0; j < kStages; ++j) self_next(j);
 #endif
 
   /* Q tile (rows past Sq zero-filled): its own group, first. */
@@ -1443,7 +1370,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
   }
 #elif STOF_SM90_KEY64
-  /* Each tile as two 64-key halves kh (K and V rows 64 kh on: 8192 bytes, whole swizzle
+  /* Each tile as two 64-key halves kh (K and V rows 64 kh on: kHalfBytes, whole swizzle
    * atoms; bitmap key blocks 8 kh on). STOF_SM90_KEY64 = 1: S, mask, softmax and P V of a half
    * before the next, the stage released after both. 2: S of half 1 issued with P V of half 0,
    * the softmax of half 1 under that P V. 3 (TMA): also S of the next tile's half 0 with
@@ -1455,11 +1382,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const unsigned koff = (kk >> 2) * kBlkBytes + (kk & 3) * 32;
-#if STOF_SM90_QREG
-      wg_rsk<64>(s, qf[kk], mdesc_at(ks, koff + kh * 8192, 16, 1024), kk > 0);
-#else
-      wg_ss<64>(s, mdesc_at(qslice, koff, 16, 1024), mdesc_at(ks, koff + kh * 8192, 16, 1024), kk > 0);
-#endif
+      wg_ss<64>(s, mdesc_at(qslice, koff, 16, 1024), mdesc_at(ks, koff + kh * kHalfBytes, 16, 1024), kk > 0);
     }
   };
   /* the modifier, the mask (partial tiles) and the online softmax of half kh of tile i */
@@ -1483,15 +1406,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
     online_softmax<8>(s, mrow, lrow, alpha, sl2);
   };
-  auto k64_keep = [&]() { /* Q's fragments kept live with real reads (the plain loop's note) */
-#if STOF_SM90_QREG
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][0]), "r"(qf[kk][1]));
-      asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(qkeep) : "r"(qf[kk][2]), "r"(qf[kk][3]));
-    }
-#endif
-  };
 #if STOF_SM90_KEY64 == 1
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
@@ -1510,7 +1424,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       rescale_pack<4>(o, p, s, alpha);
       reg_fence(o);
       wg_fence();
-      pv_steps<4>(o, p, vs_base + kh * 8192);
+      pv_steps<4>(o, p, vs_base + kh * kHalfBytes);
       wg_commit();
       wg_wait<0>();
       reg_fence(o);
@@ -1518,10 +1432,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if STOF_SM90_TMA
     tma_release(i);
 #endif
-#if STOF_SM90_SELFLOAD
-    self_next(i + kStages);
-#endif
-    k64_keep();
   }
 #else
 #if STOF_SM90_KEY64 == 3
@@ -1537,7 +1447,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     k64_s(s, ks_base, 0);
     wg_commit();
 #if STOF_SM90_KEY64 == 3
-    pv_steps<4>(o, p, i > 0 ? vs_prev + 8192 : vs_base); /* half 1 of tile i - 1 */
+    pv_steps<4>(o, p, i > 0 ? vs_prev + kHalfBytes : vs_base); /* half 1 of tile i - 1 */
     wg_commit();
     wg_wait<1>();
 #else
@@ -1549,9 +1459,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     wg_wait<0>();
     reg_fence(o);
     if (i > 0) tma_release(i - 1);
-#if STOF_SM90_SELFLOAD
-    if (i > 0) self_next(i - 1 + kStages); /* into the stage of tile i - 1, just released */
-#endif
 #endif
     rescale_pack<4>(o, p, s, alpha);
     reg_fence(o);
@@ -1571,24 +1478,20 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #else
     reg_fence(o);
     wg_fence();
-    pv_steps<4>(o, p, vs_base + 8192); /* half 1 */
+    pv_steps<4>(o, p, vs_base + kHalfBytes); /* half 1 */
     wg_commit();
     wg_wait<0>();
     reg_fence(o);
 #if STOF_SM90_TMA
     tma_release(i);
 #endif
-#if STOF_SM90_SELFLOAD
-    self_next(i + kStages);
 #endif
-#endif
-    k64_keep();
   }
 #if STOF_SM90_KEY64 == 3
   if (n > 0) {
     reg_fence(o);
     wg_fence();
-    pv_steps<4>(o, p, vs_prev + 8192);
+    pv_steps<4>(o, p, vs_prev + kHalfBytes);
     wg_commit();
     wg_wait<0>();
     reg_fence(o);

@@ -598,10 +598,11 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
 }
 
 /* Tile 128 in 64-key steps (key64) on the Hopper kernel at D = 64: where the 128-tiles cost at
- * most 1.03x the 64-tiles' MMA work and under 10% of the tiles are partial: dense and causal at
- * S = 4096 (causal 1.015x), not causal at 1024 (1.06x), document (1.04x), nor the masks of
- * partial tiles; never at D = 128 or on the portable kernel; off with key64 = -1; forced with 1
- * (then no per-lane masking), refused where it cannot run. */
+ * most 1.03x the 64-tiles' MMA work, under 10% of the tiles are partial and there is no score
+ * modifier: dense and causal at S = 4096 (causal 1.015x), not causal at 1024 (1.06x), document
+ * (1.04x), nor the masks of partial tiles; never at D = 128 or on the portable kernel; off with
+ * key64 = -1; forced with 1 (then no per-lane masking; with a modifier too, and 8 warps), refused
+ * where it cannot run. */
 static void select_picks_key64_for_dense_and_causal(void **state) {
   (void)state;
   tu_heap heap;
