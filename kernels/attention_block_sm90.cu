@@ -906,7 +906,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const unsigned bar_empty = bar_full + 8 * kStages;      /* stage s: + 8 s */
   const unsigned bar_qfree = bar_empty + 8 * kStages;
 #if STOF_SM90_PINGPONG
-  const unsigned bar_pp = bar_qfree + 8; /* ping-pong's per-tile barrier */
+  const unsigned bar_pp = bar_qfree + 8; /* ping-pong's turns to issue: two mbarriers */
 #endif
   if (tid == 0) {
 #pragma unroll
@@ -916,7 +916,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
     mbar_init(bar_qfree, kWG * 128);
 #if STOF_SM90_PINGPONG
-    mbar_init(bar_pp, kThreads); /* every consumer thread, once per tile */
+    mbar_init(bar_pp, 128);     /* warpgroup 1 issued its MMAs of a tile: warpgroup 0's turn */
+    mbar_init(bar_pp + 8, 128); /* and the other way round */
 #endif
     mbar_init_fence();
   }
@@ -1168,13 +1169,21 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
 
 #if STOF_SM90_PINGPONG
-  /* Ping-pong (two warpgroups, T = 128): the same per-tile barrier for both, but warpgroup 1
-   * runs half a tile behind. Between barriers i and i+1, warpgroup 0 issues S_i and
-   * P V_{i-1}, then runs softmax_i; warpgroup 1 first runs softmax_{i-1} (its S_{i-1} was
-   * waited before barrier i), then issues S_i and P V_{i-1} and waits for them. So one
-   * warpgroup's softmax (MUFU, FP32) runs while the other's MMAs run. Both read V_{i-1}
-   * after barrier i: prefetch distance STAGES - 2, as with STOF_SM90_OVERLAP. */
+  /* Ping-pong (two warpgroups, T = 128). With TMA: both warpgroups run the overlapped loop
+   * (S_i and P V_{i-1} issued together, softmax_i under P V_{i-1}), and their turns to issue
+   * alternate (FA3's scheduler barrier): warpgroup 0 issues tile i once warpgroup 1 issued
+   * tile i - 1, warpgroup 1 tile i once warpgroup 0 issued it, so that one's softmax runs under
+   * the other's MMAs. With cp.async: the same per-tile barrier for both, but warpgroup 1 runs
+   * half a tile behind. Between barriers i and i+1, warpgroup 0 issues S_i and P V_{i-1}, then
+   * runs softmax_i; warpgroup 1 first runs softmax_{i-1} (its S_{i-1} was waited before
+   * barrier i), then issues S_i and P V_{i-1} and waits for them. Both schedules read V_{i-1}
+   * while tile i + 1 loads: prefetch distance STAGES - 2, as with STOF_SM90_OVERLAP. (Session
+   * 19, D 128 with TMA, dense H 12 x 16 x 4096 and H 32 x 1 x 8192, causal and document
+   * H 12 x 16 x 4096: the alternating turns took 0.94-0.96x the time of the half-tile barrier,
+   * which this path used before; arriving on that barrier as soon as warpgroup 1's MMAs were
+   * issued, or once its S was done, 1.02-1.04x; bench/NOTES-attention.md.) */
   const int wgi = warp >> 2;
+#if !STOF_SM90_TMA
   /* The per-tile barrier of the two warpgroups: phase i of an mbarrier that every consumer
    * thread arrives on (release) and waits for (acquire). Not bar.sync: that is
    * barrier.sync.aligned, one instruction for every thread, while the warpgroups reach this
@@ -1184,13 +1193,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     mbar_arrive(bar_pp);
     mbar_wait(bar_pp, (unsigned)i & 1u);
   };
-#if STOF_SM90_TMA
-  auto barrier_prefetch = [&](int i) -> bool {
-    const bool partial = tma_ready(i);
-    pp_sync(i); /* keeps the two warpgroups half a tile apart, as with cp.async */
-    return partial;
-  };
-#else
   auto barrier_prefetch = [&](int i) -> bool {
     cp_async_wait<kDist - 1>();
     fence_async_smem();
@@ -1240,6 +1242,45 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   /* Every wgmma group is issued and waited inside one iteration (a group in flight across
    * the loop's back edge made ptxas serialise every wgmma, C7515). */
   float s[kNS];
+#if STOF_SM90_TMA
+  /* Turns: bar_pp's phase i completes when warpgroup 1 has issued tile i (warpgroup 0 then
+   * issues tile i + 1), bar_pp + 8's when warpgroup 0 has issued tile i. Tile i - 1's stage is
+   * released once P V_{i-1} is done, both warpgroups' releases completing it (as before). */
+  if (n > 0) {
+    for (int i = 0; i < n; ++i) {
+      const int st = i % kStages;
+      const bool partial = tma_ready(i);
+      if (wgi == 0) {
+        if (i > 0) mbar_wait(bar_pp, (unsigned)(i - 1) & 1u);
+      } else {
+        mbar_wait(bar_pp + 8, (unsigned)i & 1u);
+      }
+      wg_fence();
+      issue_s(s, st);
+      wg_commit();
+      /* P V_{i-1} behind S_i; at i = 0, P = 0 against tile 0's V (branch-free). */
+      pv(o, p, i > 0 ? vs_prev : kvbase + st * 2 * kTileBytes + kTileBytes);
+      wg_commit();
+      mbar_arrive(wgi == 0 ? bar_pp + 8 : bar_pp); /* the other warpgroup's turn */
+      wg_wait<1>();
+      reg_fence(s);
+      softmax_part(s, partial, st, i);
+      wg_wait<0>();
+      reg_fence(o);
+      if (i > 0) tma_release(i - 1); /* S_i and P V_{i-1} done; V_i is read next time */
+      rescale_pack<kT / 16>(o, p, s, alpha);
+      vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
+      keep();
+    }
+    reg_fence(o);
+    wg_fence();
+    pv(o, p, vs_prev);
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(o);
+    tma_release(n - 1);
+  }
+#else /* cp.async */
   if (wgi == 0) {
     for (int i = 0; i < n; ++i) {
       const int st = i % kStages;
@@ -1255,9 +1296,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       softmax_part(s, partial, st, i);
       wg_wait<0>();
       reg_fence(o);
-#if STOF_SM90_TMA
-      if (i > 0) tma_release(i - 1); /* S_i and P V_{i-1} done; V_i is read next time */
-#endif
       rescale_pack<kT / 16>(o, p, s, alpha);
       vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
       keep();
@@ -1269,9 +1307,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_commit();
       wg_wait<0>();
       reg_fence(o);
-#if STOF_SM90_TMA
-      tma_release(n - 1);
-#endif
     }
   } else if (n > 0) {
     bool part_prev = barrier_prefetch(0);
@@ -1293,9 +1328,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_wait<0>();
       reg_fence(s);
       reg_fence(o);
-#if STOF_SM90_TMA
-      tma_release(i - 1); /* its bitmap, K (S_{i-1}) and V (P V_{i-1}) all read */
-#endif
       part_prev = partial;
       keep();
     }
@@ -1308,10 +1340,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     wg_commit();
     wg_wait<0>();
     reg_fence(o);
-#if STOF_SM90_TMA
-    tma_release(n - 1);
-#endif
   }
+#endif /* STOF_SM90_TMA */
 #elif STOF_SM90_HALFSKIP
   /* The plain schedule, one warpgroup, a tile at a time through hs_tile: all 64 keys, or one
    * 32-key half kh (keys 32 kh .. 32 kh + 31) of a partial tile whose other half is masked in
