@@ -942,62 +942,6 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g128_t128_s2_k_tma_k64_np_block
 #include "attn_dev.cu"
 
-/* _wg: STOF_SM90_KEY64 = 2 / 3 with the producer a warpgroup and setmaxnreg 24 / 104 (2 CTAs of 384
- * threads an SM; branch wip/key64-wg, bench/attn_ab_key64wg.sh). */
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64o_wg_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 2
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64o_wg_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64f_wg_np
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 3
-#define STOF_SM90_NOPARTIAL 1
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64f_wg_np_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64o_wg
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 2
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64o_wg_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t128_s2_k_m2_tma_k64f_wg
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 128
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 2
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_KEY64 3
-#define stof_attn_block_fwd_sm90 g64_t128_s2_k_m2_tma_k64f_wg_block
-#include "attn_dev.cu"
-
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -1009,7 +953,7 @@ struct Cfg {
   int tma, threads; /* sm90 only: STOF_SM90_TMA; threads per CTA (kBlockThreads: the producer too) */
   int halfskip;     /* sm90 only: STOF_SM90_HALFSKIP */
   int rowmask;      /* sm90 only: STOF_SM90_ROWMASK */
-  int nopartial, key64; /* sm90 only: STOF_SM90_NOPARTIAL, STOF_SM90_KEY64 (its mode) */
+  int nopartial, key64; /* sm90 only: STOF_SM90_NOPARTIAL, STOF_SM90_KEY64 */
 };
 
 #define CFG(ns, D, T, BF, W, S, SP, UN, MB, RW, RK)                                         \
@@ -1023,7 +967,7 @@ struct Cfg {
         (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP,                         \
         ns::stof_attn::sm90::kTma, ns::stof_attn::sm90::kBlockThreads,                     \
         ns::stof_attn::sm90::kHalfskip, ns::stof_attn::sm90::kRowmask,                    \
-        ns::stof_attn::sm90::kNoPartial, ns::stof_attn::sm90::kKey64Mode                        \
+        ns::stof_attn::sm90::kNoPartial, (int)ns::stof_attn::sm90::kKey64                       \
   }
 
 static const Cfg g_cfgs[] = {
@@ -1092,10 +1036,6 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t128_s2_k_m2_tma_k64, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g64_t128_s2_k_m2_tma_k64_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g128_t128_s2_k_tma_k64_np, 128, 128, 0, 2, 1, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64o_wg_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64f_wg_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64o_wg, 64, 128, 0, 2, 2, 0, 0, 0, 0),
-    CFG90(g64_t128_s2_k_m2_tma_k64f_wg, 64, 128, 0, 2, 2, 0, 0, 0, 0),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 

@@ -121,11 +121,10 @@
  *   accumulators, as at T = 64), so that the two warpgroups of a 128-row tile share its K/V
  *   copies at about the tile-64 kernel's registers; with TMA the producer is one warp (no
  *   setmaxnreg), and with STOF_MIN_BLOCKS = 2 two CTAs fit an SM (the engine's key64 at
- *   D = 64); 2 and 3: the softmax of one half under the other's P V (3: across tiles too, TMA
- *   only); they need ~112 registers, so with TMA the producer is a warpgroup again and
- *   setmaxnreg gives the consumers 104 at 2 CTAs an SM (bench/attn_ab_key64wg.sh; not yet run
- *   on a GPU; with a register cap at 1 CTA an SM, and without a producer warp, both measured
- *   slower: bench/NOTES-attention.md, session 18); default 0),
+ *   D = 64). The softmax of one half under the other's P V needs ~112 registers: measured
+ *   slower at 1 CTA an SM, without a producer warp, and with a producer warpgroup and
+ *   setmaxnreg 24 / 104 at 2 CTAs (sessions 18-19, bench/NOTES-attention.md; that code is in
+ *   the tree of 86655a8); default 0),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -245,22 +244,16 @@ constexpr bool kTma = STOF_SM90_TMA != 0;
  * warpgroups share each K/V tile at the registers of the tile-64 kernel: 2 CTAs of 288
  * threads an SM, the producer one warp (no setmaxnreg). */
 constexpr bool kKey64 = STOF_SM90_KEY64 != 0;
-constexpr int kKey64Mode = STOF_SM90_KEY64;
 static_assert(!kKey64 || (kT == 128 && !kPingpong && !kOverlap && !kRowmask && !STOF_SM90_QREG), "stof attention (sm90): STOF_SM90_KEY64 needs T = 128, Q in shared memory and the plain schedule without STOF_SM90_ROWMASK");
 constexpr unsigned kHalfBytes = 64 * 128; /* STOF_SM90_KEY64: the second 64 key rows of a K or V block */
-static_assert(STOF_SM90_KEY64 >= 0 && STOF_SM90_KEY64 <= 3 && (STOF_SM90_KEY64 != 3 || kTma), "stof attention (sm90): STOF_SM90_KEY64 is 0..3, 3 with TMA (the next tile's copy must wait for the stage's release)");
-/* STOF_SM90_KEY64 2 and 3 with TMA: the producer a warpgroup again, so that setmaxnreg can give
- * the consumers 104 registers at 2 CTAs an SM. __launch_bounds__(384, 2) allocates 80 a thread,
- * and setmaxnreg moves registers within the CTA's pool only (PTX ISA, setmaxnreg): the
- * producer's 128 x (80 - 24) cover the consumers' 256 x (104 - 80), not 256 x (112 - 80), for
- * which .inc would wait for ever. */
-constexpr bool kKey64Split = kKey64 && STOF_SM90_KEY64 >= 2 && kTma;
-constexpr int kProdThreads = !kTma ? 0 : kWG == 2 && (!kKey64 || kKey64Split) ? 128 : 32;
+static_assert(STOF_SM90_KEY64 == 0 || STOF_SM90_KEY64 == 1, "stof attention (sm90): STOF_SM90_KEY64 is 0 or 1");
+constexpr int kProdThreads = !kTma ? 0 : kWG == 2 && !kKey64 ? 128 : 32;
 constexpr int kBlockThreads = kThreads + kProdThreads;
 constexpr int kProdRegs = kProdThreads == 128 ? 24 : 0;   /* setmaxnreg.dec of the producer */
-constexpr int kConsRegs = kProdThreads != 128 ? 0 : kKey64Split ? 104 : 240; /* setmaxnreg.inc of the consumers */
-/* setmaxnreg moves registers within the CTA: the split must fit what the launch allocates (a
- * thread's share of 64 K over the CTAs of __launch_bounds__, in steps of 8) */
+constexpr int kConsRegs = kProdThreads != 128 ? 0 : 240; /* setmaxnreg.inc of the consumers */
+/* setmaxnreg moves registers within the CTA's allocation only (PTX ISA, setmaxnreg): the split
+ * must fit what the launch allocates (a thread's share of 64 K over the CTAs of
+ * __launch_bounds__, in steps of 8), or .inc waits for ever */
 static_assert(kProdRegs * 128 + kConsRegs * kThreads <=
                   ((65536 / (kBlockThreads * STOF_MIN_BLOCKS)) & ~7) * kBlockThreads,
               "stof attention (sm90): register split over the CTA's allocation");
@@ -1401,13 +1394,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   }
 #elif STOF_SM90_KEY64
   /* Each tile as two 64-key halves kh (K and V rows 64 kh on: kHalfBytes, whole swizzle
-   * atoms; bitmap key blocks 8 kh on). STOF_SM90_KEY64 = 1: S, mask, softmax and P V of a half
-   * before the next, the stage released after both. 2: S of half 1 issued with P V of half 0,
-   * the softmax of half 1 under that P V. 3 (TMA): also S of the next tile's half 0 with
-   * P V of this tile's half 1, so every softmax runs under a P V (FA3's intra-warpgroup
-   * overlap; at i = 0 a P V with P = 0, branch-free); a stage is released after the P V of
-   * its half 1, in the next iteration. Every wgmma group is waited for in the iteration that
-   * issued it (C7515). */
+   * atoms; bitmap key blocks 8 kh on): S, mask, softmax and P V of a half before the next, the
+   * stage released after both. */
   auto k64_s = [&](float (&s)[32], unsigned ks, int kh) {
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
@@ -1436,7 +1424,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
     online_softmax<8>(s, mrow, lrow, alpha, sl2);
   };
-#if STOF_SM90_KEY64 == 1
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
     const bool partial = plain_ready(i);
@@ -1463,72 +1450,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     tma_release(i);
 #endif
   }
-#else
-#if STOF_SM90_KEY64 == 3
-  unsigned vs_prev = 0; /* V of the previous tile */
-#endif
-  for (int i = 0; i < n; ++i) {
-    const int st = i % kStages;
-    const bool partial = plain_ready(i);
-    const unsigned ks_base = kvbase + st * 2 * kTileBytes;
-    const unsigned vs_base = ks_base + kTileBytes;
-    float s[32], alpha[2];
-    wg_fence();
-    k64_s(s, ks_base, 0);
-    wg_commit();
-#if STOF_SM90_KEY64 == 3
-    pv_steps<4>(o, p, i > 0 ? vs_prev + kHalfBytes : vs_base); /* half 1 of tile i - 1 */
-    wg_commit();
-    wg_wait<1>();
-#else
-    wg_wait<0>();
-#endif
-    reg_fence(s);
-    k64_softmax(s, partial, st, i, 0, alpha);
-#if STOF_SM90_KEY64 == 3
-    wg_wait<0>();
-    reg_fence(o);
-    if (i > 0) tma_release(i - 1);
-#endif
-    rescale_pack<4>(o, p, s, alpha);
-    reg_fence(o);
-    wg_fence();
-    k64_s(s, ks_base, 1);
-    wg_commit();
-    pv_steps<4>(o, p, vs_base); /* half 0 */
-    wg_commit();
-    wg_wait<1>();
-    reg_fence(s);
-    k64_softmax(s, partial, st, i, 1, alpha);
-    wg_wait<0>();
-    reg_fence(o);
-    rescale_pack<4>(o, p, s, alpha);
-#if STOF_SM90_KEY64 == 3
-    vs_prev = vs_base;
-#else
-    reg_fence(o);
-    wg_fence();
-    pv_steps<4>(o, p, vs_base + kHalfBytes); /* half 1 */
-    wg_commit();
-    wg_wait<0>();
-    reg_fence(o);
-#if STOF_SM90_TMA
-    tma_release(i);
-#endif
-#endif
-  }
-#if STOF_SM90_KEY64 == 3
-  if (n > 0) {
-    reg_fence(o);
-    wg_fence();
-    pv_steps<4>(o, p, vs_prev + kHalfBytes);
-    wg_commit();
-    wg_wait<0>();
-    reg_fence(o);
-    tma_release(n - 1);
-  }
-#endif
-#endif
 #else
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
