@@ -311,7 +311,10 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
  * run together (K/V served from L2): at D = 64 tile 64 won or tied on every mask and shape
  * (dense 16x4096 1.00x, causal 1.01-1.24x, document 1.12-1.37x, the sparse ones 1.3-2.2x);
  * at D = 128 tile 128 won from document up (frac16 >= 0.30: 0.75-0.87x the time of tile 64
- * at S = 4096 and 8192) and lost on bigbird (0.13) and sparser (1.3-1.6x).
+ * at S = 4096 and 8192) and lost on bigbird (0.13) and sparser (1.3-1.6x). Session 19 (H200,
+ * after the alternating-turn ping-pong; bench_attention --tiles 64,128, H 12, D 128): tile 128
+ * also at S = 1024 (dense 0.74x, causal 0.83x, document 0.90x the time of tile 64; 0.70-0.85x
+ * at 2048), not causal_sliding (frac16 0.03-0.06: 1.28-1.32x), so from S = 1024.
  * The portable (mma.sync) kernel keeps the H200 calibration of session 2: document (30-38%
  * of 16x16 tiles non-empty) faster at tile 64 at S = 2048 and 4096, causal (~50%) at tile
  * 128 from S = 4096. */
@@ -320,7 +323,7 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
 #define TILE128_MIN_S_DENSE 1024
 #define TILE128_MIN_FRAC_DENSE 0.75
 #define TILE128_SM90_MIN_D 128
-#define TILE128_SM90_MIN_S 2048
+#define TILE128_SM90_MIN_S 1024
 #define TILE128_SM90_MIN_FRAC 0.25
 /* Hopper, how a partial tile is masked (H100, thirteenth session, bench/attn_dev.cu A/B of
  * the engine's three configurations on the seven suite masks at 8x1024 .. 16x4096 and

@@ -515,7 +515,7 @@ static void select_follows_the_papers_rule(void **state) {
 static const stof_cuda_props h100 = {.cc_major = 9, .cc_minor = 0, .sm_count = 132, .smem_per_block_optin = 232448};
 static const stof_cuda_props a100 = {.cc_major = 8, .cc_minor = 0, .sm_count = 108, .smem_per_block_optin = 166912};
 
-/* The tile rule: on the Hopper kernel, tile 128 at D = 128, S >= 2048 and at least 25%
+/* The tile rule: on the Hopper kernel, tile 128 at D = 128, S >= 1024 and at least 25%
  * of the 16x16 tiles non-empty, and at D = 64 in 64-key steps (key64) for dense; the portable
  * kernel keeps its own rule (dense at S = 4096: tile 128). Each case names its reason in `why`. */
 static void select_picks_the_tile_per_kernel_path(void **state) {
@@ -527,7 +527,7 @@ static void select_picks_the_tile_per_kernel_path(void **state) {
     int64_t S, D;
     int sm90, want;
   } cases[] = {
-      {1, 4096, 64, 1, 128},  {1, 4096, 128, 1, 128}, {1, 1024, 128, 1, 64},
+      {1, 4096, 64, 1, 128},  {1, 4096, 128, 1, 128}, {1, 1024, 128, 1, 128}, {1, 512, 128, 1, 64},
       {0, 4096, 128, 1, 64},  {1, 4096, 64, 0, 128},  {0, 4096, 64, 0, 64}, {0, 4096, 64, 1, 64},
       {1, 4096, 128, 0, 64}, /* the rule says 128, but 164 KB of shared memory do not fit an A100 */
   };
