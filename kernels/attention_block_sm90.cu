@@ -125,6 +125,9 @@
  *   slower at 1 CTA an SM, without a producer warp, and with a producer warpgroup and
  *   setmaxnreg 24 / 104 at 2 CTAs (sessions 18-19, bench/NOTES-attention.md; that code is in
  *   the tree of 86655a8); default 0),
+ *   STOF_SM90_PEEL (1: the TMA ping-pong's first tile of a row on its own, without the loop's
+ *   P V of P = 0 (half a warpgroup's MMA work of a tile, once a row); an experiment prepared
+ *   for bench/attn_ab_peel.sh, not yet run on a GPU; default 0),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -194,6 +197,12 @@
 #endif
 #ifndef STOF_SM90_KEY64
 #define STOF_SM90_KEY64 0
+#endif
+#ifndef STOF_SM90_PEEL
+#define STOF_SM90_PEEL 0
+#endif
+#if STOF_SM90_PEEL && !(STOF_SM90_PINGPONG && STOF_SM90_TMA)
+#error "stof attention: STOF_SM90_PEEL is the TMA ping-pong's first tile on its own (STOF_SM90_PINGPONG and STOF_SM90_TMA)"
 #endif
 #if STOF_SM90_ORDER && STOF_SM90_SPLIT
 #error "stof attention: STOF_SM90_ORDER and STOF_SM90_SPLIT are exclusive (a split plan keeps the default order)"
@@ -1240,7 +1249,25 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * issues tile i + 1), bar_pp + 8's when warpgroup 0 has issued tile i. Tile i - 1's stage is
    * released once P V_{i-1} is done, both warpgroups' releases completing it (as before). */
   if (n > 0) {
+#if STOF_SM90_PEEL
+    { /* tile 0 on its own: S_0 without the P V of P = 0 that the loop's first pass issues */
+      const bool partial = tma_ready(0);
+      if (wgi == 1) mbar_wait(bar_pp + 8, 0u);
+      wg_fence();
+      issue_s(s, 0);
+      wg_commit();
+      mbar_arrive(wgi == 0 ? bar_pp + 8 : bar_pp);
+      wg_wait<0>();
+      reg_fence(s);
+      softmax_part(s, partial, 0, 0);
+      rescale_pack<kT / 16>(o, p, s, alpha);
+      vs_prev = kvbase + kTileBytes;
+      keep();
+    }
+    for (int i = 1; i < n; ++i) {
+#else
     for (int i = 0; i < n; ++i) {
+#endif
       const int st = i % kStages;
       const bool partial = tma_ready(i);
       if (wgi == 0) {
