@@ -41,7 +41,7 @@
  * the scores of masked keys to -inf from their bitmap (finer skipping only with
  * STOF_SM90_HALFSKIP, below). Scheduling
  * variants: plain (S, wait, softmax, P V, wait), STOF_SM90_OVERLAP (P V of the previous tile
- * under the softmax), STOF_SM90_PINGPONG (the two warpgroups half a tile apart).
+ * under the softmax), STOF_SM90_PINGPONG (two warpgroups taking turns with their MMAs).
  *
  * STOF_SM90_TMA=1 (FA3-style producer/consumer): the Q copy, the math and the three schedules
  * stay; the K/V ring is filled by a producer instead: one extra warp (T = 64) or warpgroup
@@ -60,9 +60,10 @@
  * (the overlapped and ping-pong schedules hold a stage one tile longer). With Q in registers
  * the Q tile sits in the last stage's K slot: the producer's first copy into that stage waits
  * on a third barrier (`qfree`) that every consumer thread arrives on once it holds Q. Ping-pong
- * keeps its per-tile barrier, among the consumers only (named barrier 1), so that the
- * schedule is the cp.async path's. Rows past Sk are zero-filled by TMA (out-of-bounds box
- * rows; their keys are masked by the bitmap as before).
+ * with TMA is not the cp.async path's schedule: both warpgroups overlap their softmax with
+ * their own P V and take turns to issue through two mbarriers (see the schedule's comment in
+ * the kernel). Rows past Sk are zero-filled by TMA (out-of-bounds box rows; their keys are
+ * masked by the bitmap as before).
  *
  * Shared-memory tiles: [D/64][T rows][128 bytes]; 16-byte chunk c (0..7) of row r inside a
  * 64-column block sits at chunk c ^ (r & 7): the 128-byte swizzle atom of wgmma (8 rows x
@@ -81,9 +82,11 @@
  *   STOF_SM90_OVERLAP (1: FA3-style intra-warpgroup overlap: P V of tile i-1 is issued right
  *   after S of tile i and runs under the softmax of tile i; needs STOF_STAGES >= 3, as V of
  *   tile i-1 must stay resident while tile i+1 loads; default 0),
- *   STOF_SM90_PINGPONG (1: T = 128 only, STOF_STAGES >= 3: warpgroup 1 runs half a tile
- *   behind warpgroup 0 around the same per-tile barrier, so that one's softmax overlaps the
- *   other's MMAs; default 1 for T = 128, 0 for T = 64),
+ *   STOF_SM90_PINGPONG (1: T = 128 only, STOF_STAGES >= 3: the two warpgroups' MMAs and
+ *   softmaxes interleaved, so that one's softmax overlaps the other's MMAs: with TMA, each
+ *   warpgroup's softmax also under its own P V, the two taking turns to issue; with cp.async,
+ *   warpgroup 1 half a tile behind warpgroup 0 around one per-tile barrier; default 1 for
+ *   T = 128, 0 for T = 64),
  *   STOF_SM90_TMA (1: K/V (and bitmaps) loaded by a producer warp with TMA and mbarriers, as
  *   above; 0: every thread copies them with cp.async, one CTA barrier per tile; default 0),
  *   STOF_SM90_HALFSKIP (1: T = 64 only, plain schedule (no overlap), TMA or cp.async: a
@@ -366,7 +369,7 @@ template <int N> __device__ __forceinline__ void reg_fence(float (&d)[N])
 /* Generic-proxy writes (cp.async, st.shared) made visible to the async proxy (wgmma). */
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-/* mbarrier wrappers (PTX ISA 8.0, sm_90; the TMA ring and ping-pong's per-tile barrier). Waits spin on try_wait (acquire); arrivals
+/* mbarrier wrappers (PTX ISA 8.0, sm_90; the TMA ring and ping-pong's barriers). Waits spin on try_wait (acquire); arrivals
  * release; a phase completes after `count` arrivals and the expected transaction bytes. */
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
 {
@@ -1183,7 +1186,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * 19, D 128 with TMA, dense H 12 x 16 x 4096 and H 32 x 1 x 8192, causal and document
    * H 12 x 16 x 4096: the alternating turns took 0.94-0.96x the time of the half-tile barrier,
    * which this path used before; arriving on that barrier as soon as warpgroup 1's MMAs were
-   * issued, or once its S was done, 1.02-1.04x; bench/NOTES-attention.md.) */
+   * issued, or once its S was done, 1.01-1.04x; bench/NOTES-attention.md.) */
   const int wgi = warp >> 2;
 #if !STOF_SM90_TMA
   /* The per-tile barrier of the two warpgroups: phase i of an mbarrier that every consumer
