@@ -18,7 +18,7 @@
  *           stof_attn::sm90::kBlockThreads)
  *   dynamic shared memory = stof_attn::sm90::kSmemBytes
  *           = 1024 + T*D*2 * ((QREG ? 0 : 1) + 2*STOF_STAGES) + STOF_STAGES * (T/8)^2 * 8 bytes
- *             (+ 128 bytes of mbarriers with STOF_SM90_TMA=1)
+ *             (+ 128 bytes of mbarriers with STOF_SM90_TMA=1 or STOF_SM90_PINGPONG=1)
  *           (the launcher must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
  * With STOF_SM90_TMA=1 the entry point takes two more arguments, the TMA descriptors
  * (CUtensorMap, 128 bytes, by value) of K and V:
@@ -31,8 +31,8 @@
  *
  * Structure (FA2-like pipeline, FA3-like math): all threads load Q and the row's non-empty
  * K/V tiles with cp.async into a STOF_STAGES-deep ring (the copy issued while tile i is
- * computed is that of the (i + distance)-th NON-EMPTY tile), one CTA barrier per tile; no
- * producer warp, no TMA, no mbarrier. Each warpgroup computes S = Q K^T for its 64 rows with
+ * computed is that of the (i + distance)-th NON-EMPTY tile), one barrier per tile (a CTA
+ * barrier; with ping-pong an mbarrier of the consumers); no producer warp, no TMA. Each warpgroup computes S = Q K^T for its 64 rows with
  * wgmma m64nTk16 (K from shared memory through a matrix descriptor, 128-byte swizzle,
  * K-major; Q from registers, or from shared memory with STOF_SM90_QREG=0), then the online
  * softmax in f32 registers (the accumulator layout of wgmma is, per warp, the mma.sync
@@ -87,7 +87,8 @@
  *   warpgroup's softmax also under its own P V, the two taking turns to issue; with cp.async,
  *   warpgroup 1 half a tile behind warpgroup 0 around one per-tile barrier; default 1 for
  *   T = 128, 0 for T = 64),
- *   STOF_SM90_TMA (1: K/V (and bitmaps) loaded by a producer warp with TMA and mbarriers, as
+ *   STOF_SM90_TMA (1: K/V (and bitmaps) loaded by a producer (a warp at T = 64 and with
+ *   STOF_SM90_KEY64, a warpgroup otherwise) with TMA and mbarriers, as
  *   above; 0: every thread copies them with cp.async, one CTA barrier per tile; default 0),
  *   STOF_SM90_HALFSKIP (1: T = 64 only, plain schedule (no overlap), TMA or cp.async: a
  *   partial tile whose keys 0-31 or 32-63 are masked for all 64 rows (its bitmap words 32-63
@@ -130,7 +131,8 @@
  *   the tree of 86655a8); default 0),
  *   STOF_SM90_PEEL (1: the TMA ping-pong's first tile of a row on its own, without the loop's
  *   P V of P = 0 (half a warpgroup's MMA work of a tile, once a row); an experiment prepared
- *   for bench/attn_ab_peel.sh, not yet run on a GPU; default 0),
+ *   for bench/attn_ab_peel.sh, not yet run on a GPU; nvcc 13.0 spills 40 bytes with it under
+ *   the T5 bias, 8 under the soft cap, none without a modifier; default 0),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -250,14 +252,15 @@ static_assert(!kHalfskip || (kT == 64 && kWG == 1 && !kOverlap), "stof attention
 constexpr bool kRowmask = STOF_SM90_ROWMASK != 0; /* a partial tile's mask bits per lane (rm_apply) */
 constexpr int kQBytes = STOF_SM90_QREG ? 0 : kTileBytes; /* a Q tile of its own (Q not in registers) */
 /* TMA: the producer (a warpgroup at T = 128, so that setmaxnreg can move registers; one warp
- * at T = 64) and the mbarriers (full[stages], empty[stages], qfree). */
+ * at T = 64) and the mbarriers (full[stages], empty[stages], qfree, and with ping-pong its
+ * two turn barriers). */
 constexpr bool kTma = STOF_SM90_TMA != 0;
 /* STOF_SM90_KEY64: a 128-key tile computed as two steps of 64 keys (S m64n64), so that two
  * warpgroups share each K/V tile at the registers of the tile-64 kernel: 2 CTAs of 288
  * threads an SM, the producer one warp (no setmaxnreg). */
 constexpr bool kKey64 = STOF_SM90_KEY64 != 0;
 static_assert(!kKey64 || (kT == 128 && !kPingpong && !kOverlap && !kRowmask && !STOF_SM90_QREG), "stof attention (sm90): STOF_SM90_KEY64 needs T = 128, Q in shared memory and the plain schedule without STOF_SM90_ROWMASK");
-constexpr unsigned kHalfBytes = 64 * 128; /* STOF_SM90_KEY64: the second 64 key rows of a K or V block */
+[[maybe_unused]] constexpr unsigned kHalfBytes = 64 * 128; /* STOF_SM90_KEY64: the second 64 key rows of a K or V block */
 static_assert(STOF_SM90_KEY64 == 0 || STOF_SM90_KEY64 == 1, "stof attention (sm90): STOF_SM90_KEY64 is 0 or 1");
 constexpr int kProdThreads = !kTma ? 0 : kWG == 2 && !kKey64 ? 128 : 32;
 constexpr int kBlockThreads = kThreads + kProdThreads;
@@ -280,6 +283,9 @@ constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages *
 constexpr int kOffFlags = 112;
 constexpr bool kNoPartial = STOF_SM90_NOPARTIAL != 0;
 static_assert(!kTma || (kOffFlags >= 96 + 4 * kStages && kOffFlags + 4 * kStages <= kBarBytes), "partial flags");
+/* the mbarriers (full, empty, qfree, with TMA; ping-pong's per-tile or two turn barriers)
+ * below byte 96 of the area, where STOF_SM90_ROWMASK's votes start */
+static_assert(8 * (kTma ? 2 * kStages + 1 : 0) + (kPingpong ? (kTma ? 16 : 8) : 0) <= 96, "mbarriers below the flags");
 static_assert(kDist >= 1, "stof attention (sm90): STOF_SM90_OVERLAP needs STOF_STAGES >= 3, STOF_SM90_PINGPONG >= 3");
 static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory over 227 KB; use fewer stages");
 
