@@ -1253,11 +1253,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   /* Every wgmma group is issued and waited inside one iteration (a group in flight across
    * the loop's back edge made ptxas serialise every wgmma, C7515). */
   float s[kNS];
-#if STOF_SM90_TMA
-  /* Turns: bar_pp's phase i completes when warpgroup 1 has issued tile i (warpgroup 0 then
-   * issues tile i + 1), bar_pp + 8's when warpgroup 0 has issued tile i. Tile i - 1's stage is
-   * released once P V_{i-1} is done, both warpgroups' releases completing it (as before). */
-  if (n > 0) {
+  /* The overlapped loop: with TMA both warpgroups, taking turns to issue (bar_pp's phase i
+   * completes when warpgroup 1 has issued tile i, and warpgroup 0 then issues tile i + 1;
+   * bar_pp + 8's when warpgroup 0 has issued tile i), tile i - 1's stage released once
+   * P V_{i-1} is done (both warpgroups' releases complete it); with cp.async warpgroup 0 only,
+   * behind the per-tile barrier. */
+  if (kTma ? n > 0 : wgi == 0) {
 #if STOF_SM90_PEEL
     { /* tile 0 on its own: S_0 without the P V of P = 0 that the loop's first pass issues */
       const bool partial = tma_ready(0);
@@ -1273,71 +1274,55 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       vs_prev = kvbase + kTileBytes;
       keep();
     }
-    for (int i = 1; i < n; ++i) {
-#else
-    for (int i = 0; i < n; ++i) {
 #endif
+    for (int i = STOF_SM90_PEEL ? 1 : 0; i < n; ++i) {
       const int st = i % kStages;
+#if STOF_SM90_TMA
       const bool partial = tma_ready(i);
       if (wgi == 0) {
         if (i > 0) mbar_wait(bar_pp, (unsigned)(i - 1) & 1u);
       } else {
         mbar_wait(bar_pp + 8, (unsigned)i & 1u);
       }
-      wg_fence();
-      issue_s(s, st);
-      wg_commit();
-      /* P V_{i-1} behind S_i; at i = 0, P = 0 against tile 0's V (branch-free). */
-      pv(o, p, i > 0 ? vs_prev : kvbase + st * 2 * kTileBytes + kTileBytes);
-      wg_commit();
-      mbar_arrive(wgi == 0 ? bar_pp + 8 : bar_pp); /* the other warpgroup's turn */
-      wg_wait<1>();
-      reg_fence(s);
-      softmax_part(s, partial, st, i);
-      wg_wait<0>();
-      reg_fence(o);
-      if (i > 0) tma_release(i - 1); /* S_i and P V_{i-1} done; V_i is read next time */
-      rescale_pack<kT / 16>(o, p, s, alpha);
-      vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
-      keep();
-    }
-    reg_fence(o);
-    wg_fence();
-    pv(o, p, vs_prev);
-    wg_commit();
-    wg_wait<0>();
-    reg_fence(o);
-    tma_release(n - 1);
-  }
-#else /* cp.async */
-  if (wgi == 0) {
-    for (int i = 0; i < n; ++i) {
-      const int st = i % kStages;
+#else
       const bool partial = barrier_prefetch(i);
+#endif
       wg_fence();
       issue_s(s, st);
       wg_commit();
       /* P V_{i-1} behind S_i; at i = 0, P = 0 against tile 0's V (branch-free). */
       pv(o, p, i > 0 ? vs_prev : kvbase + st * 2 * kTileBytes + kTileBytes);
       wg_commit();
+#if STOF_SM90_TMA
+      mbar_arrive(wgi == 0 ? bar_pp + 8 : bar_pp); /* the other warpgroup's turn */
+#endif
       wg_wait<1>();
       reg_fence(s);
       softmax_part(s, partial, st, i);
       wg_wait<0>();
       reg_fence(o);
+#if STOF_SM90_TMA
+      if (i > 0) tma_release(i - 1); /* S_i and P V_{i-1} done; V_i is read next time */
+#endif
       rescale_pack<kT / 16>(o, p, s, alpha);
       vs_prev = kvbase + st * 2 * kTileBytes + kTileBytes;
       keep();
     }
-    if (n > 0) {
+    if (kTma || n > 0) { /* (with TMA n > 0 already) */
       reg_fence(o);
       wg_fence();
       pv(o, p, vs_prev);
       wg_commit();
       wg_wait<0>();
       reg_fence(o);
+#if STOF_SM90_TMA
+      tma_release(n - 1);
+#endif
     }
-  } else if (n > 0) {
+  }
+#if !STOF_SM90_TMA
+  /* cp.async: warpgroup 1 half a tile behind */
+  else if (n > 0) {
     bool part_prev = barrier_prefetch(0);
     wg_fence();
     issue_s(s, 0);
@@ -1370,7 +1355,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     wg_wait<0>();
     reg_fence(o);
   }
-#endif /* STOF_SM90_TMA */
+#endif /* !STOF_SM90_TMA */
 #elif STOF_SM90_HALFSKIP
   /* The plain schedule, one warpgroup, a tile at a time through hs_tile: all 64 keys, or one
    * 32-key half kh (keys 32 kh .. 32 kh + 31) of a partial tile whose other half is masked in

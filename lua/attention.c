@@ -167,7 +167,7 @@ static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname, const
   lua_pop(L, 1);
   static const char *const ints[] = {"tile", "warps", "stages", "split", "order", "key64"};
   int *dst[] = {&o.tile, &o.warps, &o.stages, &o.split, &o.order, &o.key64};
-  for (int i = 0; i < 6; i++) {
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (lua_getfield(L, idx, ints[i]) != LUA_TNIL) {
       if (!lua_isinteger(L, -1)) slua_error(L, "TypeError", "%s: option %s must be an integer", fname, ints[i]);
       lua_Integer v = lua_tointeger(L, -1);
