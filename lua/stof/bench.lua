@@ -2,7 +2,7 @@
 -- sections 9 and 10). `stof bench attention` (lua/stof/cli/bench.lua) is its command line.
 --
 --   stof.bench.attention(mask, {B=, H=, Hkv=, S= | Sq=, Sk=, D=, dtype=, kernel=, tile=,
---                               reps=, check_rows=}) -> result table
+--                               reps=, warmup_ms=, check_rows=}) -> result table
 --
 -- mask is a stof.Mask or the text of a MASK argument of `stof mask show` ("causal() &
 -- sliding(64)", "bigbird", "fn(function(b, h, i, j) ... end)"). Correctness first: the
@@ -10,7 +10,9 @@
 -- (stof.attention on float32 copies, f64 accumulation) on sampled rows of sampled (b, h)
 -- pairs, and no NaN may remain anywhere; a row off by more than CHECK_TOL (relative L2)
 -- raises a CheckError naming it. Then the plan is timed with device events (AttnPlan:time:
--- warm-up, median of reps runs, inputs rotated over three sets) and the result gives the
+-- 5 warm-up launches and warmup_ms more of them (0: the 5 alone, as the peers' scripts warm
+-- up, so that --peers compares at the same GPU state), median of reps runs, inputs rotated
+-- over three sets) and the result gives the
 -- time, useful TFLOP/s (4 * D * kept pairs / time), the fraction of the roofline, the
 -- density and the selector's choice with its reason.
 --
@@ -208,7 +210,7 @@ local function public(f)
 end
 
 local DIM_KEYS = {B = true, H = true, Hkv = true, S = true, Sq = true, Sk = true, D = true, dtype = true,
-                  kernel = true, tile = true, reps = true, check_rows = true}
+                  kernel = true, tile = true, reps = true, warmup_ms = true, check_rows = true}
 
 local function int_field(o, key, def, min)
   local v = o[key]
@@ -219,7 +221,7 @@ local function int_field(o, key, def, min)
 end
 
 -- The options checked, with their defaults: dims {B, H, Hkv, Sq, Sk, D}, dtype, plan
--- options, reps, check_rows.
+-- options, reps, check_rows, warmup_ms.
 local function check_options(o)
   if type(o) ~= "table" then raise("TypeError", "the second argument must be a table {B=, H=, S=, D=, ...}") end
   for k in pairs(o) do
@@ -252,7 +254,10 @@ local function check_options(o)
   if tile and tile ~= 32 and tile ~= 64 and tile ~= 128 then
     raise("ValueError", "tile must be 32, 64 or 128, got %d", tile)
   end
-  return d, dtype, {kernel = kernel, tile = tile}, int_field(o, "reps", 30, 1), int_field(o, "check_rows", 16, 2)
+  local warmup_ms = int_field(o, "warmup_ms", 0, 0)
+  if warmup_ms > 60000 then raise("ValueError", "warmup_ms = %d (at most 60000)", warmup_ms) end
+  return d, dtype, {kernel = kernel, tile = tile}, int_field(o, "reps", 30, 1), int_field(o, "check_rows", 16, 2),
+    warmup_ms
 end
 
 local function as_mask(mask, d)
@@ -350,7 +355,7 @@ function bench.ok(c)
 end
 
 local function run(mask, o)
-  local d, dtype, popts, reps, check_rows = check_options(o)
+  local d, dtype, popts, reps, check_rows, warmup_ms = check_options(o)
   mask = as_mask(mask, d)
   -- the plan first: without a GPU this is where it stops, before inputs are made
   local plan = call(stof.attention_plan, mask, {B = d.B, H = d.H, Hkv = d.Hkv, Sq = d.Sq, Sk = d.Sk, D = d.D,
@@ -377,12 +382,12 @@ local function run(mask, o)
     raise("CheckError", "mask %s (kernel %s, tile %d): %s", tostring(mask), plan.choice.kernel, plan.choice.tile, why)
   end
   -- then the time
-  local ms, times = call(plan.time, plan, qd, kd, vd, outd, reps)
+  local ms, times = call(plan.time, plan, qd, kd, vd, outd, reps, warmup_ms)
   local ch, nvalid = plan.choice, plan.nvalid
   local flops, bytes = bench.work(d, nvalid, 2)
   local r = {
     mask = tostring(mask), gpu = plan.gpu, B = d.B, H = d.H, Hkv = d.Hkv, Sq = d.Sq, Sk = d.Sk, D = d.D,
-    dtype = dtype, ms = ms, times = times, reps = reps, tflops = flops / (ms * 1e-3) / 1e12, nvalid = nvalid,
+    dtype = dtype, ms = ms, times = times, reps = reps, warmup_ms = warmup_ms, tflops = flops / (ms * 1e-3) / 1e12, nvalid = nvalid,
     density = nvalid / (d.B * d.H * d.Sq * d.Sk), kernel = ch.kernel, tile = ch.tile, warps = ch.warps,
     stages = ch.stages, hopper = ch.hopper, why = ch.why, prepare_ms = plan.prepare_ms, max_rel_err = c.max_rel_err,
     rel_err = c.rel_err, checked_rows = c.checked_rows, checked_pairs = c.checked_pairs, flops = flops, bytes = bytes,
@@ -503,7 +508,8 @@ end
 --- Checks, then times, attention with mask (a stof.Mask or a MASK expression) at the
 --- given dims (B 1, H 12, Hkv H, D 64, dtype float16 by default; S or Sq and Sk
 --- required) with the plan options kernel ("auto", "block", "row") and tile (32, 64, 128),
---- reps timed runs (30), check_rows rows checked per sampled (b, h) (16; all when Sq is
+--- reps timed runs (30) after 5 warm-up launches and warmup_ms more of them (0),
+--- check_rows rows checked per sampled (b, h) (16; all when Sq is
 --- at most that). Returns {ms, tflops, roofline (nil for a GPU without ceilings in
 --- bench.PEAKS), floor_ms, bound, density, nvalid, kernel, tile, warps, stages, hopper, why,
 --- prepare_ms, max_rel_err, rel_err, checked_rows, checked_pairs, gpu, mask, the dims,

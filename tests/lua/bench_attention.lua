@@ -162,7 +162,12 @@ end
 -- ---------------------------------------------------------------- the Lua API's errors
 
 U.raises(function() bench.attention(M.causal(), {S = 64, tiel = 64}) end, "ValueError",
-         "stof.bench.attention: unknown key tiel (known: B, D, H, Hkv, S, Sk, Sq, check_rows, dtype, kernel, reps, tile)")
+         "stof.bench.attention: unknown key tiel (known: B, D, H, Hkv, S, Sk, Sq, check_rows, dtype, kernel, reps, tile, "
+         .. "warmup_ms)")
+U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = -1}) end, "ValueError", "warmup_ms = -1 (at least 0)")
+U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = 60001}) end, "ValueError",
+         "warmup_ms = 60001 (at most 60000)")
+U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = 0.5}) end, "TypeError", "warmup_ms must be an integer")
 U.raises(function() bench.attention(M.causal(), {B = 2}) end, "ValueError", "stof.bench.attention: give S")
 U.raises(function() bench.attention(M.causal(), {S = 64, dtype = "float32"}) end, "ValueError",
          "dtype must be \"float16\" or \"bfloat16\"")
@@ -212,6 +217,10 @@ expect(1, "stof bench: --seq: expected a positive integer, got 'abc'", "attentio
 expect(1, "stof bench: --tile: 32, 64 or 128, got 96", "attention", "causal", "--seq", "64", "--tile", "96")
 expect(1, "stof bench: --kernel: auto, block or row, got 'fast'", "attention", "causal", "--seq", "64", "--kernel", "fast")
 expect(1, "stof bench: --check-rows: at least 2", "attention", "causal", "--seq", "64", "--check-rows", "1")
+expect(1, "stof bench: --warmup-ms: expected an integer from 0 to 60000, got '-5'", "attention", "causal", "--seq", "64",
+       "--warmup-ms", "-5")
+expect(1, "stof bench: --warmup-ms: expected an integer from 0 to 60000, got 'lots'", "attention", "causal", "--seq",
+       "64", "--warmup-ms", "lots")
 expect(1, "stof bench: bad MASK expression \"causal() & sliding(\": MASK:1: unexpected symbol near <eof>",
        "attention", "causal() & sliding(", "--seq", "64")
 expect(1, "stof bench: bad MASK expression \"window(-1, 2)\": MASK:1: ValueError: window: l = -1 is negative",
@@ -223,7 +232,7 @@ expect(1, "stof bench: ValueError: stof.bench.attention: H = 6 is not a multiple
 expect(1, "stof bench: unknown subcommand 'gemm' (attention; see stof bench --help)", "gemm")
 if has_gpu then
   local out = expect(0, "no NaN in the output: ok", "attention", "fn(function(b, h, i, j) return j <= i and (i - j) % 3 == 0 end)",
-                     "--seq", "200", "--heads", "2", "--reps", "3")
+                     "--seq", "200", "--heads", "2", "--reps", "3", "--warmup-ms", "20")
   assert(out:find("useful: [%d.]+ TFLOP/s") and out:find("why: "), out)
 else
   local out = expect(1, "stof bench: attention needs a GPU, and none can be used here (no GPU: ", "attention",

@@ -11,7 +11,8 @@ local fail = common.fail
 local USAGE = [==[
 usage: stof bench attention MASK --seq S[,Sk] [--batch B] [--heads H] [--heads-kv Hkv]
                             [--dim D] [--dtype float16|bfloat16] [--kernel auto|block|row]
-                            [--tile 32|64|128] [--reps N] [--check-rows N] [--json FILE]
+                            [--tile 32|64|128] [--reps N] [--warmup-ms MS] [--check-rows N]
+                            [--json FILE]
                             [--peers [--peers-script PATH]]
        stof bench --help
 
@@ -35,6 +36,10 @@ the density, and the kernel and tile the selector chose and why. Needs a GPU.
   --kernel K      auto (the selector, default), block or row
   --tile T        32, 64 or 128 (default: the selector's; 32 runs block-wise)
   --reps N        timed runs (30); the median is printed
+  --warmup-ms MS  warm-up before them: 5 launches, then MS of launches (0). 0 is how the
+                  peers are timed; on an H200, a few hundred ms of back-to-back launches of
+                  a heavy kernel bring the 700 W limit in and the clock down (~1980 to
+                  ~1500 MHz): --warmup-ms 3000 measures that sustained state
   --check-rows N  rows checked per sampled (b, h) pair (16; all rows when S <= N)
   --json FILE     also append the result to FILE as one line of JSON (and with --peers,
                   one line per peer)
@@ -63,6 +68,11 @@ local OPTIONS = {
   ["--heads-kv"] = set_int("Hkv"),
   ["--dim"] = set_int("D"),
   ["--reps"] = set_int("reps"),
+  ["--warmup-ms"] = function(o, v, name)
+    local n = math.tointeger(tonumber(v))
+    if not n or n < 0 or n > 60000 then fail("%s: expected an integer from 0 to 60000, got '%s'", name, tostring(v)) end
+    o.warmup_ms = n
+  end,
   ["--check-rows"] = function(o, v, name)
     o.check_rows = common.positive(name, v)
     if o.check_rows < 2 then fail("--check-rows: at least 2 (the first and the last row), got %d", o.check_rows) end
