@@ -900,27 +900,27 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_np_block
 #include "attn_dev.cu"
 
-/* _peel: STOF_SM90_PEEL=1 (the TMA ping-pong's first tile on its own, without the loop's P V of
- * P = 0; bench/attn_ab_peel.sh) */
-#define ATTN_NS g128_t128_s3_pp_tma_np_peel
+/* _nopeel: STOF_SM90_PEEL=0 (the TMA ping-pong's first tile through the loop, with a P V of
+ * P = 0; the default until session 20; bench/attn_ab_peel.sh) */
+#define ATTN_NS g128_t128_s3_pp_tma_np_nopeel
 #define STOF_HEAD_DIM 128
 #define STOF_BF16 0
 #define STOF_TILE_M 128
 #define STOF_STAGES 3
 #define STOF_SM90_TMA 1
 #define STOF_SM90_NOPARTIAL 1
-#define STOF_SM90_PEEL 1
-#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_np_peel_block
+#define STOF_SM90_PEEL 0
+#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_np_nopeel_block
 #include "attn_dev.cu"
 
-#define ATTN_NS g128_t128_s3_pp_tma_peel
+#define ATTN_NS g128_t128_s3_pp_tma_nopeel
 #define STOF_HEAD_DIM 128
 #define STOF_BF16 0
 #define STOF_TILE_M 128
 #define STOF_STAGES 3
 #define STOF_SM90_TMA 1
-#define STOF_SM90_PEEL 1
-#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_peel_block
+#define STOF_SM90_PEEL 0
+#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_nopeel_block
 #include "attn_dev.cu"
 
 /* _k64: STOF_SM90_KEY64=1 (T = 128, two warpgroups sharing each K/V tile, computed as two
@@ -1057,8 +1057,8 @@ static const Cfg g_cfgs[] = {
     CFG90(g128_t128_s3_pp_tma_rm, 128, 128, 0, 3, 1, 1, 0, 0, 1),
     CFG90(g64_t64_s2_k_m4_tma_np, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g128_t128_s3_pp_tma_np, 128, 128, 0, 3, 1, 1, 0, 0, 1),
-    CFG90(g128_t128_s3_pp_tma_np_peel, 128, 128, 0, 3, 1, 1, 0, 0, 1),
-    CFG90(g128_t128_s3_pp_tma_peel, 128, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g128_t128_s3_pp_tma_np_nopeel, 128, 128, 0, 3, 1, 1, 0, 0, 1),
+    CFG90(g128_t128_s3_pp_tma_nopeel, 128, 128, 0, 3, 1, 1, 0, 0, 1),
     CFG90(g64_t128_s2_k_m2_tma_k64, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g64_t128_s2_k_m2_tma_k64_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g128_t128_s2_k_tma_k64_np, 128, 128, 0, 2, 1, 0, 0, 0, 0),

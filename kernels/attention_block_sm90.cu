@@ -130,9 +130,11 @@
  *   setmaxnreg 24 / 104 at 2 CTAs (sessions 18-19, bench/NOTES-attention.md; that code is in
  *   the tree of 86655a8); default 0),
  *   STOF_SM90_PEEL (1: the TMA ping-pong's first tile of a row on its own, without the loop's
- *   P V of P = 0 (half a warpgroup's MMA work of a tile, once a row); an experiment prepared
- *   for bench/attn_ab_peel.sh, not yet run on a GPU; nvcc 13.0 spills 40 bytes with it under
- *   the T5 bias, 8 under the soft cap, none without a modifier; default 0),
+ *   P V of P = 0 (half a warpgroup's MMA work of a tile, once a row); bit for bit the result
+ *   without it, 0.988-1.000x its time on an H200 (document 0.988, causal 0.997, dense
+ *   0.997-1.000: bench/attn_ab_peel.sh, session 20); nvcc 13.0 spills 40 bytes with it under
+ *   the T5 bias (52 without), 8 under the soft cap, none without a modifier; default 1 for
+ *   the TMA ping-pong, 0 elsewhere),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -204,7 +206,7 @@
 #define STOF_SM90_KEY64 0
 #endif
 #ifndef STOF_SM90_PEEL
-#define STOF_SM90_PEEL 0
+#define STOF_SM90_PEEL (STOF_SM90_PINGPONG && STOF_SM90_TMA)
 #endif
 #if STOF_SM90_PEEL && !(STOF_SM90_PINGPONG && STOF_SM90_TMA)
 #error "stof attention: STOF_SM90_PEEL is the TMA ping-pong's first tile on its own (STOF_SM90_PINGPONG and STOF_SM90_TMA)"
