@@ -89,7 +89,8 @@ def main():
                 sys.exit(f"peers_sustained: mask {mask}: dense or causal only")
             causal = mask == "causal"
             dens = 1.0 if not causal else (S + 1) / (2 * S)
-            for impl, backend in (("sdpa_flash2", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+            for impl, backend in (("sdpa_flash2", SDPBackend.FLASH_ATTENTION),
+                                  ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
                 try:
                     with sdpa_kernel(backend):
                         r = timed(lambda i: F.scaled_dot_product_attention(*sets[i % 3], is_causal=causal))

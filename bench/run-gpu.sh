@@ -17,7 +17,8 @@ python3 bench/dump_peer_masks.py .peers/peers.py "$out/masks" $sizes
 heads=${HEADS:-12} dim=${DIM:-64} warm=${WARM_MS:-0}
 if [ "${SKIP_STOF:-0}" != 1 ]; then
   build-gpu/bench_attention --shapes "$shapes" --masks "$masks" --heads "$heads" --dim "$dim" \
-    --kernels ${KERNELS:-auto} --tiles ${TILES:-0} --warm-ms "$warm" --peer-masks "$out/masks" --out "$out/stof.jsonl" > /dev/null
+    --kernels ${KERNELS:-auto} --tiles ${TILES:-0} --warm-ms "$warm" --peer-masks "$out/masks" \
+    --out "$out/stof.jsonl" > /dev/null
 fi
 if [ "${SKIP_PEERS:-0}" != 1 ] && [ "$warm" != 0 ]; then
   python3 bench/peers_sustained.py .peers/peers.py --shapes "$shapes" --masks "$masks" --heads "$heads" \

@@ -171,7 +171,9 @@ function bench.report(r)
   add("  check: %d rows of %d (b, h) pairs against the CPU reference (float32 copies, f64 accumulation): "
       .. "max rel err %.2e (limit %.0e), no NaN in the output: ok", r.checked_rows, r.checked_pairs, r.max_rel_err,
       bench.CHECK_TOL)
-  add("  time: %.4f ms (median of %d runs after warm-up, CUDA events; prepare %.1f ms apart)", r.ms, r.reps,
+  local warm = (r.warmup_ms or 0) > 0 and ("5 warm-up launches and %d ms more"):format(r.warmup_ms)
+    or "5 warm-up launches"
+  add("  time: %.4f ms (median of %d runs after %s, CUDA events; prepare %.1f ms apart)", r.ms, r.reps, warm,
       r.prepare_ms)
   add("  useful: %.1f TFLOP/s (4 * D * %d kept pairs)", r.tflops, r.nvalid)
   if r.roofline then
@@ -387,7 +389,8 @@ local function run(mask, o)
   local flops, bytes = bench.work(d, nvalid, 2)
   local r = {
     mask = tostring(mask), gpu = plan.gpu, B = d.B, H = d.H, Hkv = d.Hkv, Sq = d.Sq, Sk = d.Sk, D = d.D,
-    dtype = dtype, ms = ms, times = times, reps = reps, warmup_ms = warmup_ms, tflops = flops / (ms * 1e-3) / 1e12, nvalid = nvalid,
+    dtype = dtype, ms = ms, times = times, reps = reps, warmup_ms = warmup_ms, tflops = flops / (ms * 1e-3) / 1e12,
+    nvalid = nvalid,
     density = nvalid / (d.B * d.H * d.Sq * d.Sk), kernel = ch.kernel, tile = ch.tile, warps = ch.warps,
     stages = ch.stages, hopper = ch.hopper, why = ch.why, prepare_ms = plan.prepare_ms, max_rel_err = c.max_rel_err,
     rel_err = c.rel_err, checked_rows = c.checked_rows, checked_pairs = c.checked_pairs, flops = flops, bytes = bytes,

@@ -105,11 +105,13 @@ do
   local text = bench.report(r)
   for _, s in ipairs({"mask causal() on NVIDIA H200: B 8, H 12 (Hkv 12), Sq 1024, Sk 1024, D 64, float16",
                       "check: 48 rows of 3 (b, h) pairs", "max rel err 1.50e-03 (limit 1e-02)",
-                      "time: 0.0500 ms (median of 30 runs", "useful: 123.4 TFLOP/s",
+                      "time: 0.0500 ms (median of 30 runs after 5 warm-up launches, CUDA", "useful: 123.4 TFLOP/s",
                       "roofline: 42.0% (floor 0.021 ms, compute-bound", "density: 0.5005 (50380800 of 100663296 pairs)",
                       "kernel: block, tile 64, 4 warps, 2 stages, wgmma (sm_90a)", "why: block-wise: ..."}) do
     assert(text:find(s, 1, true), ("report lacks %q:\n%s"):format(s, text))
   end
+  r.warmup_ms = 3000
+  assert(bench.report(r):find("median of 30 runs after 5 warm-up launches and 3000 ms more, CUDA", 1, true))
   r.roofline, r.gpu = nil, "NVIDIA A100"
   assert(bench.report(r):find("roofline: unknown (no ceilings for NVIDIA A100", 1, true))
 end
@@ -162,12 +164,14 @@ end
 -- ---------------------------------------------------------------- the Lua API's errors
 
 U.raises(function() bench.attention(M.causal(), {S = 64, tiel = 64}) end, "ValueError",
-         "stof.bench.attention: unknown key tiel (known: B, D, H, Hkv, S, Sk, Sq, check_rows, dtype, kernel, reps, tile, "
-         .. "warmup_ms)")
-U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = -1}) end, "ValueError", "warmup_ms = -1 (at least 0)")
+         "stof.bench.attention: unknown key tiel (known: B, D, H, Hkv, S, Sk, Sq, check_rows, dtype, kernel, reps, "
+         .. "tile, warmup_ms)")
+U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = -1}) end, "ValueError",
+         "warmup_ms = -1 (at least 0)")
 U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = 60001}) end, "ValueError",
          "warmup_ms = 60001 (at most 60000)")
-U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = 0.5}) end, "TypeError", "warmup_ms must be an integer")
+U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = 0.5}) end, "TypeError",
+         "warmup_ms must be an integer")
 U.raises(function() bench.attention(M.causal(), {B = 2}) end, "ValueError", "stof.bench.attention: give S")
 U.raises(function() bench.attention(M.causal(), {S = 64, dtype = "float32"}) end, "ValueError",
          "dtype must be \"float16\" or \"bfloat16\"")
