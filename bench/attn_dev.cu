@@ -865,6 +865,41 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g128_t64_s2_hs_rm_block
 #include "attn_dev.cu"
 
+/* _m3: the engine's D 128 tile-64 kernels (cp.async, Q in registers, 2 stages: 184-195
+ * registers, so two CTAs an SM) held to 168 registers by STOF_MIN_BLOCKS=3, for a third CTA an
+ * SM (67.6 KB of shared memory each). nvcc 13.0: 0-16 bytes of spill without a score
+ * modifier (148 under the T5 bias, 40 under the soft cap). Session 20's grid puts ~2 us per
+ * tile-row and SM of fixed cost on the window masks at two CTAs (bench/NOTES-attention.md,
+ * "Session 20"); bench/attn_ab_m3.sh. */
+#define ATTN_NS g128_t64_s2_rm_m3
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 3
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_rm_m3_block
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2_hs_rm_m3
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 3
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_HALFSKIP 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_hs_rm_m3_block
+#include "attn_dev.cu"
+
 #define ATTN_NS g128_t128_s3_pp_tma_rm
 #define STOF_HEAD_DIM 128
 #define STOF_BF16 0
@@ -1054,6 +1089,8 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t64_s2_k_m4_tma_hs_rm, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g128_t64_s2_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t64_s2_hs_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
+    CFG90(g128_t64_s2_rm_m3, 128, 64, 0, 2, 3, 1, 0, 0, 0),
+    CFG90(g128_t64_s2_hs_rm_m3, 128, 64, 0, 2, 3, 1, 0, 0, 0),
     CFG90(g128_t128_s3_pp_tma_rm, 128, 128, 0, 3, 1, 1, 0, 0, 1),
     CFG90(g64_t64_s2_k_m4_tma_np, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g128_t128_s3_pp_tma_np, 128, 128, 0, 3, 1, 1, 0, 0, 1),

@@ -1,0 +1,34 @@
+#!/bin/bash
+# A third CTA an SM for the D 128 tile-64 kernel (STOF_MIN_BLOCKS=3: 168 registers instead of
+# 184-195, attn_dev's _m3 configurations) against the engine's two, on one Hopper GPU. Session
+# 20's grid puts ~2 us per tile-row and SM of fixed cost (prologue, epilogue) on the window
+# masks at D 128 (sliding, causal_sliding, longformer: 2-5 tiles a row), 60-68% of their time
+# (bench/NOTES-attention.md, "Session 20"); a third resident CTA would hide more of it. First
+# the check (every --odd case, each _m3 output bit for bit against its two-CTA twin), then
+# alternations in one process at D 128, H 12: the window masks, bigbird and document at 8 x
+# 1024 .. 16 x 4096, and dense at tile 64 (the cost of the spills on full tiles), and a table
+# of mean ms. Run from the repository root on the GPU machine; logs to $OUT (/tmp/attn_out
+# elsewhere). Prepared in session 20 after its device time was spent: not run yet.
+#
+#   bash bench/attn_ab_m3.sh
+#   ATTN_DEV_NOBUILD=1 bash bench/attn_ab_m3.sh     reuse build-attn/attn_dev
+# If _m3 wins: kernels/attention.c passes -DSTOF_MIN_BLOCKS=3 to the Hopper kernel at D 128,
+# tile 64, cp.async, without a score modifier (T5 spills 148 bytes at 168 registers, the soft
+# cap 40), and hopper_ctas_per_sm counts 3 there (the split rule's launch balance).
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+. bench/attn_ab_common.sh 150 # OUT, BIN, T, t0; attn_dev built
+A=g128_t64_s2_rm; H=g128_t64_s2_hs_rm
+timeout "$T" "$BIN" --odd --cfg $A,${A}_m3,$H,${H}_m3 --bitcmp --kernels block --quiet >"$OUT/m3_odd.log" 2>&1
+echo "odd check: exit $? after $(( $(date +%s) - t0 )) s"; grep -E "FAIL|ALL PASS|BITCMP|differ" "$OUT/m3_odd.log" | head
+grep -E "^cfg g128_t64_s2_(hs_)?rm(_m3)? " "$OUT/m3_odd.log" | head -4 # registers, local bytes, CTAs an SM
+L=$A,${A}_m3,$H,${H}_m3
+timeout "$T" "$BIN" --cfg $L,$L --masks sliding,causal_sliding,longformer,bigbird,document,dense \
+  --shapes 8x1024,16x2048,16x4096 --heads 12 --kernels block --nocheck --quiet --json "$OUT/m3.jsonl" \
+  >"$OUT/m3.log" 2>&1
+echo "timing: exit $? after $(( $(date +%s) - t0 )) s"
+grep '^TIME' "$OUT/m3.log" | awk '
+  { k = $2 " " $3 " " $5 " " $6 " " $7; s[k] += $9; c[k]++; if (!(k in seen)) { seen[k] = 1; order[n++] = k } }
+  END { for (i = 0; i < n; i++) { k = order[i]; printf "%-48s %8.4f (%d)\n", k, s[k] / c[k], c[k] } }' |
+  sort -k2,2 -k3,5 | tee "$OUT/m3_table.txt"
+echo "attn_ab_m3: done in $(( $(date +%s) - t0 )) s"
