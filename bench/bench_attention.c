@@ -17,7 +17,8 @@
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
  *                   noorder,halfskip,nokey64]
- *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warm-ms 0] [--check-rows 6]
+ *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warmup-ms 0]
+ *                   [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
  *
  * --kernels: auto (the selector), block, row (forced), portable (auto without the Hopper
@@ -32,11 +33,11 @@
  * CTAs (Hopper kernel): auto (the rule, the default), off, or N (every tile-row of more than
  * N tiles in chunks of at most N): stof_attn_opts.split = 0 / -1 / N; each case runs once per
  * value, so one process times split against no split. --reps 0: check only, no timing.
- * --warm-ms: the warm-up before the timed runs, in ms of back-to-back launches (at least 5
+ * --warmup-ms: the warm-up before the timed runs, in ms of back-to-back launches (at least 5
  * launches). 0 (the default) is peers.py's own protocol, 5 launches, so that the grid compares
  * stof and its peers at the same GPU state: on an H200, after 5 launches a dense kernel runs at
  * the 1980 MHz boost clock, after a few hundred ms of back-to-back launches the 700 W limit
- * holds it near 1500 MHz (bench/results/s20/README.md). --warm-ms 3000 measures that
+ * holds it near 1500 MHz (bench/results/s20/README.md). --warmup-ms 3000 measures that
  * sustained state; bench/peers_sustained.py times the dense and causal peers the same way.
  * --check-rows N: rows checked per sampled (b, h) (at least the 6 default ones, all rows
  * when N >= S). --masks also takes "holes": causal, but rows [S/3, S/3 + 150) and the last
@@ -201,7 +202,7 @@ static double format_gpu_ms(stof_ctx *ctx, const stof_mask *mask, int64_t B, int
 int main(int argc, char **argv) {
   char shapes_s[512] = "8x1024,16x4096", masks_s[512] = "dense,causal,sliding,causal_sliding,longformer,bigbird,document",
        kernels_s[128] = "auto", tiles_s[128] = "0", splits_s[128] = "auto";
-  int heads = 12, dim = 64, reps = 30, nrows_asked = 6, stages = 0, warm_ms = 0;
+  int heads = 12, dim = 64, reps = 30, nrows_asked = 6, stages = 0, warmup_ms = 0;
   const char *out_path = NULL, *peer_dir = NULL, *dtype_s = "float16";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -217,7 +218,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--heads")) heads = atoi(v);
     else if (!strcmp(a, "--dim")) dim = atoi(v);
     else if (!strcmp(a, "--reps")) reps = atoi(v);
-    else if (!strcmp(a, "--warm-ms")) warm_ms = atoi(v);
+    else if (!strcmp(a, "--warmup-ms")) {
+      char *end = NULL;
+      long ms = strtol(v, &end, 10);
+      if (end == v || *end || ms < 0 || ms > 60000) {
+        fprintf(stderr, "bench_attention: --warmup-ms: an integer from 0 to 60000, got '%s'\n", v);
+        return 2;
+      }
+      warmup_ms = (int)ms;
+    }
     else if (!strcmp(a, "--stages")) stages = atoi(v); /* block-wise pipeline depth, 0: the selector's */
     else if (!strcmp(a, "--check-rows")) nrows_asked = atoi(v);
     else if (!strcmp(a, "--dtype")) dtype_s = v;
@@ -345,12 +354,12 @@ int main(int argc, char **argv) {
           }
           double ms = 0;
           if (reps == 0) goto report;
-          /* warm-up: 5 launches, then --warm-ms of them (see the usage comment) */
+          /* warm-up: 5 launches, then --warmup-ms of them (see the usage comment) */
           float wms = 0;
           if (stof_cuda_timer_start(timer)) die(ctx, "warm-up");
           for (int w = 0; w < 5; w++) stof_attn_plan_run(plan, dq[w % 3], dk[w % 3], dv[w % 3], dout);
           if (stof_cuda_timer_stop(timer, &wms)) die(ctx, "warm-up");
-          int nwarm = warm_ms <= 0 ? 0 : wms > 0 ? (int)fmin(1e6, warm_ms / (wms / 5)) : 100;
+          int nwarm = warmup_ms <= 0 ? 0 : wms > 0 ? (int)fmin(1e6, warmup_ms / (wms / 5)) : 100;
           for (int w = 0; w < nwarm; w++) stof_attn_plan_run(plan, dq[w % 3], dk[w % 3], dv[w % 3], dout);
           for (int r = 0; r < reps; r++) {
             if (stof_cuda_timer_start(timer) || stof_attn_plan_run(plan, dq[r % 3], dk[r % 3], dv[r % 3], dout) ||
@@ -399,7 +408,7 @@ int main(int argc, char **argv) {
           json_object_set_new(j, "io_mb", json_real(io_mb));
           json_object_set_new(j, "plan_mem_mb", json_real(((double)free_pre - (double)free1) / 1048576.0));
           json_object_set_new(j, "check_s", json_real(t_check / 1e3));
-          json_object_set_new(j, "warm_ms", json_integer(warm_ms));
+          json_object_set_new(j, "warmup_ms", json_integer(warmup_ms));
           char *line = json_dumps(j, JSON_COMPACT);
           printf("%s\n", line);
           if (out) fprintf(out, "%s\n", line);

@@ -132,9 +132,10 @@
  *   STOF_SM90_PEEL (1: the TMA ping-pong's first tile of a row on its own, without the loop's
  *   P V of P = 0 (half a warpgroup's MMA work of a tile, once a row); bit for bit the result
  *   without it, 0.988-1.000x its time on an H200 (document 0.988, causal 0.997, dense
- *   0.997-1.000: bench/attn_ab_peel.sh, session 20); nvcc 13.0 spills 40 bytes with it under
- *   the T5 bias (52 without), 8 under the soft cap, none without a modifier; default 1 for
- *   the TMA ping-pong, 0 elsewhere),
+ *   0.997-1.000: bench/attn_ab_peel.sh, session 20, without a score modifier); nvcc 13.0
+ *   spills 40 bytes with it under an f32 T5 bias (52 without; f16 28 and 32), 8 under the
+ *   soft cap (none without), none without a modifier; default 1 for the TMA ping-pong
+ *   without a score modifier (the one measured), 0 elsewhere),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -206,7 +207,7 @@
 #define STOF_SM90_KEY64 0
 #endif
 #ifndef STOF_SM90_PEEL
-#define STOF_SM90_PEEL (STOF_SM90_PINGPONG && STOF_SM90_TMA)
+#define STOF_SM90_PEEL (STOF_SM90_PINGPONG && STOF_SM90_TMA && !STOF_HAS_MOD)
 #endif
 #if STOF_SM90_PEEL && !(STOF_SM90_PINGPONG && STOF_SM90_TMA)
 #error "stof attention: STOF_SM90_PEEL is the TMA ping-pong's first tile on its own (STOF_SM90_PINGPONG and STOF_SM90_TMA)"
@@ -1292,7 +1293,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       wg_fence();
       issue_s(s, st);
       wg_commit();
-      /* P V_{i-1} behind S_i; at i = 0, P = 0 against tile 0's V (branch-free). */
+      /* P V_{i-1} behind S_i; at i = 0 (without PEEL, or on cp.async), P = 0 against tile 0's V
+       * (branch-free). */
       pv(o, p, i > 0 ? vs_prev : kvbase + st * 2 * kTileBytes + kTileBytes);
       wg_commit();
 #if STOF_SM90_TMA

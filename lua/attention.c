@@ -377,14 +377,15 @@ static int cmp_float(const void *a, const void *b) {
 }
 
 #define TIME_MAX_SETS 8
-#define TIME_MAX_WARMUP 2000
+#define TIME_MAX_WARMUP 1000000 /* launches: warmup_ms (<= 60 s) sets the warm-up, not this */
 
-/* plan:time(q, k, v, out[, reps = 30[, warmup_ms = 100]]) -> median ms, {ms of each run}.
+/* plan:time(q, k, v, out[, reps = 30[, warmup_ms = 0]]) -> median ms, {ms of each run}.
  * q, k, v: CUDA tensors, or lists of n of them: run r reads set r % n (rotating the inputs,
  * so that caches do not flatter). As bench/bench_attention.c measures (DESIGN.md section
- * 9): warm-up launches for about warmup_ms (at most 2000), then reps runs, each between
- * two device events on the context's current stream; the median is the upper one for an
- * even count. */
+ * 9): 5 warm-up launches (the peers' scripts' warm-up), then more for about warmup_ms (at
+ * most 10^6 launches; a few hundred ms bring an H200 to its power cap), then reps runs, each
+ * between two device events on the context's current stream; the median is the upper one
+ * for an even count. */
 static int plan_time(lua_State *L) {
   const char *fname = "AttnPlan:time";
   slua_plan *h = check_plan(L, 1, fname);
@@ -395,7 +396,7 @@ static int plan_time(lua_State *L) {
     return slua_error(L, "ValueError", "%s: %d q, %d k and %d v tensors (as many of each)", fname, nq, nk, nv);
   stof_tensor *out = slua_check_tensor(L, 5, fname);
   lua_Integer reps = lua_isnoneornil(L, 6) ? 30 : slua_check_integer(L, 6, fname, "reps");
-  double warm_ms = slua_opt_number(L, 7, fname, "warmup_ms", 100);
+  double warm_ms = slua_opt_number(L, 7, fname, "warmup_ms", 0);
   if (reps < 1 || reps > 1000000) return slua_error(L, "ValueError", "%s: reps = %I (1 to 10^6)", fname, reps);
   if (!(warm_ms >= 0 && warm_ms <= 60000))
     return slua_error(L, "ValueError", "%s: warmup_ms = %f (0 to 60000)", fname, warm_ms);

@@ -221,8 +221,8 @@ expect(1, "stof bench: --seq: expected a positive integer, got 'abc'", "attentio
 expect(1, "stof bench: --tile: 32, 64 or 128, got 96", "attention", "causal", "--seq", "64", "--tile", "96")
 expect(1, "stof bench: --kernel: auto, block or row, got 'fast'", "attention", "causal", "--seq", "64", "--kernel", "fast")
 expect(1, "stof bench: --check-rows: at least 2", "attention", "causal", "--seq", "64", "--check-rows", "1")
-expect(1, "stof bench: --warmup-ms: expected an integer from 0 to 60000, got '-5'", "attention", "causal", "--seq", "64",
-       "--warmup-ms", "-5")
+expect(1, "stof bench: --warmup-ms: expected an integer from 0 to 60000, got '-5'", "attention", "causal", "--seq",
+       "64", "--warmup-ms", "-5")
 expect(1, "stof bench: --warmup-ms: expected an integer from 0 to 60000, got 'lots'", "attention", "causal", "--seq",
        "64", "--warmup-ms", "lots")
 expect(1, "stof bench: bad MASK expression \"causal() & sliding(\": MASK:1: unexpected symbol near <eof>",

@@ -1,4 +1,6 @@
 #!/bin/bash
+# session 20 call 2: bench/attn_ab_peel.sh (PEEL against the engine's D 128 tile-128 kernel), then
+# bench/profile_dense_cudnn.sh at D 128 16x2048 (ncu: stof and cuDNN in the same counters)
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 mkdir -p $OUT/peel $OUT/prof

@@ -37,9 +37,10 @@ the density, and the kernel and tile the selector chose and why. Needs a GPU.
   --tile T        32, 64 or 128 (default: the selector's; 32 runs block-wise)
   --reps N        timed runs (30); the median is printed
   --warmup-ms MS  warm-up before them: 5 launches, then MS of launches (0). 0 is how the
-                  peers are timed; on an H200, a few hundred ms of back-to-back launches of
-                  a heavy kernel bring the 700 W limit in and the clock down (~1980 to
-                  ~1500 MHz): --warmup-ms 3000 measures that sustained state
+                  peers are timed (--peers warms them up with 5 launches whatever MS is); on
+                  an H200, a few hundred ms of back-to-back launches of a heavy kernel bring
+                  the 700 W limit in and the clock down (~1980 to ~1500 MHz): --warmup-ms
+                  3000 measures that sustained state, for stof alone
   --check-rows N  rows checked per sampled (b, h) pair (16; all rows when S <= N)
   --json FILE     also append the result to FILE as one line of JSON (and with --peers,
                   one line per peer)
