@@ -324,6 +324,23 @@ struct stof_attn_mod_dev {
 #define stof_attn_row_fwd h128_t32_w2_s2_row
 #include "attn_dev.cu"
 
+/* _m5: BigBird's D 128 kernel (tile 32, mma.sync; 214 registers x 64 threads: four CTAs an SM)
+ * held to five by STOF_MIN_BLOCKS=5 (41 KB of shared memory each); bench/attn_ab_m3.sh */
+#define ATTN_NS h128_t32_w2_s2_m5
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_MIN_BLOCKS 5
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h128_t32_w2_s2_m5_block
+#define stof_attn_row_fwd h128_t32_w2_s2_m5_row
+#include "attn_dev.cu"
+
 #undef ATTN_DEV_INSTANTIATE
 
 /* sm_90a (wgmma) block-wise configurations, kernels/attention_block_sm90.cu: name
@@ -1036,6 +1053,7 @@ static const Cfg g_cfgs[] = {
     CFG(h64_t32_w2_s3, 64, 32, 0, 2, 3, 0, -1, -1, 4, 4),
     CFG(h64_t32_w2_s2_m8, 64, 32, 0, 2, 2, 0, -1, 8, 4, 4),
     CFG(h128_t32_w2_s2, 128, 32, 0, 2, 2, 0, -1, -1, 4, 4),
+    CFG(h128_t32_w2_s2_m5, 128, 32, 0, 2, 2, 0, -1, 5, 4, 4),
     CFG(h64_t64_w4_s2_m4, 64, 64, 0, 4, 2, 0, -1, 4, 8, 2),
     CFG(h64_t64_w4_s2_s, 64, 64, 0, 4, 2, 1, -1, -1, 8, 4),
     CFG(h64_t64_w2_s2, 64, 64, 0, 2, 2, 0, -1, -1, 4, 8),
