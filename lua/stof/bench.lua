@@ -12,9 +12,9 @@
 -- raises a CheckError naming it. Then the plan is timed with device events (AttnPlan:time:
 -- 5 warm-up launches and warmup_ms more of them (0: the 5 alone, as the peers' scripts warm
 -- up, so that --peers compares at the same GPU state), median of reps runs, inputs rotated
--- over three sets) and the result gives the
--- time, useful TFLOP/s (4 * D * kept pairs / time), the fraction of the roofline, the
--- density and the selector's choice with its reason.
+-- over three sets) and the result gives the time, useful TFLOP/s (4 * D * kept pairs /
+-- time), the fraction of the roofline, the density and the selector's choice with its
+-- reason.
 --
 -- The parts that need no GPU (work, roofline, peaks, sample_rows, sample_pairs, json,
 -- report, and check / ok on CPU tensors) are functions of their own, so that tests check
@@ -512,8 +512,7 @@ end
 --- given dims (B 1, H 12, Hkv H, D 64, dtype float16 by default; S or Sq and Sk
 --- required) with the plan options kernel ("auto", "block", "row") and tile (32, 64, 128),
 --- reps timed runs (30) after 5 warm-up launches and warmup_ms more of them (0),
---- check_rows rows checked per sampled (b, h) (16; all when Sq is
---- at most that). Returns {ms, tflops, roofline (nil for a GPU without ceilings in
+--- check_rows rows checked per sampled (b, h) (16; all when Sq is at most that). Returns {ms, tflops, roofline (nil for a GPU without ceilings in
 --- bench.PEAKS), floor_ms, bound, density, nvalid, kernel, tile, warps, stages, hopper, why,
 --- prepare_ms, max_rel_err, rel_err, checked_rows, checked_pairs, gpu, mask, the dims,
 --- times (each run's ms)}. Raises a DeviceError without a GPU, a CheckError when the
