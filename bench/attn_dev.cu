@@ -886,9 +886,10 @@ struct stof_attn_mod_dev {
  * registers, so two CTAs an SM) held to 168 registers by STOF_MIN_BLOCKS=3, for a third CTA an
  * SM (67.6 KB of shared memory each). nvcc 13.0: 8 bytes of spill (none with the half skip,
  * up to 16 in the engine's other variants) without a score modifier (148 under the T5 bias,
- * 40 under the soft cap). Session 20's grid puts ~2 us per
- * tile-row and SM of fixed cost on the window masks at two CTAs (bench/NOTES-attention.md,
- * "Session 20"); bench/attn_ab_m3.sh. */
+ * 40 under the soft cap). Session 20's grid puts ~2 us per tile-row and SM of fixed cost on
+ * the window masks at two CTAs (bench/NOTES-attention.md, "Session 20"); bench/attn_ab_m3.sh.
+ * (attn_dev's NVRTC check compiles them with their STOF_MIN_BLOCKS; the _nopeel ones it
+ * compiles with PEEL's default, as it passes no STOF_SM90_PEEL.) */
 #define ATTN_NS g128_t64_s2_rm_m3
 #define STOF_HEAD_DIM 128
 #define STOF_BF16 0
