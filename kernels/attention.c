@@ -135,6 +135,9 @@ stof_status stof_attn_mod_check(stof_ctx *ctx, const char *who, const stof_attn_
   return STOF_OK;
 }
 
+/* Whether a score modifier is absent: no table, no ALiBi, no soft cap. */
+static int mod_plain(const stof_attn_mod *m) { return m->kind == STOF_ATTN_MOD_NONE && !(m->softcap > 0); }
+
 const char *stof_attn_mod_describe(const stof_attn_mod *m, char *buf, size_t n) {
   if (!n) return buf;
   buf[0] = 0;
@@ -143,7 +146,7 @@ const char *stof_attn_mod_describe(const stof_attn_mod *m, char *buf, size_t n) 
   do {                                                                                \
     if (len < n) len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__);            \
   } while (0)
-  if (!m || (m->kind == STOF_ATTN_MOD_NONE && !(m->softcap > 0))) {
+  if (!m || mod_plain(m)) {
     ADD("none");
     return buf;
   }
@@ -370,6 +373,22 @@ static unsigned smem_portable(int T, int64_t D, int stages) {
 static int hopper_q_in_smem(int T, int64_t D, int tma, int key64) {
   return (T == 64 && D == 64 && tma) || key64;
 }
+/* Hopper, D = 128, tile 64, cp.async (no TMA), no score modifier: a third CTA an SM
+ * (STOF_MIN_BLOCKS=3: 168 registers instead of 186-195, 0-8 bytes of spill; 67.6 KB of shared
+ * memory each). The row's prologue and epilogue (Q, the first K/V tiles, O's store) are a fixed
+ * ~2 us a tile-row and SM, 60-68% of the window masks' time at two CTAs (session 20); a third
+ * resident CTA hides more of it. H200, session 21 (bench/results/s21/call1/, bench/attn_ab_m3.sh,
+ * attn_dev alternations in one process, H 12, 8 x 1024 .. 16 x 4096), with the half skip /
+ * without: sliding 0.91-0.92x / 0.92-0.94x the time, causal_sliding 0.89-0.93x / 0.91-0.93x,
+ * longformer 0.92-0.94x / 0.95-0.98x, document 0.92-0.94x / 0.93-0.98x, bigbird 0.91-0.93x /
+ * 0.96x, dense 0.93-0.95x / 0.93-0.97x; outputs bit-identical (150 of 150, --odd). Under a score
+ * modifier the kernel keeps two (T5's bias would spill 148 bytes at 168 registers). Elsewhere:
+ * key64 2, Q in shared memory 4 (hopper_q_in_smem), else the compiler's choice (0). */
+static int hopper_min_blocks(int T, int64_t D, int tma, int key64, int plain) {
+  if (key64) return 2;
+  if (hopper_q_in_smem(T, D, tma, 0)) return 4;
+  return T == 64 && D == 128 && !tma && plain ? 3 : 0;
+}
 /* Hopper, D = 64: tile 128 with the two warpgroups sharing each K/V tile, computed 64 keys a
  * step (STOF_SM90_KEY64: S with m64n64 as at tile 64, Q in shared memory, the TMA producer one
  * warp: 93-95 registers, 2 CTAs of 288 threads an SM; 256 threads with cp.async), where the
@@ -572,7 +591,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     /* measured without score modifiers (nvcc 13.0: with the T5 table or ALiBi mode 1 spills 32-76
      * bytes and ptxas serialises its wgmma (C7512), where tile 64 spills nothing; soft cap alone
      * compiles clean but was not timed either): modified attention stays at tile 64 */
-    int plain = o.mod.kind == STOF_ATTN_MOD_NONE && !(o.mod.softcap > 0);
+    int plain = mod_plain(&o.mod);
     int rule = !o.tile && t128 >= 0 && work <= KEY64_MAX_WORK && plain;
     if (o.key64 == 1 || rule) {
       int tma = o.tma != -1;
@@ -632,7 +651,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (out->kernel == STOF_ATTN_ROW && out->warps > 8)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps (row-wise takes 1 to 8)", out->warps);
   if (n > 0 && (size_t)n < sizeof out->why)
-    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s%s (B*H = %lld, D = %lld%s)",
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s%s%s (B*H = %lld, D = %lld%s)",
              out->tile, tile_why, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
              out->key64 && out->tma ? ", wgmma (sm_90a), TMA, 64-key steps"
              : out->key64  ? ", wgmma (sm_90a), 64-key steps"
@@ -640,6 +659,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
              : out->hopper ? ", wgmma (sm_90a)"
              : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync"
                                                 : "",
+             out->hopper && hopper_min_blocks(out->tile, D, out->tma, out->key64, mod_plain(&o.mod)) == 3
+                 ? ", three CTAs an SM (168 registers)" : "",
              mask_why, (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
 }
@@ -789,10 +810,9 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   if (hopper && c->rowmask) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ROWMASK=1");
   if (hopper && c->halfskip) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_HALFSKIP=1");
   if (hopper && c->nopartial) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_NOPARTIAL=1");
-  if (hopper && hopper_q_in_smem(c->tile, D, c->tma, c->key64)) {
-    snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
-    snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=%d", c->key64 ? 2 : 4);
-  }
+  if (hopper && hopper_q_in_smem(c->tile, D, c->tma, c->key64)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
+  int min_blocks = hopper ? hopper_min_blocks(c->tile, D, c->tma, c->key64, mod_plain(mod)) : 0;
+  if (min_blocks) snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=%d", min_blocks);
   if (hopper && c->key64) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_KEY64=1");
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
@@ -946,10 +966,14 @@ static stof_status mod_upload(stof_attn_plan *p) {
 /* CTAs of the Hopper kernel resident on one SM, for the split rule's launch balance: what
  * shared memory allows, capped by registers as cuobjdump -res-usage reports them for the
  * variants the selector picks (tile 128: 168 registers x 256-384 threads, one CTA; tile 64:
- * 186-220 x 128, two; Q in shared memory: 96 x 160, four by STOF_MIN_BLOCKS=4; key64: 93-95
- * x 288, two by STOF_MIN_BLOCKS=2, as attn_dev's occupancy query reported, session 18). */
-static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, int stages, int tma, int key64) {
-  int64_t by_regs = key64 ? 2 : T == 128 ? 1 : hopper_q_in_smem(T, D, tma, 0) ? 4 : 2;
+ * 186-220 x 128, two, or 168 and three by STOF_MIN_BLOCKS=3 at D = 128 without a modifier
+ * (hopper_min_blocks); Q in shared memory: 96 x 160, four by STOF_MIN_BLOCKS=4; key64: 93-95
+ * x 288, two by STOF_MIN_BLOCKS=2, as attn_dev's occupancy query reported, sessions 18 and 21).
+ * plain: no score modifier. */
+static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, int stages, int tma, int key64,
+                                  int plain) {
+  int min_blocks = hopper_min_blocks(T, D, tma, key64, plain);
+  int64_t by_regs = min_blocks ? min_blocks : T == 128 ? 1 : 2;
   int64_t by_smem = (int64_t)(dev->smem_per_block_optin + 1024) / (smem_hopper(T, D, stages, tma, key64) + 1024);
   return by_smem < by_regs ? by_smem : by_regs;
 }
@@ -970,7 +994,7 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
   }
   if (f->T != c->tile)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: split from a tile-%d format for tile %d", f->T, c->tile);
-  int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64);
+  int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64, mod_plain(&o->mod));
   stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, BH, c->tile, D, slots, o->split, sp);
   if (st) return st;
   size_t n = strlen(c->why);

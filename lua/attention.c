@@ -608,6 +608,7 @@ static int l_explain(lua_State *L) {
   }
   stof_status mst = stof_attn_mod_check(ctx, fname, &mod);
   if (mst) return slua_raise(L, ctx, mst, fname);
+  o.mod = mod; /* the selector's rules read it (tile 128 in 64-key steps, three CTAs an SM) */
   stof_mask_format *f = NULL;
   slua_pred_call c;
   slua_pred_begin(L, &c);

@@ -731,6 +731,56 @@ static void select_split_marks_formats_without_partial_tiles(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* D = 128 at tile 64 with cp.async and no score modifier: three CTAs an SM
+ * (hopper_min_blocks: STOF_MIN_BLOCKS=3), named in why and counted by the split rule's launch
+ * balance, whose threshold is a slot's share of the launch, ceil(tiles / (SMs x CTAs an SM));
+ * under a score modifier, with TMA and at D = 64, not. */
+static void select_three_ctas_at_d128_tile64(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &m));
+  stof_mask_format *f = format_of(ctx, m, 8192, 8192);
+  int64_t B = 16, H = 12, tiles = 0, longest = 0;
+  for (int32_t r = 0; r < f->nrow; r++) {
+    int64_t n = f->row_ptr[r + 1] - f->row_ptr[r];
+    tiles += n;
+    if (n > longest) longest = n;
+  }
+  tiles *= B * H;
+  static const struct {
+    int64_t D;
+    stof_attn_opts o;
+    int ctas; /* 3, else 0: not named in why */
+  } cases[] = {
+      {128, {0}, 3},
+      {128, {.mod = {.softcap = 30}}, 0},
+      {128, {.mod = {.kind = STOF_ATTN_MOD_ALIBI}}, 0},
+      {128, {.tma = 1}, 0},
+      {64, {0}, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    stof_attn_choice c;
+    TU_OK(ctx, stof_attention_select(ctx, f, B, H, cases[i].D, &h100, &cases[i].o, &c));
+    TU_OK(ctx, stof_attention_select_split(ctx, f, B, H, cases[i].D, &h100, &cases[i].o, &c));
+    if (!c.hopper || c.tile != 64) fail_msg("case %zu: hopper %d, tile %d: %s", i, c.hopper, c.tile, c.why);
+    int named = strstr(c.why, "three CTAs an SM (168 registers)") != NULL;
+    if (named != (cases[i].ctas == 3)) fail_msg("case %zu: why \"%s\"", i, c.why);
+    if (cases[i].D == 128 && !cases[i].o.tma) {
+      /* the share of a slot at 3 or 2 CTAs an SM: above every row, so nothing is split */
+      int64_t slots = (int64_t)h100.sm_count * (cases[i].ctas == 3 ? 3 : 2), share = (tiles + slots - 1) / slots;
+      assert_true(share > longest);
+      char want[96];
+      snprintf(want, sizeof want, "no split (no tile-row has %lld tiles or more)", (long long)share);
+      expect_in_why(&c, want);
+    }
+  }
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* The launch order a plan would take (stof_attention_select_split): longformer's global
  * tile-row first on the Hopper kernel, unless asked not to; nothing on the portable kernel,
  * nor where a row is split (a forced split). */
@@ -965,7 +1015,8 @@ static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
 /* The Hopper kernel compiles with NVRTC for sm_90a (no GPU needed) with its K/V loads by
  * cp.async and by TMA, at both head dims, both tiles and both element types, with Q in
  * shared memory at 4 CTAs per SM (the default at D = 64, tile 64, TMA), with a partial
- * tile's dead 32-key half skipped (STOF_SM90_HALFSKIP, tile 64), with a partial tile's mask
+ * tile's dead 32-key half skipped (STOF_SM90_HALFSKIP, tile 64), at 3 CTAs per SM (D = 128,
+ * tile 64, cp.async: STOF_MIN_BLOCKS=3), with a partial tile's mask
  * bits transposed per lane (STOF_SM90_ROWMASK: by the TMA producer at tile 64, by the
  * consumers with cp.async at tile 128), both as the selector picks them, and the variants of
  * a plan that splits heavy tile-rows (STOF_SM90_SPLIT 1 and 2), with and without those. */
@@ -988,7 +1039,8 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
        "-DSTOF_MIN_BLOCKS=4"},
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_HALFSKIP=1", ""},
-      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_HALFSKIP=1", ""},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_HALFSKIP=1",
+       "-DSTOF_MIN_BLOCKS=3"},
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1",
        "-DSTOF_SM90_QREG=0", "-DSTOF_MIN_BLOCKS=4"},
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_HALFSKIP=1",
@@ -1016,9 +1068,12 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
        "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_SPLIT=2"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
-       "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_SPLIT=1"},
+       "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_SPLIT=1"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
-       "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_SM90_SPLIT=2"},
+       "-DSTOF_SM90_HALFSKIP=1", "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_SPLIT=2"},
+      /* D = 128, tile 64, cp.async, no modifier: three CTAs an SM (hopper_min_blocks) */
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
+       "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_ORDER=1"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1",
        "-DSTOF_SM90_SPLIT=2", ""},
   };
@@ -1548,6 +1603,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_split_marks_formats_without_partial_tiles),
       cmocka_unit_test(select_picks_key64_for_dense_and_causal),
       cmocka_unit_test(select_split_orders_long_rows_first),
+      cmocka_unit_test(select_three_ctas_at_d128_tile64),
       cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
       cmocka_unit_test(tile_32_compiles_on_the_block_kernel_only),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),

@@ -215,5 +215,12 @@ do
   U.raises(function() stof.explain(M.causal(), {S = 256}, {mod = "t6"}) end, "ValueError", "option mod must be")
   U.raises(function() stof.explain(M.causal(), {S = 256}, {mod = "t5", max_distance = 4}) end,
     "ValueError", "max_distance 4 must exceed")
+  -- and chooses as the plan would under it: dense D 64 on an H200 takes tile 128 in 64-key
+  -- steps without a modifier, tile 64 with one (the rule was measured without)
+  local dims = {S = 4096, B = 16, H = 12, D = 64}
+  local _, plain = stof.explain(M.dense(), dims, {gpu = "h200"})
+  local _, alibi = stof.explain(M.dense(), dims, {gpu = "h200", mod = "alibi"})
+  assert(plain.key64 and plain.tile == 128, plain.why)
+  assert(not alibi.key64 and alibi.tile == 64, alibi.why)
 end
 print("attention modifier tests passed")
