@@ -50,7 +50,6 @@ namespace ATTN_NS {
 #undef STOF_SM90_NOPARTIAL
 #undef STOF_SM90_KEY64
 #undef STOF_SM90_PEEL
-#undef STOF_SM90_PERSIST
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -854,48 +853,6 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_hs_rm_block
 #include "attn_dev.cu"
 
-/* _p: STOF_SM90_PERSIST=1, the D 64 tile-64 kernels above walking tile-rows, a CTA per
- * resident slot (the grid: min(rows, CTAs an SM x SMs)); Q in two buffers, the producer's
- * ring running on across rows (session 21: the window masks' fixed cost per tile-row) */
-#define ATTN_NS g64_t64_s2_k_m4_tma_p
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 4
-#define STOF_SM90_QREG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_PERSIST 1
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_p_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t64_s2_k_m4_tma_rm_p
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 4
-#define STOF_SM90_QREG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_ROWMASK 1
-#define STOF_SM90_PERSIST 1
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_rm_p_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t64_s2_k_m4_tma_hs_rm_p
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 4
-#define STOF_SM90_QREG 0
-#define STOF_SM90_TMA 1
-#define STOF_SM90_HALFSKIP 1
-#define STOF_SM90_ROWMASK 1
-#define STOF_SM90_PERSIST 1
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_hs_rm_p_block
-#include "attn_dev.cu"
-
 #define ATTN_NS g128_t64_s2_rm
 #define STOF_HEAD_DIM 128
 #define STOF_BF16 0
@@ -1075,7 +1032,6 @@ struct Cfg {
   int halfskip;     /* sm90 only: STOF_SM90_HALFSKIP */
   int rowmask;      /* sm90 only: STOF_SM90_ROWMASK */
   int nopartial, key64; /* sm90 only: STOF_SM90_NOPARTIAL, STOF_SM90_KEY64 */
-  int persist;          /* sm90 only: STOF_SM90_PERSIST (a CTA per resident slot) */
 };
 
 #define CFG(ns, D, T, BF, W, S, SP, UN, MB, RW, RK)                                         \
@@ -1089,8 +1045,7 @@ struct Cfg {
         (const void *)&ns::ns##_block, nullptr, 1, QR, PS, OV, PP,                         \
         ns::stof_attn::sm90::kTma, ns::stof_attn::sm90::kBlockThreads,                     \
         ns::stof_attn::sm90::kHalfskip, ns::stof_attn::sm90::kRowmask,                    \
-        ns::stof_attn::sm90::kNoPartial, (int)ns::stof_attn::sm90::kKey64,                      \
-        (int)ns::stof_attn::sm90::kPersist                                                     \
+        ns::stof_attn::sm90::kNoPartial, (int)ns::stof_attn::sm90::kKey64                       \
   }
 
 static const Cfg g_cfgs[] = {
@@ -1152,9 +1107,6 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t64_s2_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g64_t64_s2_hs_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g64_t64_s2_k_m4_tma_hs_rm, 64, 64, 0, 2, 4, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_m4_tma_p, 64, 64, 0, 2, 4, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_m4_tma_rm_p, 64, 64, 0, 2, 4, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_m4_tma_hs_rm_p, 64, 64, 0, 2, 4, 0, 0, 0, 0),
     CFG90(g128_t64_s2_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t64_s2_hs_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t64_s2_rm_m3, 128, 64, 0, 2, 3, 1, 0, 0, 0),
@@ -1653,13 +1605,6 @@ static void run_shape(const Cfg &cf, int B, int H, int Sq, int Sk, const std::ve
         grid = dim3((Sq + cf.T - 1) / cf.T, B * H);
         block = dim3(cf.threads);
         smem = cf.smem;
-        if (cf.persist) { /* a CTA per resident slot, at most one per tile-row */
-          int occ = 0, sms = 0, dev = 0;
-          CK(cudaGetDevice(&dev));
-          CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-          CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, cf.blk, cf.threads, cf.smem));
-          grid = dim3((unsigned)std::min<long long>((long long)grid.x * B * H, (long long)std::max(occ, 1) * sms));
-        }
       } else {
         grid = dim3((Sq + cf.row_warps - 1) / cf.row_warps, B * H);
         block = dim3(cf.row_warps * 32);
@@ -1808,8 +1753,7 @@ static int nvrtc_check(const std::string &dir)
                          "-DSTOF_SM90_OVERLAP=" + std::to_string(c.overlap), "-DSTOF_SM90_PINGPONG=" + std::to_string(c.pingpong),
                          "-DSTOF_SM90_TMA=" + std::to_string(c.tma), "-DSTOF_SM90_HALFSKIP=" + std::to_string(c.halfskip),
                          "-DSTOF_SM90_ROWMASK=" + std::to_string(c.rowmask),
-                         "-DSTOF_SM90_NOPARTIAL=" + std::to_string(c.nopartial), "-DSTOF_SM90_KEY64=" + std::to_string(c.key64),
-                         "-DSTOF_SM90_PERSIST=" + std::to_string(c.persist)},
+                         "-DSTOF_SM90_NOPARTIAL=" + std::to_string(c.nopartial), "-DSTOF_SM90_KEY64=" + std::to_string(c.key64)},
                         false, "sm_90a");
       continue;
     }

@@ -209,12 +209,6 @@
 #ifndef STOF_SM90_PEEL
 #define STOF_SM90_PEEL (STOF_SM90_PINGPONG && STOF_SM90_TMA && !STOF_HAS_MOD)
 #endif
-#ifndef STOF_SM90_PERSIST
-#define STOF_SM90_PERSIST 0
-#endif
-#if STOF_SM90_PERSIST && (STOF_TILE_M != 64 || !STOF_SM90_TMA || STOF_SM90_QREG || STOF_SM90_OVERLAP || STOF_SM90_SPLIT)
-#error "stof attention: STOF_SM90_PERSIST is the TMA kernel at tile 64 with Q in shared memory (STOF_SM90_QREG=0), the plain or half-skip schedule, no split"
-#endif
 #if STOF_SM90_PEEL && !(STOF_SM90_PINGPONG && STOF_SM90_TMA)
 #error "stof attention: STOF_SM90_PEEL is the TMA ping-pong's first tile on its own (STOF_SM90_PINGPONG and STOF_SM90_TMA)"
 #endif
@@ -260,12 +254,6 @@ constexpr bool kHalfskip = STOF_SM90_HALFSKIP != 0;
 static_assert(!kHalfskip || (kT == 64 && kWG == 1 && !kOverlap), "stof attention (sm90): STOF_SM90_HALFSKIP needs T = 64 and the plain schedule");
 constexpr bool kRowmask = STOF_SM90_ROWMASK != 0; /* a partial tile's mask bits per lane (rm_apply) */
 constexpr int kQBytes = STOF_SM90_QREG ? 0 : kTileBytes; /* a Q tile of its own (Q not in registers) */
-/* STOF_SM90_PERSIST: a CTA per resident slot walks tile-rows lin = blockIdx.x, + gridDim.x, ..
- * (the non-persistent grid's CTAs in launch order); Q in two buffers, the next row's loaded
- * during the current one, and the producer's ring and the barriers' phases run on across rows,
- * so that it fills the next row's first stages while the consumers finish the current one. */
-constexpr bool kPersist = STOF_SM90_PERSIST != 0;
-constexpr int kQBufs = kPersist ? 2 : 1;
 /* TMA: the producer (a warpgroup at T = 128, so that setmaxnreg can move registers; one warp
  * at T = 64) and the mbarriers (full[stages], empty[stages], qfree, and with ping-pong its
  * two turn barriers). */
@@ -288,7 +276,7 @@ static_assert(kProdRegs * 128 + kConsRegs * kThreads <=
                   ((65536 / (kBlockThreads * STOF_MIN_BLOCKS)) & ~7) * kBlockThreads,
               "stof attention (sm90): register split over the CTA's allocation");
 constexpr int kBarBytes = kTma || kPingpong ? 128 : 0; /* mbarriers */
-constexpr int kSmemBytes = 1024 + kQBufs * kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
+constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes + kBarBytes;
 /* With TMA: stage s's tile's bmp_off entry (>= 0: partial) in the mbarrier area's spare
  * bytes, 4 a stage from byte 112 (after STOF_SM90_ROWMASK's votes at 96), written by the
  * producer with the fill and read by the consumers after their wait on the stage's full
@@ -330,8 +318,12 @@ struct order_t {
  * CTA lin of the launch (x fastest) runs heavy row k = lin % nheavy of (b, h) = lin / nheavy
  * while lin < BH x nheavy, then row nheavy + k of the others, (b, h) by (b, h); 0 <= nheavy <
  * nrow (a heavy row is longer than its instance's mean). */
-__device__ __forceinline__ int order_lin(long long lin, int BH, int nrow, int nheavy, int &k)
+__device__ __forceinline__ int order_cta(int BH, int nrow, int nheavy, int &k)
 {
+  unsigned y, z;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+  const long long lin = (long long)blockIdx.x + (long long)gridDim.x * ((long long)y + (long long)gridDim.y * z);
   const long long heavy = (long long)BH * nheavy;
   long long q;
   if (lin < heavy) {
@@ -342,14 +334,6 @@ __device__ __forceinline__ int order_lin(long long lin, int BH, int nrow, int nh
     k = nheavy + (int)(lin - heavy - q * (nrow - nheavy));
   }
   return q < BH ? (int)q : BH;
-}
-__device__ __forceinline__ int order_cta(int BH, int nrow, int nheavy, int &k)
-{
-  unsigned y, z;
-  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
-  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
-  return order_lin((long long)blockIdx.x + (long long)gridDim.x * ((long long)y + (long long)gridDim.y * z), BH, nrow,
-                   nheavy, k);
 }
 #endif
 
@@ -873,43 +857,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-#if STOF_SM90_PERSIST
-  /* (b, h) and row of tile-row lin of the walk: those of CTA lin of the non-persistent grid
-   * (x fastest: a (b, h)'s rows from the last, or the launch order's) */
-  auto row_of = [&](long long lin, int &row) -> int {
-    const int nr = (Sq + kT - 1) / kT;
-#if STOF_SM90_ORDER
-    int k;
-    const int q = order_lin(lin, B * H, nr, ORD.nheavy, k);
-    row = __ldg(ORD.row + (long long)((mask_b > 1 ? q / H : 0) * mask_h + (mask_h > 1 ? q % H : 0)) * nr + k);
-    return q;
-#else
-    const int q = (int)(lin / nr);
-    row = nr - 1 - (int)(lin - (long long)q * nr);
-    return q;
-#endif
-  };
-  {
-    /* the mbarriers once for the whole walk (their phases run on across rows) */
-    const unsigned bf = sbase + kQBufs * kQBytes + 2 * kStages * kTileBytes + kStages * kBmpBytes;
-    if (tid == 0) {
-#pragma unroll
-      for (int st = 0; st < kStages; ++st) {
-        mbar_init(bf + 8 * st, 32);
-        mbar_init(bf + 8 * kStages + 8 * st, kWG * 128);
-      }
-      mbar_init_fence();
-    }
-    __syncthreads(); /* the last CTA-wide barrier: the producer and the consumers part here */
-  }
-  const long long nlin = (long long)B * H * ((Sq + kT - 1) / kT);
-  int jb = 0;   /* tiles of this CTA's earlier rows: the ring's position at this row's first */
-  int qsel = 0; /* this row's Q buffer */
-  for (long long lin = blockIdx.x; lin < nlin; lin += gridDim.x, qsel ^= 1) {
-  int r_;
-  const int bh = row_of(lin, r_);
-#else
-  constexpr int jb = 0;
 #if STOF_SM90_ORDER
   int ord_k;
   const int bh = order_cta(B * H, (Sq + kT - 1) / kT, ORD.nheavy, ord_k);
@@ -917,7 +864,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
 #endif
   if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
-#endif
   const int b = bh / H, h = bh - b * H;
   const int nrow = (Sq + kT - 1) / kT;
 #if STOF_SM90_SPLIT == 2
@@ -931,9 +877,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   (void)nrow;
 #else
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
-#if STOF_SM90_PERSIST
-  const int r = r_;
-#elif STOF_SM90_ORDER
+#if STOF_SM90_ORDER
   const int r = __ldg(ORD.row + (long long)inst * nrow + ord_k);
 #else
   const int r = nrow - 1 - (int)blockIdx.x;
@@ -956,16 +900,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
   /* scores to log2 units: the scale folded in, or (modifier) applied before it */
   const float sl2 = STOF_HAS_MOD ? 1.4426950408889634f : scale * 1.4426950408889634f;
-  const unsigned kvbase = sbase + kQBufs * kQBytes;               /* stage s: K at + 2s tiles, V after */
+  const unsigned kvbase = sbase + kQBytes;                        /* stage s: K at + 2s tiles, V after */
   const unsigned bmbase = kvbase + 2 * kStages * kTileBytes;      /* stage s bitmap */
   /* Q: its own tile, or (Q in registers) the K slot of the last stage, which no copy touches
    * before the loop's first prefetch, issued after every thread read Q. Also the epilogue's
    * staging buffer. */
-#if STOF_SM90_PERSIST
-  const unsigned qbase = sbase + qsel * kQBytes;
-#else
   const unsigned qbase = kQBytes ? sbase : kvbase + (kStages - 1) * 2 * kTileBytes;
-#endif
 
 #if !STOF_SM90_TMA && STOF_SM90_PINGPONG
   const unsigned bar_pp = bmbase + kStages * kBmpBytes; /* ping-pong's per-tile barrier */
@@ -982,7 +922,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #if STOF_SM90_PINGPONG
   const unsigned bar_pp = bar_qfree + 8; /* ping-pong's turns to issue: two mbarriers */
 #endif
-#if !STOF_SM90_PERSIST
   if (tid == 0) {
 #pragma unroll
     for (int st = 0; st < kStages; ++st) {
@@ -997,7 +936,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     mbar_init_fence();
   }
   __syncthreads(); /* the last CTA-wide barrier: the producer and the consumers part here */
-#endif
 
   if (warp >= kWG * 4) {
     /* Producer. Tile j goes to stage j % kStages, the stage's (j / kStages)-th fill; before
@@ -1025,9 +963,9 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     if (kRmProducer && off >= 0) rm_fetch(off);
 #endif
     for (int j = 0; j < n; ++j) {
-      const int st = (jb + j) % kStages;
+      const int st = j % kStages;
       const unsigned full = bar_full + 8 * st;
-      if (jb + j >= kStages) mbar_wait(bar_empty + 8 * st, (unsigned)((jb + j) / kStages - 1) & 1u);
+      if (j >= kStages) mbar_wait(bar_empty + 8 * st, (unsigned)(j / kStages - 1) & 1u);
       if (kQBytes == 0 && j == kStages - 1) mbar_wait(bar_qfree, 0); /* Q sits in this K slot */
       if (lane == 0) {
         const unsigned ks = kvbase + st * 2 * kTileBytes;
@@ -1080,48 +1018,34 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #endif
       }
     }
-#if STOF_SM90_PERSIST
-    jb += n;
-    continue; /* the next row's tiles into the ring as the consumers release it */
-#else
     cp_async_commit(); /* wait_group waits for committed groups only */
     cp_async_wait<0>();
     return;
-#endif
   }
   if (kConsRegs) setmaxnreg_inc<kConsRegs>();
 #endif
 
-  /* A Q tile of `rows` rows from src into dst (rows past Sq zero-filled). */
-  auto load_q = [&](unsigned dst, const elem_t *src, int rows) {
+  /* Q tile (rows past Sq zero-filled): its own group, first. */
 #pragma unroll
-    for (int it = 0; it < kT * kCprT / kThreads; ++it) {
-      const int c = tid + it * kThreads;
-      const int rr = c / kCprT, ch = c % kCprT;
-      const bool ok = rr < rows;
-      cp_async16(dst + toff(rr, ch), src + (ok ? (unsigned)rr * qs : 0u) + ch * 8, ok ? 16 : 0);
-    }
-  };
-  /* This row's Q: its own group, first (persistent: the walk's first row here, the next ones
-   * during the row before). */
-#if STOF_SM90_PERSIST
-  if (lin == (long long)blockIdx.x) load_q(qbase, Qg, qrows);
-#else
-  load_q(qbase, Qg, qrows);
-#endif
+  for (int it = 0; it < kT * kCprT / kThreads; ++it) {
+    const int c = tid + it * kThreads;
+    const int rr = c / kCprT, ch = c % kCprT;
+    const bool ok = rr < qrows;
+    cp_async16(qbase + toff(rr, ch), Qg + (ok ? (unsigned)rr * qs : 0u) + ch * 8, ok ? 16 : 0);
+  }
   cp_async_commit();
 
 #if STOF_SM90_TMA
   /* Whether tile i is partial: the producer's copy of its bmp_off entry in the stage. */
   auto tma_ready = [&](int i) -> bool {
-    const int st = (jb + i) % kStages;
-    mbar_wait(bar_full + 8 * st, (unsigned)((jb + i) / kStages) & 1u);
+    const int st = i % kStages;
+    mbar_wait(bar_full + 8 * st, (unsigned)(i / kStages) & 1u);
     return !kNoPartial && *reinterpret_cast<const volatile int *>(smem + (bar_full - sbase) + kOffFlags + 4 * st) >= 0;
   };
   /* This thread is done with tile i's stage (every wgmma reading it waited for, its own
    * bitmap reads done): each thread's arrive releases its own reads (one lane's arrive after
    * __syncwarp left the other lanes' reads unordered for compute-sanitizer's racecheck). */
-  auto tma_release = [&](int i) { mbar_arrive(bar_empty + 8 * ((jb + i) % kStages)); };
+  auto tma_release = [&](int i) { mbar_arrive(bar_empty + 8 * (i % kStages)); };
 #else
   auto issue = [&](int st, int col, int off) {
     const unsigned ks = kvbase + st * 2 * kTileBytes;
@@ -1231,18 +1155,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   cp_async_wait<0>();
   fence_async_smem(); /* Q is read by wgmma (async proxy) */
   consumer_sync();
-#endif
-#if STOF_SM90_PERSIST
-  /* the next row's Q into the other buffer: every consumer thread is past its epilogue's
-   * reads of it (the barrier above), and the wgmma that read it as Q were waited for */
-  if (lin + gridDim.x < nlin) {
-    int nr_;
-    const int nbh = row_of(lin + gridDim.x, nr_);
-    const int nb = nbh / H, nh = nbh - nb * H, nq0 = nr_ * kT;
-    load_q(sbase + (qsel ^ 1) * kQBytes,
-           Q + (long long)nb * L.q[0] + (long long)nh * L.q[1] + (long long)nq0 * L.q[2], min(kT, Sq - nq0));
-  }
-  cp_async_commit();
 #endif
 #endif
 
@@ -1461,7 +1373,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const unsigned qop = qslice;
 #endif
   for (int i = 0; i < n; ++i) {
-    const int st = (jb + i) % kStages;
+    const int st = i % kStages;
     const bool partial = plain_ready(i);
     /* A dead half: none of its 32 bitmap words (key blocks 0-3: words 0-31, 4-7: 32-63) has a
      * bit. Every warp reads all 64 words and votes, so all four take the same branch (wgmma
@@ -1538,7 +1450,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     online_softmax<8>(s, mrow, lrow, alpha, sl2);
   };
   for (int i = 0; i < n; ++i) {
-    const int st = (jb + i) % kStages;
+    const int st = i % kStages;
     const bool partial = plain_ready(i);
     const unsigned ks_base = kvbase + st * 2 * kTileBytes;
     const unsigned vs_base = ks_base + kTileBytes;
@@ -1565,7 +1477,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   }
 #else
   for (int i = 0; i < n; ++i) {
-    const int st = (jb + i) % kStages;
+    const int st = i % kStages;
     const bool partial = plain_ready(i);
 
     const unsigned ks_base = kvbase + st * 2 * kTileBytes;
@@ -1726,11 +1638,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   __syncwarp();
   /* (b, h) formed again here from the block index (and the order), not kept live across the
    * tile loop */
-#if STOF_SM90_PERSIST
-  int r2_;
-  const int bh2 = row_of(lin, r2_);
-  const int bo = bh2 / H, ho = bh2 - bo * H;
-#elif STOF_SM90_ORDER
+#if STOF_SM90_ORDER
   int ord_k2;
   const int bh2 = order_cta(B * H, nrow, ORD.nheavy, ord_k2);
   const int bo = bh2 / H, ho = bh2 - bo * H;
@@ -1745,14 +1653,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
       *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) =
           *reinterpret_cast<const uint4 *>(stg + toff(rr, ch));
   }
-#if STOF_SM90_PERSIST
-  jb += n;
-  } /* the walk */
-  if (warp >= kWG * 4) { /* the producer's last bitmap copies */
-    cp_async_commit();
-    cp_async_wait<0>();
-  }
-#endif
 }
 
 #if STOF_SM90_SPLIT == 2
