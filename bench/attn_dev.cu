@@ -853,61 +853,6 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_hs_rm_block
 #include "attn_dev.cu"
 
-/* _k_rm, _k_hs_rm [_m5]: D 64 tile 64 with cp.async and Q in shared memory, per-lane masking
- * (and the half skip): 118-119 registers, four CTAs of 128 threads an SM; _m5 holds them to 96
- * (20-40 bytes of spill) for a fifth (43 KB of shared memory each), against the engine's TMA
- * kernel at four CTAs of 160 threads (session 21: more rows in flight for the window masks'
- * fixed cost per tile-row, as three CTAs gave at D 128); bench/attn_ab_d64_m5.sh */
-#define ATTN_NS g64_t64_s2_k_rm
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 1
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_ROWMASK 1
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_rm_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t64_s2_k_rm_m5
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 5
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_ROWMASK 1
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_rm_m5_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t64_s2_k_hs_rm
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 1
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_HALFSKIP 1
-#define STOF_SM90_ROWMASK 1
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_hs_rm_block
-#include "attn_dev.cu"
-
-#define ATTN_NS g64_t64_s2_k_hs_rm_m5
-#define STOF_HEAD_DIM 64
-#define STOF_BF16 0
-#define STOF_TILE_M 64
-#define STOF_STAGES 2
-#define STOF_MIN_BLOCKS 5
-#define STOF_SM90_QREG 0
-#define STOF_SM90_PINGPONG 0
-#define STOF_SM90_HALFSKIP 1
-#define STOF_SM90_ROWMASK 1
-#define stof_attn_block_fwd_sm90 g64_t64_s2_k_hs_rm_m5_block
-#include "attn_dev.cu"
-
 #define ATTN_NS g128_t64_s2_rm
 #define STOF_HEAD_DIM 128
 #define STOF_BF16 0
@@ -1162,10 +1107,6 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t64_s2_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g64_t64_s2_hs_rm, 64, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g64_t64_s2_k_m4_tma_hs_rm, 64, 64, 0, 2, 4, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_rm, 64, 64, 0, 2, 1, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_rm_m5, 64, 64, 0, 2, 5, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_hs_rm, 64, 64, 0, 2, 1, 0, 0, 0, 0),
-    CFG90(g64_t64_s2_k_hs_rm_m5, 64, 64, 0, 2, 5, 0, 0, 0, 0),
     CFG90(g128_t64_s2_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t64_s2_hs_rm, 128, 64, 0, 2, 1, 1, 0, 0, 0),
     CFG90(g128_t64_s2_rm_m3, 128, 64, 0, 2, 3, 1, 0, 0, 0),
