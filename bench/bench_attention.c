@@ -258,8 +258,6 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_attention: --splits %s: auto, off or a positive number of tiles\n", splits[i]);
       return 2;
     }
-  stof_cuda_timer *timer;
-  if (stof_cuda_timer_new(ctx, &timer)) die(ctx, "timer");
   fprintf(stderr, "%-15s %5s %3s %4s %6s %5s %4s %9s %8s %7s %7s %9s\n", "mask", "B", "H", "S", "kernel",
           "tile", "D", "ms", "TFLOP/s", "roof%", "density", "rel_err");
   float *ts = malloc(sizeof *ts * (size_t)(reps ? reps : 1));
@@ -354,18 +352,8 @@ int main(int argc, char **argv) {
           }
           double ms = 0;
           if (reps == 0) goto report;
-          /* warm-up: 5 launches, then --warmup-ms of them (see the usage comment) */
-          float wms = 0;
-          if (stof_cuda_timer_start(timer)) die(ctx, "warm-up");
-          for (int w = 0; w < 5; w++) stof_attn_plan_run(plan, dq[w % 3], dk[w % 3], dv[w % 3], dout);
-          if (stof_cuda_timer_stop(timer, &wms)) die(ctx, "warm-up");
-          int nwarm = warmup_ms <= 0 ? 0 : wms > 0 ? (int)fmin(1e6, warmup_ms / (wms / 5)) : 100;
-          for (int w = 0; w < nwarm; w++) stof_attn_plan_run(plan, dq[w % 3], dk[w % 3], dv[w % 3], dout);
-          for (int r = 0; r < reps; r++) {
-            if (stof_cuda_timer_start(timer) || stof_attn_plan_run(plan, dq[r % 3], dk[r % 3], dv[r % 3], dout) ||
-                stof_cuda_timer_stop(timer, &ts[r]))
-              die(ctx, "timing");
-          }
+          /* 5 warm-up launches, then --warmup-ms of them (see the usage comment), then reps */
+          if (stof_attn_plan_time(plan, dq, dk, dv, 3, dout, reps, warmup_ms, ts)) die(ctx, "timing");
           qsort(ts, (size_t)reps, sizeof *ts, cmp_float);
           ms = ts[reps / 2];
         report:;
@@ -423,7 +411,6 @@ int main(int argc, char **argv) {
   }
   free(ts);
   if (out) fclose(out);
-  stof_cuda_timer_free(timer);
   stof_attn_engine_free(eng);
   stof_ctx_free(ctx);
   return 0;

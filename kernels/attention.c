@@ -1408,4 +1408,38 @@ stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t pq, uint64_t pk, u
 const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p) { return &p->choice; }
 stof_ctx *stof_attn_plan_ctx(const stof_attn_plan *p) { return p->e->ctx; }
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p) { return p->prepare_ms; }
+
+#define TIME_MAX_WARMUP 1000000 /* launches: warmup_ms (<= 60 s) sets the warm-up, not this */
+#define TIME_MAX_SETS 8
+
+stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_tensor *const *k,
+                                stof_tensor *const *v, int nset, stof_tensor *out, int64_t reps,
+                                double warmup_ms, float *ts) {
+  stof_ctx *ctx = p->e->ctx;
+  if (nset < 1 || nset > TIME_MAX_SETS)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: %d input sets (1 to %d)", nset, TIME_MAX_SETS);
+  if (reps < 1 || reps > 1000000)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: reps = %lld (1 to 10^6)", (long long)reps);
+  if (!(warmup_ms >= 0 && warmup_ms <= 60000))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: warmup_ms = %g (0 to 60000)", warmup_ms);
+  if (!ts) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: no array for the times");
+  stof_cuda_timer *timer = NULL;
+  stof_status st = stof_cuda_timer_new(ctx, &timer);
+  /* 5 launches timed together, then as many more as fill warmup_ms at their pace */
+  float wms = 0;
+  if (!st) st = stof_cuda_timer_start(timer);
+  for (int w = 0; w < 5 && !st; w++) st = stof_attn_plan_run(p, q[w % nset], k[w % nset], v[w % nset], out);
+  if (!st) st = stof_cuda_timer_stop(timer, &wms);
+  int64_t nwarm = wms > 0 ? (int64_t)fmin((double)TIME_MAX_WARMUP, warmup_ms / (wms / 5)) : (warmup_ms > 0 ? 100 : 0);
+  for (int64_t w = 0; w < nwarm && !st; w++)
+    st = stof_attn_plan_run(p, q[w % nset], k[w % nset], v[w % nset], out);
+  for (int64_t r = 0; r < reps && !st; r++) {
+    int i = (int)(r % nset);
+    st = stof_cuda_timer_start(timer);
+    if (!st) st = stof_attn_plan_run(p, q[i], k[i], v[i], out);
+    if (!st) st = stof_cuda_timer_stop(timer, &ts[r]);
+  }
+  stof_cuda_timer_free(timer);
+  return st;
+}
 int64_t stof_attn_plan_nvalid(const stof_attn_plan *p) { return p->nvalid; }

@@ -377,15 +377,13 @@ static int cmp_float(const void *a, const void *b) {
 }
 
 #define TIME_MAX_SETS 8
-#define TIME_MAX_WARMUP 1000000 /* launches: warmup_ms (<= 60 s) sets the warm-up, not this */
 
 /* plan:time(q, k, v, out[, reps = 30[, warmup_ms = 0]]) -> median ms, {ms of each run}.
  * q, k, v: CUDA tensors, or lists of n of them: run r reads set r % n (rotating the inputs,
- * so that caches do not flatter). As bench/bench_attention.c measures (DESIGN.md section
- * 9): 5 warm-up launches (the peers' scripts' warm-up), then more for about warmup_ms (at
- * most 10^6 launches; a few hundred ms bring an H200 to its power cap), then reps runs, each
- * between two device events on the context's current stream; the median is the upper one
- * for an even count. */
+ * so that caches do not flatter). A first run, checked (a wrong tensor fails here, naming
+ * it), then stof_attn_plan_time, as bench/bench_attention.c measures (5 warm-up launches,
+ * then more for about warmup_ms, then reps runs between device events); the median is the
+ * upper one for an even count. */
 static int plan_time(lua_State *L) {
   const char *fname = "AttnPlan:time";
   slua_plan *h = check_plan(L, 1, fname);
@@ -402,23 +400,8 @@ static int plan_time(lua_State *L) {
     return slua_error(L, "ValueError", "%s: warmup_ms = %f (0 to 60000)", fname, warm_ms);
   float *ts = slua_scratch(L, sizeof *ts * (size_t)reps * 2); /* the runs, then sorted */
   stof_ctx *ctx = h->lc->ctx;
-  stof_cuda_timer *timer = NULL;
-  stof_status st = stof_cuda_timer_new(ctx, &timer);
-  /* a first run, checked (a wrong tensor fails here, naming it), then 5 timed together */
-  if (!st) st = stof_attn_plan_run(h->p, q[0], k[0], v[0], out);
-  float wms = 0;
-  if (!st) st = stof_cuda_timer_start(timer);
-  for (int w = 0; w < 5 && !st; w++) st = stof_attn_plan_run(h->p, q[w % nq], k[w % nq], v[w % nq], out);
-  if (!st) st = stof_cuda_timer_stop(timer, &wms);
-  int nwarm = wms > 0 ? (int)fmin((double)TIME_MAX_WARMUP, warm_ms / (wms / 5)) : (warm_ms > 0 ? 100 : 0);
-  for (int w = 0; w < nwarm && !st; w++) st = stof_attn_plan_run(h->p, q[w % nq], k[w % nq], v[w % nq], out);
-  for (lua_Integer r = 0; r < reps && !st; r++) {
-    int i = (int)(r % nq);
-    st = stof_cuda_timer_start(timer);
-    if (!st) st = stof_attn_plan_run(h->p, q[i], k[i], v[i], out);
-    if (!st) st = stof_cuda_timer_stop(timer, &ts[r]);
-  }
-  stof_cuda_timer_free(timer);
+  stof_status st = stof_attn_plan_run(h->p, q[0], k[0], v[0], out);
+  if (!st) st = stof_attn_plan_time(h->p, q, k, v, nq, out, (int64_t)reps, warm_ms, ts);
   if (st) return slua_raise(L, ctx, st, fname);
   memcpy(ts + reps, ts, sizeof *ts * (size_t)reps);
   qsort(ts + reps, (size_t)reps, sizeof *ts, cmp_float);

@@ -968,6 +968,65 @@ static void plan_run_rejects_bad_tensors(void **state) {
   stof_mask_free(m);
 }
 
+/* stof_attn_plan_time (the benchmarks' timing: warm-up, then reps runs between events):
+ * counts out of range are STOF_ERR_ARG before anything runs; a wrong tensor fails naming it;
+ * a good call fills every time with a positive number, the warm-up launches come first (a call
+ * with 20 ms of warm-up takes at least 10 ms longer than one without), and out is the plan's
+ * result. */
+static void plan_time_times_and_rejects_bad_counts(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "longformer", 512, &m));
+  gcase c = {m, 2, 4, 4, 512, 512, 64, STOF_DTYPE_F16, 0, 1400};
+  prepared p;
+  prepare(f, &c, &p);
+  stof_attn_plan *plan = NULL;
+  TU_OK(ctx, stof_attn_plan_new(f->e, m, 2, 4, 4, 512, 512, 64, STOF_DTYPE_F16, NULL, &plan));
+  stof_tensor *out = NULL, *k100 = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(2, 4, 512, 64), STOF_DEVICE_CUDA, &out));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(2, 4, 100, 64), STOF_DEVICE_CUDA, &k100));
+  int64_t n = stof_tensor_numel(out);
+  TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)out->data, 0x7e00, (size_t)n));
+  stof_tensor *q[2] = {p.dq, p.dq}, *k[2] = {p.dk, p.dk}, *v[2] = {p.dv, p.dv}, *kb[2] = {p.dk, k100}, *vb[2] = {p.dv, k100};
+  float ts[8];
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 0, out, 4, 0, ts), STOF_ERR_ARG, "0 input sets (1 to 8)");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 9, out, 4, 0, ts), STOF_ERR_ARG, "9 input sets");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 0, 0, ts), STOF_ERR_ARG, "reps = 0 (1 to 10^6)");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, -1, ts), STOF_ERR_ARG, "warmup_ms = -1");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 60001, ts), STOF_ERR_ARG, "warmup_ms = 60001");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 0, NULL), STOF_ERR_ARG, "no array");
+  /* nothing ran: out is still poison */
+  uint16_t *host = malloc(sizeof *host * (size_t)n);
+  assert_non_null(host);
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  TU_OK(ctx, stof_cuda_dtoh(ctx, host, (uint64_t)(uintptr_t)out->data, sizeof *host * (size_t)n));
+  for (int64_t i = 0; i < n; i++)
+    if (host[i] != 0x7e00) fail_msg("a rejected call wrote out[%lld]", (long long)i);
+  free(host);
+  /* the second set's k and v are the wrong shape: the warm-up's second launch fails */
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, kb, vb, 2, out, 4, 0, ts), STOF_ERR_SHAPE, "the plan is for");
+  for (int i = 0; i < 8; i++) ts[i] = -1.0f;
+  struct timespec t0, t1, t2;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 0, ts));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  for (int i = 0; i < 8; i++)
+    if (!(ts[i] > 0.0f && ts[i] < 1000.0f)) fail_msg("run %d: %g ms", i, (double)ts[i]);
+  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 20, ts));
+  clock_gettime(CLOCK_MONOTONIC, &t2);
+  double plain = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+  double warm = (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) * 1e-6;
+  print_message("     8 runs: %.2f ms of wall time; with 20 ms of warm-up: %.2f ms\n", plain, warm);
+  if (!(warm > plain + 10.0)) fail_msg("warmup_ms 20 took %.2f ms, without %.2f ms", warm, plain);
+  fetch_and_check(ctx, out, p.want, "out after the timed runs");
+  stof_tensor_free(out);
+  stof_tensor_free(k100);
+  stof_attn_plan_free(plan);
+  release(&p);
+  stof_mask_free(m);
+}
+
 /* ---------------------------------------------------------------- strided layouts */
 
 /* The kernel variants, each forced: portable mma.sync (tiles 32, 64, 128), Hopper wgmma with
@@ -1284,6 +1343,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(plan_new_rejects_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_run_rejects_bad_tensors, setup, teardown),
+      cmocka_unit_test_setup_teardown(plan_time_times_and_rejects_bad_counts, setup, teardown),
       cmocka_unit_test_setup_teardown(suite_masks_at_1x128, setup, teardown),
       cmocka_unit_test_setup_teardown(suite_masks_at_2x512, setup, teardown),
       cmocka_unit_test_setup_teardown(suite_masks_at_1x1000, setup, teardown),
