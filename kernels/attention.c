@@ -379,11 +379,11 @@ static int hopper_q_in_smem(int T, int64_t D, int tma, int key64) {
  * ~2 us a tile-row and SM, 60-68% of the window masks' time at two CTAs (session 20); a third
  * resident CTA hides more of it. H200, session 21 (bench/results/s21/call1/, bench/attn_ab_m3.sh,
  * attn_dev alternations in one process, H 12, 8 x 1024 .. 16 x 4096), with the half skip /
- * without: sliding 0.91-0.92x / 0.92-0.94x the time, causal_sliding 0.89-0.93x / 0.91-0.93x,
+ * without: sliding 0.91-0.92x / 0.92-0.94x the time, causal_sliding 0.89-0.93x / 0.91-0.94x,
  * longformer 0.92-0.94x / 0.95-0.98x, document 0.92-0.94x / 0.93-0.98x, bigbird 0.91-0.93x /
- * 0.96x, dense 0.93-0.95x / 0.93-0.97x; outputs bit-identical (150 of 150, --odd). Under a score
- * modifier the kernel keeps two (T5's bias would spill 148 bytes at 168 registers). Elsewhere:
- * key64 2, Q in shared memory 4 (hopper_q_in_smem), else the compiler's choice (0). */
+ * 0.96-0.97x, dense 0.93-0.95x / 0.93-0.97x; outputs bit-identical (150 of 150, --odd). Under
+ * a score modifier the kernel keeps two (T5's bias would spill 148 bytes at 168 registers).
+ * Elsewhere: key64 2, Q in shared memory 4 (hopper_q_in_smem), else the compiler's choice (0). */
 static int hopper_min_blocks(int T, int64_t D, int tma, int key64, int plain) {
   if (key64) return 2;
   if (hopper_q_in_smem(T, D, tma, 0)) return 4;
