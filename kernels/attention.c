@@ -373,9 +373,10 @@ static unsigned smem_portable(int T, int64_t D, int stages) {
 static int hopper_q_in_smem(int T, int64_t D, int tma, int key64) {
   return (T == 64 && D == 64 && tma) || key64;
 }
-/* Hopper, D = 128, tile 64, cp.async (no TMA), no score modifier: a third CTA an SM
- * (STOF_MIN_BLOCKS=3: 168 registers instead of 186-195, 0-8 bytes of spill; 67.6 KB of shared
- * memory each). The row's prologue and epilogue (Q, the first K/V tiles, O's store) are a fixed
+/* Hopper, D = 128, tile 64, 2 stages, cp.async (no TMA), no score modifier: a third CTA an SM
+ * (STOF_MIN_BLOCKS=3: 168 registers instead of 186-195, 0-16 bytes of spill by variant, none
+ * with the half skip or without mask code; 67.6 KB of shared memory each; 3 or 4 stages fit
+ * two CTAs or one). The row's prologue and epilogue (Q, the first K/V tiles, O's store) are a fixed
  * ~2 us a tile-row and SM, 60-68% of the window masks' time at two CTAs (session 20); a third
  * resident CTA hides more of it. H200, session 21 (bench/results/s21/call1/, bench/attn_ab_m3.sh,
  * attn_dev alternations in one process, H 12, 8 x 1024 .. 16 x 4096), with the half skip /
@@ -384,10 +385,10 @@ static int hopper_q_in_smem(int T, int64_t D, int tma, int key64) {
  * 0.96-0.97x, dense 0.93-0.95x / 0.93-0.97x; outputs bit-identical (150 of 150, --odd). Under
  * a score modifier the kernel keeps two (T5's bias would spill 148 bytes at 168 registers).
  * Elsewhere: key64 2, Q in shared memory 4 (hopper_q_in_smem), else the compiler's choice (0). */
-static int hopper_min_blocks(int T, int64_t D, int tma, int key64, int plain) {
+static int hopper_min_blocks(int T, int64_t D, int stages, int tma, int key64, int plain) {
   if (key64) return 2;
   if (hopper_q_in_smem(T, D, tma, 0)) return 4;
-  return T == 64 && D == 128 && !tma && plain ? 3 : 0;
+  return T == 64 && D == 128 && stages == 2 && !tma && plain ? 3 : 0;
 }
 /* Hopper, D = 64: tile 128 with the two warpgroups sharing each K/V tile, computed 64 keys a
  * step (STOF_SM90_KEY64: S with m64n64 as at tile 64, Q in shared memory, the TMA producer one
@@ -468,6 +469,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
   if (o.key64 < -1 || o.key64 > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: key64 %d (1 on, -1 off, 0 the selector's)", o.key64);
+  if (o.interleave < -1 || o.interleave > 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: interleave %d (1 on, 0 or -1 off)", o.interleave);
   if (o.split < -1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
                           "most N tiles)", o.split);
@@ -659,7 +662,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
              : out->hopper ? ", wgmma (sm_90a)"
              : out->kernel == STOF_ATTN_BLOCK ? ", mma.sync"
                                                 : "",
-             out->hopper && hopper_min_blocks(out->tile, D, out->tma, out->key64, mod_plain(&o.mod)) == 3
+             out->hopper && hopper_min_blocks(out->tile, D, out->stages, out->tma, out->key64, mod_plain(&o.mod)) == 3
                  ? ", three CTAs an SM (168 registers)" : "",
              mask_why, (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
@@ -722,8 +725,9 @@ struct stof_attn_plan {
   unsigned grid_chunk[3], grid_combine[3];
   uint64_t d_split, d_ws;
   size_t split_table_bytes, split_ws_bytes;
-  int32_t split_nchunk_max;
-  int64_t split_off[5]; /* row_nchunk, chunk_ptr, chunk, srow_ptr, srow (int32 offsets) */
+  int32_t split_nchunk_max, split_interleave;
+  int64_t split_off[7]; /* row_nchunk, chunk_ptr, chunk, srow_ptr, srow, entry_ptr, entry
+                           (int32 offsets; the last two where interleaved) */
   /* the launch order (choice.heavy_rows > 0, no split): its table on the device */
   uint64_t d_order;
 };
@@ -739,10 +743,10 @@ _Static_assert(sizeof(attn_mod_args) == 32, "mod_t is 32 bytes");
 
 /* The kernels' split_t (attention_block_sm90.cu, STOF_SM90_SPLIT), by value. */
 typedef struct attn_split_args {
-  uint64_t row_nchunk, chunk_ptr, chunk, srow_ptr, srow, ws;
+  uint64_t row_nchunk, chunk_ptr, chunk, srow_ptr, srow, entry_ptr, entry, ws;
   int32_t nchunk_max;
 } attn_split_args;
-_Static_assert(sizeof(attn_split_args) == 56, "split_t is 56 bytes");
+_Static_assert(sizeof(attn_split_args) == 72, "split_t is 72 bytes");
 
 /* The kernels' order_t (attention_block_sm90.cu, STOF_SM90_ORDER), by value. */
 typedef struct attn_order_args {
@@ -811,7 +815,7 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   if (hopper && c->halfskip) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_HALFSKIP=1");
   if (hopper && c->nopartial) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_NOPARTIAL=1");
   if (hopper && hopper_q_in_smem(c->tile, D, c->tma, c->key64)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
-  int min_blocks = hopper ? hopper_min_blocks(c->tile, D, c->tma, c->key64, mod_plain(mod)) : 0;
+  int min_blocks = hopper ? hopper_min_blocks(c->tile, D, c->stages, c->tma, c->key64, mod_plain(mod)) : 0;
   if (min_blocks) snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=%d", min_blocks);
   if (hopper && c->key64) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_KEY64=1");
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
@@ -969,10 +973,12 @@ static stof_status mod_upload(stof_attn_plan *p) {
  * 186-220 x 128, two, or 168 and three by STOF_MIN_BLOCKS=3 at D = 128 without a modifier
  * (hopper_min_blocks); Q in shared memory: 96 x 160, four by STOF_MIN_BLOCKS=4; key64: 93-95
  * x 288, two by STOF_MIN_BLOCKS=2, as attn_dev's occupancy query reported, sessions 18 and 21).
- * plain: no score modifier. */
+ * plain: no score modifier. A TMA plan's cp.async twin (run only where the driver refuses the
+ * layout's tensor maps) is compiled as a cp.async choice, so at D = 128, tile 64 it has three
+ * CTAs where this counts the TMA kernel's. */
 static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, int stages, int tma, int key64,
                                   int plain) {
-  int min_blocks = hopper_min_blocks(T, D, tma, key64, plain);
+  int min_blocks = hopper_min_blocks(T, D, stages, tma, key64, plain);
   int64_t by_regs = min_blocks ? min_blocks : T == 128 ? 1 : 2;
   int64_t by_smem = (int64_t)(dev->smem_per_block_optin + 1024) / (smem_hopper(T, D, stages, tma, key64) + 1024);
   return by_smem < by_regs ? by_smem : by_regs;
@@ -986,16 +992,18 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
                                 kernels_attn_split *sp) {
   memset(sp, 0, sizeof *sp);
   if (!c->hopper) {
-    if (o->split > 0)
-      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split %d asked for, but the Hopper kernel is not "
-                            "chosen (%s-wise, %s): only it splits tile-rows", o->split,
-                            stof_attn_kernel_name(c->kernel), c->kernel == STOF_ATTN_BLOCK ? "mma.sync" : "a warp per row");
+    if (o->split > 0 || o->interleave == 1)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: %s %d asked for, but the Hopper kernel is not "
+                            "chosen (%s-wise, %s): only it splits tile-rows", o->split > 0 ? "split" : "interleave",
+                            o->split > 0 ? o->split : o->interleave, stof_attn_kernel_name(c->kernel),
+                            c->kernel == STOF_ATTN_BLOCK ? "mma.sync" : "a warp per row");
     return STOF_OK;
   }
   if (f->T != c->tile)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: split from a tile-%d format for tile %d", f->T, c->tile);
   int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64, mod_plain(&o->mod));
-  stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, BH, c->tile, D, slots, o->split, sp);
+  stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, BH, c->tile, D, slots,
+                                           o->split, o->interleave == 1, sp);
   if (st) return st;
   size_t n = strlen(c->why);
   if (n + 2 < sizeof c->why) snprintf(c->why + n, sizeof c->why - n, "; %s", sp->why);
@@ -1003,6 +1011,7 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
   c->split_rows = sp->rows, c->split_chunks = sp->chunks;
   c->split_min_tiles = sp->min_tiles, c->split_chunk_tiles = sp->chunk_tiles;
   c->split_ws = sp->ws_bytes;
+  c->split_interleave = sp->interleave;
   return STOF_OK;
 }
 
@@ -1063,7 +1072,9 @@ static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
   p->split_table_bytes = sizeof *sp->table * sp->ntable;
   p->split_ws_bytes = sp->ws_bytes;
   p->split_nchunk_max = sp->nchunk_max;
-  int64_t off[5] = {sp->off_row_nchunk, sp->off_chunk_ptr, sp->off_chunk, sp->off_srow_ptr, sp->off_srow};
+  p->split_interleave = sp->interleave;
+  int64_t off[7] = {sp->off_row_nchunk, sp->off_chunk_ptr, sp->off_chunk, sp->off_srow_ptr, sp->off_srow,
+                    sp->off_entry_ptr, sp->off_entry};
   memcpy(p->split_off, off, sizeof off);
   stof_status st = upload(ctx, sp->table, p->split_table_bytes, &p->d_split);
   if (!st) st = stof_cuda_malloc(ctx, p->split_ws_bytes, &p->d_ws);
@@ -1075,7 +1086,8 @@ static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
     if ((st = get_variant(e, &twin, p->D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk_twin, NULL)))
       return st;
   }
-  p->grid_chunk[0] = (unsigned)sp->nchunk_max, p->grid_combine[0] = (unsigned)sp->nsplit_max;
+  p->grid_chunk[0] = (unsigned)(sp->interleave ? sp->nentry_max : sp->nchunk_max);
+  p->grid_combine[0] = (unsigned)sp->nsplit_max;
   p->grid_chunk[1] = p->grid_combine[1] = p->grid[1];
   p->grid_chunk[2] = p->grid_combine[2] = p->grid[2];
   return STOF_OK;
@@ -1370,8 +1382,8 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   attn_split_args sa = {0};
   attn_order_args oa = {p->d_order, p->choice.heavy_rows};
   if (p->choice.split_rows) {
-    uint64_t *tab[5] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow};
-    for (int i = 0; i < 5; i++) *tab[i] = p->d_split + 4 * (uint64_t)p->split_off[i];
+    uint64_t *tab[7] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow, &sa.entry_ptr, &sa.entry};
+    for (int i = 0; i < 7; i++) *tab[i] = i < 5 || p->split_interleave ? p->d_split + 4 * (uint64_t)p->split_off[i] : 0;
     sa.ws = p->d_ws, sa.nchunk_max = p->split_nchunk_max;
   }
   void *extra = p->choice.split_rows ? (void *)&sa : p->choice.heavy_rows ? (void *)&oa : NULL;
@@ -1390,7 +1402,7 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   void *cargs[] = {&po, &iB, &iH, &iSq, &mb, &mh, &l, &sa};
   static const unsigned combine_block[3] = {256, 1, 1};
   if ((st = stof_cuda_launch(ctx, fn_chunk, p->grid_chunk, block, smem, args)) ||
-      (st = stof_cuda_launch(ctx, fn, p->grid, block, smem, args)))
+      (!p->split_interleave && (st = stof_cuda_launch(ctx, fn, p->grid, block, smem, args))))
     return st;
   return stof_cuda_launch(ctx, p->fn_combine, p->grid_combine, combine_block, 0, cargs);
 }
@@ -1410,14 +1422,13 @@ stof_ctx *stof_attn_plan_ctx(const stof_attn_plan *p) { return p->e->ctx; }
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p) { return p->prepare_ms; }
 
 #define TIME_MAX_WARMUP 1000000 /* launches: warmup_ms (<= 60 s) sets the warm-up, not this */
-#define TIME_MAX_SETS 8
 
 stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_tensor *const *k,
                                 stof_tensor *const *v, int nset, stof_tensor *out, int64_t reps,
                                 double warmup_ms, float *ts) {
   stof_ctx *ctx = p->e->ctx;
-  if (nset < 1 || nset > TIME_MAX_SETS)
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: %d input sets (1 to %d)", nset, TIME_MAX_SETS);
+  if (nset < 1 || nset > STOF_ATTN_TIME_MAX_SETS)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: %d input sets (1 to %d)", nset, STOF_ATTN_TIME_MAX_SETS);
   if (reps < 1 || reps > 1000000)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: reps = %lld (1 to 10^6)", (long long)reps);
   if (!(warmup_ms >= 0 && warmup_ms <= 60000))

@@ -392,6 +392,10 @@ typedef struct stof_attn_opts {
                               causal-like masks), 1 tile 128 computed 64 keys a step, its two
                               warpgroups sharing each K/V tile (STOF_SM90_KEY64; an error
                               where it cannot run), -1 not */
+  int interleave;          /* Hopper kernel (experimental): 1 the launch order's long tile-rows
+                              split into chunks of at most 8 tiles (or split's N), each chunk
+                              launched beside the rows that read the same key tiles, every
+                              row in one launch (kernels/attention_split.c); 0, -1 not */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -435,6 +439,7 @@ typedef struct stof_attn_choice {
    * split_chunk_tiles, in split_ws bytes of workspace (0 when none is split) */
   int64_t split_rows, split_chunks, split_min_tiles, split_chunk_tiles;
   size_t split_ws;
+  int split_interleave; /* the split's chunks and every other row in one launch (interleave) */
   char why[768];
 } stof_attn_choice;
 
@@ -541,6 +546,7 @@ int64_t stof_attn_plan_nvalid(const stof_attn_plan *p);
 /** Milliseconds spent building the format, compiling and uploading (reported apart from
  *  attention time). */
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p);
+#define STOF_ATTN_TIME_MAX_SETS 8 /* input sets stof_attn_plan_time rotates over, at most */
 /** Times the plan as stof's benchmarks do (DESIGN.md section 9; bench/bench_attention.c,
  *  AttnPlan:time): 5 warm-up launches (the peers' scripts' warm-up), then more for about
  *  warmup_ms (0 to 60000; at most 10^6 launches: a few hundred ms bring an H200 to its power
@@ -548,7 +554,8 @@ double stof_attn_plan_prepare_ms(const stof_attn_plan *p);
  *  stream, their ms in ts[0 .. reps-1] in run order. Run r (and warm-up launch r) reads input
  *  set r % nset of q[], k[], v[] (1 to 8 sets: rotating the inputs, so that caches do not
  *  flatter); every run writes out. Synchronises. STOF_ERR_ARG for counts out of range;
- *  whatever stof_attn_plan_run returns (naming a wrong tensor) otherwise. */
+ *  whatever stof_attn_plan_run returns (naming a wrong tensor) otherwise. Runs without a
+ *  modifier's tensor: a T5-bias plan (which needs its table) fails with that error. */
 stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_tensor *const *k,
                                 stof_tensor *const *v, int nset, stof_tensor *out, int64_t reps,
                                 double warmup_ms, float *ts);

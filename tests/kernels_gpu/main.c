@@ -85,6 +85,7 @@ typedef struct run_spec {
   int split;               /* stof_attn_opts.split (0: the automatic rule) */
   int order;               /* stof_attn_opts.order (0: the automatic rule) */
   int key64;               /* stof_attn_opts.key64 (0: the selector's rule) */
+  int interleave;          /* stof_attn_opts.interleave */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -237,7 +238,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .tma = rs->tma,
                       .split = rs->split,
                       .order = rs->order,
-                      .key64 = rs->key64};
+                      .key64 = rs->key64,
+                      .interleave = rs->interleave};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -659,6 +661,47 @@ static void split_rows_match_cpu(void **state) {
   finish(f);
 }
 
+/* Interleaved plans (stof_attn_opts.interleave: the long rows in chunks, every row in the
+ * chunk launch, ordered by key tile) against the CPU: longformer's global rows at D 64 (TMA)
+ * and D 128 (cp.async, three CTAs), f16 and bf16, odd lengths, GQA, a forced chunk size, and
+ * every suite mask at 1000 (those without a long row run unsplit). */
+static void interleaved_rows_match_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: interleaving is the Hopper kernel's (compute capability 9.0)\n");
+    skip();
+  }
+  stof_mask *lf = NULL;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lf));
+  static const run_spec il[] = {{STOF_ATTN_BLOCK, 64, 0, 0, 0, 0, 0, 0, 0, 1},
+                                {STOF_ATTN_BLOCK, 64, 0, 0, 0, 0, 5, 0, 0, 1}};
+  for (int i = 0; i < 2; i++) {
+    gcase c = {lf, 2, 4, 2, 2048 + 77 * i, 2048 + 77 * i, i ? 128 : 64, i ? STOF_DTYPE_BF16 : STOF_DTYPE_F16, 0.5f,
+               3300 + (uint64_t)i};
+    stof_attn_plan *plan = NULL;
+    stof_attn_opts o = {.kernel = STOF_ATTN_BLOCK, .tile = 64, .interleave = 1};
+    TU_OK(ctx, stof_attn_plan_new(f->e, lf, c.B, c.H, c.Hkv, c.Sq, c.Sk, c.D, c.dtype, &o, &plan));
+    const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+    print_message("     %s\n", ch->why);
+    assert_true(ch->split_interleave && ch->split_rows == 8 && ch->split_chunks >= 8 * 4);
+    assert_non_null(strstr(ch->why, "interleaved"));
+    stof_attn_plan_free(plan);
+    check_case(f, &c, il, 2);
+  }
+  for (int i = 0; stof_mask_suite_name(i); i++) {
+    stof_mask *m = suite_mask(f, i, 1000);
+    gcase c = {m, 1, 3, 3, 1000, 1000, i % 2 ? 128 : 64, i % 3 ? STOF_DTYPE_F16 : STOF_DTYPE_BF16, 0.5f,
+               3400 + (uint64_t)i};
+    check_case(f, &c, il, 1);
+    stof_mask_free(m);
+  }
+  gcase g = {lf, 2, 4, 1, 1777, 1777, 64, STOF_DTYPE_F16, 1.0f, 3500}; /* one kv head for four */
+  check_case(f, &g, il, 2);
+  stof_mask_free(lf);
+  finish(f);
+}
+
 /* A window of 32 keys on each side for every head; whole rows besides: rows 0-31 in heads
  * h = 0 (mod 3), rows 0-31 and 512-543 in heads h = 1 (mod 3), none in the others. At tile 64
  * and length 1000 the instances have 1, 2 and 0 long tile-rows (16 tiles against 2-3). */
@@ -971,7 +1014,7 @@ static void plan_run_rejects_bad_tensors(void **state) {
 /* stof_attn_plan_time (the benchmarks' timing: warm-up, then reps runs between events):
  * counts out of range are STOF_ERR_ARG before anything runs; a wrong tensor fails naming it;
  * a good call fills every time with a positive number, the warm-up launches come first (a call
- * with 20 ms of warm-up takes at least 10 ms longer than one without), and out is the plan's
+ * with 200 ms of warm-up takes at least 100 ms longer than one without), and out is the plan's
  * result. */
 static void plan_time_times_and_rejects_bad_counts(void **state) {
   fixture *f = gpu(state);
@@ -1013,12 +1056,12 @@ static void plan_time_times_and_rejects_bad_counts(void **state) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   for (int i = 0; i < 8; i++)
     if (!(ts[i] > 0.0f && ts[i] < 1000.0f)) fail_msg("run %d: %g ms", i, (double)ts[i]);
-  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 20, ts));
+  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 200, ts));
   clock_gettime(CLOCK_MONOTONIC, &t2);
   double plain = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
   double warm = (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) * 1e-6;
-  print_message("     8 runs: %.2f ms of wall time; with 20 ms of warm-up: %.2f ms\n", plain, warm);
-  if (!(warm > plain + 10.0)) fail_msg("warmup_ms 20 took %.2f ms, without %.2f ms", warm, plain);
+  print_message("     8 runs: %.2f ms of wall time; with 200 ms of warm-up: %.2f ms\n", plain, warm);
+  if (!(warm > plain + 100.0)) fail_msg("warmup_ms 200 took %.2f ms, without %.2f ms", warm, plain);
   fetch_and_check(ctx, out, p.want, "out after the timed runs");
   stof_tensor_free(out);
   stof_tensor_free(k100);
@@ -1358,6 +1401,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
       cmocka_unit_test_setup_teardown(every_kernel_variant_at_small_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(split_rows_match_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(interleaved_rows_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_order_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(key64_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
