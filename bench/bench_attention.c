@@ -16,7 +16,7 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
- *                   noorder,halfskip,nokey64,interleave]
+ *                   noorder,halfskip,nokey64]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warmup-ms 0]
  *                   [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
@@ -28,9 +28,7 @@
  * Hopper kernel before the thirteenth session), noorder (auto, each (b, h)'s tile-rows
  * launched last first even where some are far longer: stof_attn_opts.order = -1), halfskip
  * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1),
- * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1),
- * interleave (auto, the long rows in chunks beside the rows reading the same key tiles, every
- * row in one launch: stof_attn_opts.interleave = 1).
+ * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1).
  * --splits: heavy tile-rows split over
  * CTAs (Hopper kernel): auto (the rule, the default), off, or N (every tile-row of more than
  * N tiles in chunks of at most N): stof_attn_opts.split = 0 / -1 / N; each case runs once per
@@ -313,7 +311,6 @@ int main(int argc, char **argv) {
           if (!strcmp(kernels[ki], "noorder")) o.order = -1;
           if (!strcmp(kernels[ki], "halfskip")) o.halfskip = 1;
           if (!strcmp(kernels[ki], "nokey64")) o.key64 = -1;
-          if (!strcmp(kernels[ki], "interleave")) o.interleave = 1;
           o.tile = atoi(tiles[ti / nsplit]);
           o.stages = stages;
           stof_attn_plan *plan;

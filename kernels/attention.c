@@ -469,8 +469,6 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
   if (o.key64 < -1 || o.key64 > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: key64 %d (1 on, -1 off, 0 the selector's)", o.key64);
-  if (o.interleave < -1 || o.interleave > 1)
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: interleave %d (1 on, 0 or -1 off)", o.interleave);
   if (o.split < -1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
                           "most N tiles)", o.split);
@@ -725,9 +723,8 @@ struct stof_attn_plan {
   unsigned grid_chunk[3], grid_combine[3];
   uint64_t d_split, d_ws;
   size_t split_table_bytes, split_ws_bytes;
-  int32_t split_nchunk_max, split_interleave;
-  int64_t split_off[7]; /* row_nchunk, chunk_ptr, chunk, srow_ptr, srow, entry_ptr, entry
-                           (int32 offsets; the last two where interleaved) */
+  int32_t split_nchunk_max;
+  int64_t split_off[5]; /* row_nchunk, chunk_ptr, chunk, srow_ptr, srow (int32 offsets) */
   /* the launch order (choice.heavy_rows > 0, no split): its table on the device */
   uint64_t d_order;
 };
@@ -743,10 +740,10 @@ _Static_assert(sizeof(attn_mod_args) == 32, "mod_t is 32 bytes");
 
 /* The kernels' split_t (attention_block_sm90.cu, STOF_SM90_SPLIT), by value. */
 typedef struct attn_split_args {
-  uint64_t row_nchunk, chunk_ptr, chunk, srow_ptr, srow, entry_ptr, entry, ws;
+  uint64_t row_nchunk, chunk_ptr, chunk, srow_ptr, srow, ws;
   int32_t nchunk_max;
 } attn_split_args;
-_Static_assert(sizeof(attn_split_args) == 72, "split_t is 72 bytes");
+_Static_assert(sizeof(attn_split_args) == 56, "split_t is 56 bytes");
 
 /* The kernels' order_t (attention_block_sm90.cu, STOF_SM90_ORDER), by value. */
 typedef struct attn_order_args {
@@ -992,18 +989,16 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
                                 kernels_attn_split *sp) {
   memset(sp, 0, sizeof *sp);
   if (!c->hopper) {
-    if (o->split > 0 || o->interleave == 1)
-      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: %s %d asked for, but the Hopper kernel is not "
-                            "chosen (%s-wise, %s): only it splits tile-rows", o->split > 0 ? "split" : "interleave",
-                            o->split > 0 ? o->split : o->interleave, stof_attn_kernel_name(c->kernel),
-                            c->kernel == STOF_ATTN_BLOCK ? "mma.sync" : "a warp per row");
+    if (o->split > 0)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split %d asked for, but the Hopper kernel is not "
+                            "chosen (%s-wise, %s): only it splits tile-rows", o->split,
+                            stof_attn_kernel_name(c->kernel), c->kernel == STOF_ATTN_BLOCK ? "mma.sync" : "a warp per row");
     return STOF_OK;
   }
   if (f->T != c->tile)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: split from a tile-%d format for tile %d", f->T, c->tile);
   int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64, mod_plain(&o->mod));
-  stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, BH, c->tile, D, slots,
-                                           o->split, o->interleave == 1, sp);
+  stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, BH, c->tile, D, slots, o->split, sp);
   if (st) return st;
   size_t n = strlen(c->why);
   if (n + 2 < sizeof c->why) snprintf(c->why + n, sizeof c->why - n, "; %s", sp->why);
@@ -1011,7 +1006,6 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
   c->split_rows = sp->rows, c->split_chunks = sp->chunks;
   c->split_min_tiles = sp->min_tiles, c->split_chunk_tiles = sp->chunk_tiles;
   c->split_ws = sp->ws_bytes;
-  c->split_interleave = sp->interleave;
   return STOF_OK;
 }
 
@@ -1072,9 +1066,7 @@ static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
   p->split_table_bytes = sizeof *sp->table * sp->ntable;
   p->split_ws_bytes = sp->ws_bytes;
   p->split_nchunk_max = sp->nchunk_max;
-  p->split_interleave = sp->interleave;
-  int64_t off[7] = {sp->off_row_nchunk, sp->off_chunk_ptr, sp->off_chunk, sp->off_srow_ptr, sp->off_srow,
-                    sp->off_entry_ptr, sp->off_entry};
+  int64_t off[5] = {sp->off_row_nchunk, sp->off_chunk_ptr, sp->off_chunk, sp->off_srow_ptr, sp->off_srow};
   memcpy(p->split_off, off, sizeof off);
   stof_status st = upload(ctx, sp->table, p->split_table_bytes, &p->d_split);
   if (!st) st = stof_cuda_malloc(ctx, p->split_ws_bytes, &p->d_ws);
@@ -1086,8 +1078,7 @@ static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
     if ((st = get_variant(e, &twin, p->D, p->dtype, &p->mod, p->bias_dtype, 2, &p->fn_chunk_twin, NULL)))
       return st;
   }
-  p->grid_chunk[0] = (unsigned)(sp->interleave ? sp->nentry_max : sp->nchunk_max);
-  p->grid_combine[0] = (unsigned)sp->nsplit_max;
+  p->grid_chunk[0] = (unsigned)sp->nchunk_max, p->grid_combine[0] = (unsigned)sp->nsplit_max;
   p->grid_chunk[1] = p->grid_combine[1] = p->grid[1];
   p->grid_chunk[2] = p->grid_combine[2] = p->grid[2];
   return STOF_OK;
@@ -1382,8 +1373,8 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   attn_split_args sa = {0};
   attn_order_args oa = {p->d_order, p->choice.heavy_rows};
   if (p->choice.split_rows) {
-    uint64_t *tab[7] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow, &sa.entry_ptr, &sa.entry};
-    for (int i = 0; i < 7; i++) *tab[i] = i < 5 || p->split_interleave ? p->d_split + 4 * (uint64_t)p->split_off[i] : 0;
+    uint64_t *tab[5] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow};
+    for (int i = 0; i < 5; i++) *tab[i] = p->d_split + 4 * (uint64_t)p->split_off[i];
     sa.ws = p->d_ws, sa.nchunk_max = p->split_nchunk_max;
   }
   void *extra = p->choice.split_rows ? (void *)&sa : p->choice.heavy_rows ? (void *)&oa : NULL;
@@ -1402,7 +1393,7 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   void *cargs[] = {&po, &iB, &iH, &iSq, &mb, &mh, &l, &sa};
   static const unsigned combine_block[3] = {256, 1, 1};
   if ((st = stof_cuda_launch(ctx, fn_chunk, p->grid_chunk, block, smem, args)) ||
-      (!p->split_interleave && (st = stof_cuda_launch(ctx, fn, p->grid, block, smem, args))))
+      (st = stof_cuda_launch(ctx, fn, p->grid, block, smem, args)))
     return st;
   return stof_cuda_launch(ctx, p->fn_combine, p->grid_combine, combine_block, 0, cargs);
 }

@@ -298,24 +298,12 @@ static_assert(kSmemBytes <= 227 * 1024, "stof attention (sm90): shared memory ov
  * chunk_ptr[m] .. chunk_ptr[m + 1] - 1, chunk c = {row, first entry, end entry} at
  * chunk[3 c]; its split rows srow_ptr[m] .. srow_ptr[m + 1] - 1, split row s = {row, its
  * first chunk counted from chunk_ptr[m], chunks} at srow[3 s]; ws the workspace (slot
- * bh * nchunk_max + chunk - chunk_ptr[m] of kSplitFloats floats). An interleaved launch
- * (entry_ptr not null: every row of the plan in the chunk launch, the main launch none):
- * instance m's CTA x runs launch entry entry[entry_ptr[m] + x] (x below entry_ptr[m + 1] -
- * entry_ptr[m]): a chunk counted from chunk_ptr[m] (>= 0), or the whole row -1 - entry,
- * stored as the unsplit kernel stores it. */
+ * bh * nchunk_max + chunk - chunk_ptr[m] of kSplitFloats floats). */
 struct split_t {
-  const int *row_nchunk, *chunk_ptr, *chunk, *srow_ptr, *srow, *entry_ptr, *entry;
+  const int *row_nchunk, *chunk_ptr, *chunk, *srow_ptr, *srow;
   float *ws;
   int nchunk_max;
 };
-/* This CTA's launch entry in an interleaved launch (its chunk from chunk_ptr[inst], or -1 -
- * its whole row); INT_MIN past the instance's entries. Without one: the chunk blockIdx.x. */
-__device__ __forceinline__ int split_entry(const split_t &S, int inst)
-{
-  if (!S.entry_ptr) return (int)blockIdx.x;
-  const int ei = __ldg(S.entry_ptr + inst) + (int)blockIdx.x;
-  return ei < __ldg(S.entry_ptr + inst + 1) ? __ldg(S.entry + ei) : (-2147483647 - 1);
-}
 constexpr int kSplitFloats = kT * (kD + 2); /* one chunk's O [T][D], m [T], l [T] */
 #endif
 #if STOF_SM90_ORDER
@@ -879,22 +867,14 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int b = bh / H, h = bh - b * H;
   const int nrow = (Sq + kT - 1) / kT;
 #if STOF_SM90_SPLIT == 2
-  /* this CTA's chunk: a run of consecutive entries of one tile-row; in an interleaved launch,
-   * or a whole row */
+  /* this CTA's chunk: a run of consecutive entries of one tile-row */
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
-  const int en = split_entry(S, inst);
-  if (en == (-2147483647 - 1)) return; /* instances with fewer entries */
-  int r, e0, n;
-  if (en >= 0) {
-    const int ci = __ldg(S.chunk_ptr + inst) + en;
-    if (ci >= __ldg(S.chunk_ptr + inst + 1)) return; /* instances with fewer chunks */
-    r = __ldg(S.chunk + 3 * ci);
-    e0 = __ldg(S.chunk + 3 * ci + 1), n = __ldg(S.chunk + 3 * ci + 2) - e0;
-  } else {
-    r = -1 - en;
-    const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
-    e0 = __ldg(rp), n = __ldg(rp + 1) - e0;
-  }
+  const int ci = __ldg(S.chunk_ptr + inst) + (int)blockIdx.x;
+  if (ci >= __ldg(S.chunk_ptr + inst + 1)) return; /* instances with fewer chunks */
+  const int r = __ldg(S.chunk + 3 * ci);
+  const int e0 = __ldg(S.chunk + 3 * ci + 1), n = __ldg(S.chunk + 3 * ci + 2) - e0;
+  (void)row_ptr;
+  (void)nrow;
 #else
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
 #if STOF_SM90_ORDER
@@ -1623,11 +1603,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * per row the max in log2 units (the exponents' offset: -inf when the chunk kept no key of
    * the row, whose O and l are then 0) and the sum. Rows past Sq are written too (the slot
    * has T rows); the combine reads only rows below Sq. */
-  /* (an interleaved launch's whole row: stored below, as the unsplit kernel stores it) */
-  const int bh_w = cta_bh_again(), b_w = bh_w / H, h_w = bh_w - b_w * H;
-  const int slot = split_entry(S, (mask_b > 1 ? b_w : 0) * mask_h + (mask_h > 1 ? h_w : 0));
-  if (slot >= 0) {
-  float *W = S.ws + ((long long)bh_w * S.nchunk_max + slot) * kSplitFloats;
+  (void)stg;
+  float *W = S.ws + ((long long)cta_bh_again() * S.nchunk_max + (int)blockIdx.x) * kSplitFloats;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     float l = lrow[hh];
@@ -1644,7 +1621,6 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
     }
   }
   return;
-  }
 #endif
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {

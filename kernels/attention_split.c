@@ -39,17 +39,6 @@
 #define KERNELS_SPLIT_MIN_TILES 32
 #define KERNELS_SPLIT_MEAN_FACTOR 4
 #define KERNELS_SPLIT_MIN_CHUNK 16
-/* Interleaved (stof_attn_opts.interleave, experimental, session 21): longformer's global rows
- * read their head's whole K and V; launched first (the launch order) they run before the
- * window rows that read the same tiles, so K and V come from DRAM twice (1.19 GB against the
- * ideal 0.80 at 16 x 12 x 4096, D 128: bench/results/s21/call1). Interleaved, a long row
- * (>= 3x the mean tiles and >= KERNELS_INTERLEAVE_MIN_TILES) runs as chunks of at most
- * KERNELS_INTERLEAVE_CHUNK tiles, each launched just before the whole rows from its first key
- * tile's row on, every row in the chunk launch: each K/V tile is read by rows and chunks
- * running at the same time. */
-#define KERNELS_INTERLEAVE_MIN_TILES 16
-#define KERNELS_INTERLEAVE_CHUNK 8
-#define KERNELS_INTERLEAVE_MEAN_FACTOR 3
 /* The most workspace the automatic rule takes (a forced split past it is an error). */
 #define KERNELS_SPLIT_MAX_WS ((int64_t)1 << 30)
 
@@ -76,14 +65,9 @@ void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s) {
   s->ntable = 0;
 }
 
-static int key_up(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, const int32_t *col_idx, int32_t nmask,
-                                    int32_t nrow, int64_t BH, int T, int64_t D, int64_t slots, int split,
-                                    int interleave, kernels_attn_split *out) {
+stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
+                                    int64_t BH, int T, int64_t D, int64_t slots, int split,
+                                    kernels_attn_split *out) {
   memset(out, 0, sizeof *out);
   if (split < -1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
@@ -102,13 +86,7 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, const
     sum += (int64_t)rp[nrow] - rp[0];
   }
   int64_t min_tiles, C;
-  int at_most = split > 0 || interleave;
-  if (interleave) {
-    double mean = (double)sum / ((double)nmask * nrow);
-    min_tiles = (int64_t)ceil(KERNELS_INTERLEAVE_MEAN_FACTOR * mean);
-    if (min_tiles < KERNELS_INTERLEAVE_MIN_TILES) min_tiles = KERNELS_INTERLEAVE_MIN_TILES;
-    C = split > 0 ? split : KERNELS_INTERLEAVE_CHUNK;
-  } else if (split > 0) {
+  if (split > 0) {
     min_tiles = (int64_t)split + 1, C = split;
   } else {
     if (slots <= 0) {
@@ -132,20 +110,18 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, const
     if (C < KERNELS_SPLIT_MIN_CHUNK) C = KERNELS_SPLIT_MIN_CHUNK;
   }
   /* count */
-  int64_t nsplit = 0, nchunk = 0, split_max = 0, chunk_max = 0, longest = 0, nentry = 0, entry_max = 0;
+  int64_t nsplit = 0, nchunk = 0, split_max = 0, chunk_max = 0, longest = 0;
   for (int32_t m = 0; m < nmask; m++) {
     int64_t ns = 0, nc = 0;
     for (int32_t r = 0; r < nrow; r++) {
       int64_t n = (int64_t)row_ptr[(int64_t)m * (nrow + 1) + r + 1] - row_ptr[(int64_t)m * (nrow + 1) + r];
-      int64_t k = row_chunks(n, min_tiles, C, at_most);
+      int64_t k = row_chunks(n, min_tiles, C, split > 0);
       ns += k > 0, nc += k;
       if (k && ceil_div(n, k) > longest) longest = ceil_div(n, k);
     }
     nsplit += ns, nchunk += nc;
     if (ns > split_max) split_max = ns;
     if (nc > chunk_max) chunk_max = nc;
-    nentry += nc + nrow - ns; /* interleaved: its chunks and its other rows whole */
-    if (nc + nrow - ns > entry_max) entry_max = nc + nrow - ns;
   }
   if (split > 0) longest = C; /* the limit asked for */
   out->min_tiles = min_tiles, out->chunk_tiles = longest;
@@ -175,8 +151,7 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, const
                           (long long)KERNELS_SPLIT_MAX_WS);
   }
   /* the table (layout in kernels_int.h) */
-  int64_t ntable = (int64_t)nmask * nrow + 2 * ((int64_t)nmask + 1) + 3 * nchunk + 3 * nsplit +
-                   (interleave ? (int64_t)nmask + 1 + nentry : 0);
+  int64_t ntable = (int64_t)nmask * nrow + 2 * ((int64_t)nmask + 1) + 3 * nchunk + 3 * nsplit;
   if (ntable > INT32_MAX)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: split table of %lld entries (at most 2^31 - 1)",
                           (long long)ntable);
@@ -188,8 +163,6 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, const
   out->off_chunk = out->off_chunk_ptr + nmask + 1;
   out->off_srow_ptr = out->off_chunk + 3 * nchunk;
   out->off_srow = out->off_srow_ptr + nmask + 1;
-  out->off_entry_ptr = interleave ? out->off_srow + 3 * nsplit : 0;
-  out->off_entry = interleave ? out->off_entry_ptr + nmask + 1 : 0;
   int32_t *row_nchunk = t + out->off_row_nchunk, *chunk_ptr = t + out->off_chunk_ptr, *chunk = t + out->off_chunk,
           *srow_ptr = t + out->off_srow_ptr, *srow = t + out->off_srow;
   int32_t c = 0, s = 0;
@@ -210,43 +183,14 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, const
     }
   }
   chunk_ptr[nmask] = c, srow_ptr[nmask] = s;
-  if (interleave) {
-    /* each instance's entries by the first key tile they read: a chunk's key 2 col, a whole
-     * row r's 2 r + 1 (so a chunk goes before the rows from its first tile's row on), times
-     * 2^32 plus the entry (-1 - r for a row, the chunk from chunk_ptr[m]), sorted up */
-    int32_t *entry_ptr = t + out->off_entry_ptr, *entry = t + out->off_entry;
-    int64_t *key = stof_ctx_alloc(ctx, sizeof *key * (size_t)(entry_max ? entry_max : 1));
-    if (!key) {
-      kernels_attn_split_free(ctx, out);
-      return STOF_ERR_NOMEM;
-    }
-    int64_t e = 0;
-    for (int32_t m = 0; m < nmask; m++) {
-      const int32_t *rn = row_nchunk + (int64_t)m * nrow;
-      int64_t h = 0;
-      for (int32_t r = 0; r < nrow; r++)
-        if (!rn[r]) key[h++] = ((2 * (int64_t)r + 1) << 32) + (int64_t)(uint32_t)(-1 - r);
-      for (int32_t i = 0; i < chunk_ptr[m + 1] - chunk_ptr[m]; i++) {
-        int64_t col = col_idx[chunk[3 * (chunk_ptr[m] + i) + 1]];
-        key[h++] = ((2 * col) << 32) + i;
-      }
-      qsort(key, (size_t)h, sizeof *key, key_up);
-      entry_ptr[m] = (int32_t)e;
-      for (int64_t i = 0; i < h; i++) entry[e++] = (int32_t)(uint32_t)(key[i] & 0xffffffff);
-    }
-    entry_ptr[nmask] = (int32_t)e;
-    stof_ctx_dealloc(ctx, key, sizeof *key * (size_t)(entry_max ? entry_max : 1));
-  }
   out->nsplit = (int32_t)nsplit, out->nchunk = (int32_t)nchunk;
   out->nsplit_max = (int32_t)split_max, out->nchunk_max = (int32_t)chunk_max;
-  out->interleave = interleave != 0, out->nentry_max = interleave ? (int32_t)entry_max : 0;
   out->rows = nsplit * reps, out->chunks = nchunk * reps;
   out->ws_bytes = (size_t)ws;
   snprintf(out->why, sizeof out->why,
-           "split %lld tile-rows of >= %lld tiles into %lld chunks of <= %lld tiles (%s; %.1f MB of workspace)%s",
+           "split %lld tile-rows of >= %lld tiles into %lld chunks of <= %lld tiles (%s; %.1f MB of workspace)",
            (long long)out->rows, (long long)min_tiles, (long long)out->chunks, (long long)longest,
-           interleave ? "interleaved" : split > 0 ? "asked for" : "automatic", (double)ws / 1e6,
-           interleave ? ", beside the rows of their first key tile" : "");
+           split > 0 ? "asked for" : "automatic", (double)ws / 1e6);
   return STOF_OK;
 }
 

@@ -258,42 +258,31 @@ double kernels_now_ms(void);
  *   chunk[3 * nchunk]: chunk c = {tile-row, first entry, end entry} (global entry offsets
  *     as row_ptr's), the chunks of a row consecutive and in entry order;
  *   srow_ptr[nmask + 1], srow[3 * nsplit]: instance m's split rows, split row s = {tile-row,
- *     its first chunk counted from chunk_ptr[m], its chunks};
- *   interleaved (interleave 1) only: entry_ptr[nmask + 1], entry[nentry]: instance m's
- *     launch entries entry_ptr[m] .. entry_ptr[m + 1] - 1, each a chunk counted from
- *     chunk_ptr[m] (>= 0) or a whole row r as -1 - r; every row of the instance once, as
- *     its chunks or whole, ordered by the first key tile each reads (a chunk before the
- *     whole rows from its first tile's row on), so that the rows and chunks that read the
- *     same K/V tiles run together.
+ *     its first chunk counted from chunk_ptr[m], its chunks}.
  * The workspace holds a T x (D + 2) f32 partial per chunk slot and (b, h): ws_bytes =
  * B * H * nchunk_max * T * (D + 2) * 4. */
 typedef struct kernels_attn_split {
   int32_t nsplit, nchunk;         /* split rows and chunks over all instances */
-  int32_t nsplit_max, nchunk_max; /* the most of one instance: the grids' x (the chunk
-                                     launch's: nentry_max where interleaved) */
-  int32_t interleave, nentry_max; /* every row in the chunk launch; its most entries */
+  int32_t nsplit_max, nchunk_max; /* the most of one instance: the grids' x */
   int64_t rows, chunks;           /* over all (b, h): what the choice reports */
   int64_t min_tiles, chunk_tiles; /* rows of >= min_tiles split into chunks of <= chunk_tiles */
   size_t ws_bytes;
   int32_t *table;                 /* owned (kernels_attn_split_free); NULL when nothing split */
   size_t ntable;
-  int64_t off_row_nchunk, off_chunk_ptr, off_chunk, off_srow_ptr, off_srow, off_entry_ptr, off_entry;
+  int64_t off_row_nchunk, off_chunk_ptr, off_chunk, off_srow_ptr, off_srow;
   char why[256];                  /* "split 32 tile-rows of >= ...", or why not */
 } kernels_attn_split;
 
-/* Decides the split of a format's tile-rows (row_ptr and col_idx of nmask instances x nrow rows, as
+/* Decides the split of a format's tile-rows (row_ptr of nmask instances x nrow rows, as
  * stof_mask_format) for B * H = BH pairs, tile T, head dim D, `slots` CTAs resident at once
  * on the device (<= 0: unknown, no automatic split), and split as stof_attn_opts.split
  * (-1 never, 0 the automatic rule, N > 0 every row of more than N tiles into chunks of at
  * most N). *out: nsplit == 0 when nothing is split (why says why). STOF_ERR_ARG for split
  * < -1; STOF_ERR_UNSUPPORTED when a forced split's workspace is past 1 GiB or overflows, or
- * its table past 2^31 - 1 entries (the automatic rule does not split then). interleave 1:
- * the rows the launch order puts first (>= 3x their instance's mean tiles, and >= 16) split
- * into chunks of at most 8 tiles (split N > 0: N), and the entry list above (split -1: no
- * split). Owned table. */
-stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, const int32_t *col_idx, int32_t nmask,
-                                    int32_t nrow, int64_t BH, int T, int64_t D, int64_t slots, int split,
-                                    int interleave, kernels_attn_split *out);
+ * its table past 2^31 - 1 entries (the automatic rule does not split then). Owned table. */
+stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
+                                    int64_t BH, int T, int64_t D, int64_t slots, int split,
+                                    kernels_attn_split *out);
 void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
 
 /* The launch order of a Hopper plan's tile-rows (STOF_SM90_ORDER in attention_block_sm90.cu;

@@ -392,10 +392,6 @@ typedef struct stof_attn_opts {
                               causal-like masks), 1 tile 128 computed 64 keys a step, its two
                               warpgroups sharing each K/V tile (STOF_SM90_KEY64; an error
                               where it cannot run), -1 not */
-  int interleave;          /* Hopper kernel (experimental): 1 the launch order's long tile-rows
-                              split into chunks of at most 8 tiles (or split's N), each chunk
-                              launched beside the rows that read the same key tiles, every
-                              row in one launch (kernels/attention_split.c); 0, -1 not */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -439,7 +435,6 @@ typedef struct stof_attn_choice {
    * split_chunk_tiles, in split_ws bytes of workspace (0 when none is split) */
   int64_t split_rows, split_chunks, split_min_tiles, split_chunk_tiles;
   size_t split_ws;
-  int split_interleave; /* the split's chunks and every other row in one launch (interleave) */
   char why[768];
 } stof_attn_choice;
 

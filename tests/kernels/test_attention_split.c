@@ -26,9 +26,7 @@ static void check_table(const kernels_attn_split *s, const int32_t *row_ptr, int
   const int32_t *row_nchunk = s->table + s->off_row_nchunk, *chunk_ptr = s->table + s->off_chunk_ptr,
                 *chunk = s->table + s->off_chunk, *srow_ptr = s->table + s->off_srow_ptr,
                 *srow = s->table + s->off_srow;
-  size_t nentry = s->interleave ? (size_t)s->nchunk + (size_t)nmask * nrow - (size_t)s->nsplit : 0;
-  assert_int_equal(s->ntable, (size_t)nmask * nrow + 2 * (nmask + 1) + 3 * (size_t)(s->nchunk + s->nsplit) +
-                                  (s->interleave ? (size_t)nmask + 1 + nentry : 0));
+  assert_int_equal(s->ntable, (size_t)nmask * nrow + 2 * (nmask + 1) + 3 * (size_t)(s->nchunk + s->nsplit));
   int32_t nsplit_max = 0, nchunk_max = 0;
   assert_int_equal(chunk_ptr[0], 0);
   assert_int_equal(srow_ptr[0], 0);
@@ -71,94 +69,6 @@ static void check_table(const kernels_attn_split *s, const int32_t *row_ptr, int
   assert_int_equal(s->ws_bytes, (size_t)(BH * nchunk_max * T * (D + 2) * 4));
 }
 
-/* An interleaved table (stof_attn_opts.interleave): longformer(32, 32) and a per-batch
- * document mask, tile 64: the long rows (>= 3x the mean tiles and >= 16) split into chunks of
- * at most 8 tiles (a forced split's N instead), every table invariant above, and the entry
- * list: each instance's rows each once, whole (-1 - r) where not split, else as all their
- * chunks, ordered by the first key tile each reads, a chunk before the whole rows from that
- * tile's row on; the chunk grid is the most entries of an instance. */
-static void interleaved_split_lists_every_row_by_key_tile(void **state) {
-  (void)state;
-  tu_heap heap;
-  stof_ctx *ctx = tu_ctx_new(&heap);
-  static const struct {
-    const char *mask;
-    int64_t B, S;
-    int split, chunk;
-  } cases[] = {{"longformer", 1, 4096, 0, 8}, {"longformer", 1, 1024, 0, 8}, {"longformer", 1, 4096, 16, 16},
-               {"document", 3, 2048, 0, 8}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    stof_mask *m = NULL;
-    TU_OK(ctx, stof_mask_suite(ctx, cases[i].mask, cases[i].S, &m));
-    stof_mask_format *f = NULL;
-    TU_OK(ctx, stof_mask_format_build(ctx, m, cases[i].B, 1, cases[i].S, cases[i].S, 64, &f));
-    kernels_attn_split s;
-    int64_t BH = cases[i].B * 4;
-    TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, BH, 64, 64, 528,
-                                       cases[i].split, 1, &s));
-    int32_t nmask = f->nmask, nrow = f->nrow;
-    int64_t sum = f->row_ptr[(int64_t)nmask * (nrow + 1) - 1] - f->row_ptr[0];
-    double mean = (double)sum / ((double)nmask * nrow);
-    int64_t want_min = (int64_t)ceil(3 * mean) > 16 ? (int64_t)ceil(3 * mean) : 16;
-    if (!strcmp(cases[i].mask, "longformer")) assert_true(s.nsplit >= 1); /* its global row */
-    if (!s.nsplit) {
-      assert_null(s.table);
-      stof_mask_format_free(f);
-      stof_mask_free(m);
-      continue;
-    }
-    assert_int_equal(s.interleave, 1);
-    assert_int_equal(s.min_tiles, want_min);
-    assert_true(s.chunk_tiles <= cases[i].chunk);
-    check_table(&s, f->row_ptr, nmask, nrow, BH, 64, 64);
-    const int32_t *row_nchunk = s.table + s.off_row_nchunk, *chunk_ptr = s.table + s.off_chunk_ptr,
-                  *chunk = s.table + s.off_chunk, *entry_ptr = s.table + s.off_entry_ptr,
-                  *entry = s.table + s.off_entry;
-    int32_t entry_max = 0;
-    assert_int_equal(entry_ptr[0], 0);
-    char *seen_row = calloc((size_t)nrow, 1), *seen_chunk = calloc((size_t)s.nchunk_max + 1, 1);
-    assert_non_null(seen_row);
-    assert_non_null(seen_chunk);
-    for (int32_t mi = 0; mi < nmask; mi++) {
-      const int32_t *rp = f->row_ptr + (int64_t)mi * (nrow + 1);
-      int32_t nc = chunk_ptr[mi + 1] - chunk_ptr[mi];
-      memset(seen_row, 0, (size_t)nrow);
-      memset(seen_chunk, 0, (size_t)s.nchunk_max + 1);
-      int64_t last = -1;
-      for (int32_t e = entry_ptr[mi]; e < entry_ptr[mi + 1]; e++) {
-        int32_t v = entry[e];
-        int64_t key;
-        if (v < 0) {
-          int32_t r = -1 - v;
-          assert_true(r < nrow && !seen_row[r] && row_nchunk[(int64_t)mi * nrow + r] == 0);
-          seen_row[r] = 1;
-          key = 2 * (int64_t)r + 1;
-        } else {
-          assert_true(v < nc && !seen_chunk[v]);
-          seen_chunk[v] = 1;
-          int32_t r = chunk[3 * (chunk_ptr[mi] + v)];
-          seen_row[r] = 1; /* its row is covered by its chunks (check_table) */
-          key = 2 * (int64_t)f->col_idx[chunk[3 * (chunk_ptr[mi] + v) + 1]];
-          assert_true(rp[r] <= chunk[3 * (chunk_ptr[mi] + v) + 1]);
-        }
-        assert_true(key >= last);
-        last = key;
-      }
-      for (int32_t r = 0; r < nrow; r++) assert_true(seen_row[r]);
-      for (int32_t c = 0; c < nc; c++) assert_true(seen_chunk[c]);
-      if (entry_ptr[mi + 1] - entry_ptr[mi] > entry_max) entry_max = entry_ptr[mi + 1] - entry_ptr[mi];
-    }
-    assert_int_equal(s.nentry_max, entry_max);
-    assert_true(strstr(s.why, "interleaved") != NULL);
-    free(seen_row);
-    free(seen_chunk);
-    kernels_attn_split_free(ctx, &s);
-    stof_mask_format_free(f);
-    stof_mask_free(m);
-  }
-  tu_ctx_free(ctx, &heap);
-}
-
 /* longformer(32, 32) at 1 x 32 x 131072, tile 64, D 128 on an H100-sized device (132 SMs, 2
  * CTAs each): the global tile-row 0 (all 2,048 key tiles) is split, nothing else; chunks of
  * about ceil(32 * 2048 / 264) = 249 tiles, floor(2048 / 249) = 8 of 256 per row, so that the
@@ -173,7 +83,7 @@ static void split_rule_splits_longformer_global_rows(void **state) {
   TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 32, 131072, 131072, 64, &f));
   assert_int_equal(f->row_ptr[1] - f->row_ptr[0], 2048);
   kernels_attn_split s;
-  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, 32, 64, 128, 264, 0, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 32, 64, 128, 264, 0, &s));
   assert_int_equal(s.nsplit, 1);
   assert_int_equal(s.chunk_tiles, 256);
   assert_int_equal(s.nchunk, 8);
@@ -185,11 +95,11 @@ static void split_rule_splits_longformer_global_rows(void **state) {
   kernels_attn_split_free(ctx, &s);
   assert_null(s.table);
   /* never, and no device size known: nothing split */
-  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, 32, 64, 128, 264, -1, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 32, 64, 128, 264, -1, &s));
   assert_int_equal(s.nsplit, 0);
   assert_null(s.table);
   assert_non_null(strstr(s.why, "no split (asked for)"));
-  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, 32, 64, 128, 0, 0, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 32, 64, 128, 0, 0, &s));
   assert_int_equal(s.nsplit, 0);
   assert_non_null(strstr(s.why, "unknown"));
   stof_mask_format_free(f);
@@ -197,12 +107,12 @@ static void split_rule_splits_longformer_global_rows(void **state) {
    * share of the launch's ~80,000 tiles: not split; likewise at 16 x 12 x 4096, where a
    * split measured slower (0.307 against 0.286 ms, H100) */
   TU_OK(ctx, stof_mask_format_build(ctx, m, 8, 32, 4096, 4096, 64, &f));
-  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, 256, 64, 64, 528, 0, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 256, 64, 64, 528, 0, &s));
   assert_int_equal(s.nsplit, 0);
   assert_non_null(strstr(s.why, "no split (no tile-row has"));
   stof_mask_format_free(f);
   TU_OK(ctx, stof_mask_format_build(ctx, m, 16, 12, 4096, 4096, 64, &f));
-  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, 192, 64, 64, 528, 0, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 192, 64, 64, 528, 0, &s));
   assert_int_equal(s.nsplit, 0);
   stof_mask_format_free(f);
   stof_mask_free(m);
@@ -223,7 +133,7 @@ static void split_rule_leaves_causal_and_dense_alone(void **state) {
     TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 16384, 16384, 64, &f));
     for (int64_t slots = 1; slots <= 4096; slots *= 8) {
       kernels_attn_split s;
-      TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, 1, 64, 64, slots, 0, 0, &s));
+      TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 1, 64, 64, slots, 0, &s));
       if (s.nsplit) fail_msg("%s split at %lld slots: %s", names[i], (long long)slots, s.why);
     }
     stof_mask_format_free(f);
@@ -250,7 +160,7 @@ static void forced_split_cuts_every_long_row(void **state) {
         stof_mask_format *f = NULL;
         TU_OK(ctx, stof_mask_format_build(ctx, m[i], 2, 3, 999, 999, T, &f));
         kernels_attn_split s;
-        TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->col_idx, f->nmask, f->nrow, 6, T, 64, 132, N, 0, &s));
+        TU_OK(ctx, kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, 6, T, 64, 132, N, &s));
         int64_t want = 0;
         for (int64_t r = 0; r < (int64_t)f->nmask * f->nrow; r++) {
           int64_t mm = r / f->nrow, rr = r % f->nrow;
@@ -287,11 +197,11 @@ static void split_rejects_bad_values_and_oversized_workspaces(void **state) {
   stof_ctx *ctx = tu_ctx_new(&heap);
   int32_t rp[3] = {0, 1000000, 1000001}; /* one instance: a row of 10^6 tiles, one of 1 */
   kernels_attn_split s;
-  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, NULL, 1, 2, 1, 64, 64, 132, -2, 0, &s), STOF_ERR_ARG, "split -2");
+  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, 1, 64, 64, 132, -2, &s), STOF_ERR_ARG, "split -2");
   /* 1024 (b, h) x 10^6 chunks x 64 x 66 x 4 bytes */
-  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, NULL, 1, 2, 1024, 64, 64, 132, 1, 0, &s), STOF_ERR_UNSUPPORTED,
+  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, 1024, 64, 64, 132, 1, &s), STOF_ERR_UNSUPPORTED,
          "bytes of workspace");
-  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, NULL, 1, 2, (int64_t)1 << 31, 128, 128, 132, 1, 0, &s),
+  TU_ERR(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, (int64_t)1 << 31, 128, 128, 132, 1, &s),
          STOF_ERR_UNSUPPORTED, "overflows");
   /* the automatic rule, 2^20 (b, h) over 2^30 slots, a row of 10^6 tiles among 999 of 1:
    * chunks of about 977, floor(10^6 / 977) = 1,023 per (b, h): 17 TB of workspace, so no
@@ -300,23 +210,23 @@ static void split_rejects_bad_values_and_oversized_workspaces(void **state) {
   assert_non_null(rp2);
   rp2[0] = 0;
   for (int r = 0; r < 1000; r++) rp2[r + 1] = rp2[r] + (r ? 1 : 1000000);
-  TU_OK(ctx, kernels_attn_split_plan(ctx, rp2, NULL, 1, 1000, 1 << 20, 64, 64, (int64_t)1 << 30, 0, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, rp2, 1, 1000, 1 << 20, 64, 64, (int64_t)1 << 30, 0, &s));
   assert_int_equal(s.nsplit, 0);
   assert_null(s.table);
   if (!strstr(s.why, "1023 chunks of 1048576 (b, h) pairs would need over 1 GiB")) fail_msg("why: %s", s.why);
   /* with room for it, the same row is split */
-  TU_OK(ctx, kernels_attn_split_plan(ctx, rp2, NULL, 1, 1000, 1, 64, 64, 1024, 0, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, rp2, 1, 1000, 1, 64, 64, 1024, 0, &s));
   assert_int_equal(s.nsplit, 1);
   check_table(&s, rp2, 1, 1000, 1, 64, 64);
   kernels_attn_split_free(ctx, &s);
   free(rp2);
   /* a table allocation that fails: STOF_ERR_NOMEM, nothing kept */
   heap.fail_at = heap.nalloc + 1;
-  assert_int_equal(kernels_attn_split_plan(ctx, rp, NULL, 1, 2, 1, 64, 64, 132, 1000, 0, &s), STOF_ERR_NOMEM);
+  assert_int_equal(kernels_attn_split_plan(ctx, rp, 1, 2, 1, 64, 64, 132, 1000, &s), STOF_ERR_NOMEM);
   assert_null(s.table);
   stof_ctx_clear_error(ctx);
   heap.fail_at = 0;
-  TU_OK(ctx, kernels_attn_split_plan(ctx, rp, NULL, 1, 2, 1, 64, 64, 132, 1000, 0, &s));
+  TU_OK(ctx, kernels_attn_split_plan(ctx, rp, 1, 2, 1, 64, 64, 132, 1000, &s));
   assert_int_equal(s.nchunk, 1000);
   check_table(&s, rp, 1, 2, 1, 64, 64);
   kernels_attn_split_free(ctx, &s);
@@ -586,7 +496,6 @@ static void tiles128_counts_the_tile_128_format(void **state) {
 int run_attention_split_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(split_rule_splits_longformer_global_rows),
-      cmocka_unit_test(interleaved_split_lists_every_row_by_key_tile),
       cmocka_unit_test(split_rule_leaves_causal_and_dense_alone),
       cmocka_unit_test(forced_split_cuts_every_long_row),
       cmocka_unit_test(split_rejects_bad_values_and_oversized_workspaces),

@@ -85,7 +85,6 @@ typedef struct run_spec {
   int split;               /* stof_attn_opts.split (0: the automatic rule) */
   int order;               /* stof_attn_opts.order (0: the automatic rule) */
   int key64;               /* stof_attn_opts.key64 (0: the selector's rule) */
-  int interleave;          /* stof_attn_opts.interleave */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -238,8 +237,7 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .tma = rs->tma,
                       .split = rs->split,
                       .order = rs->order,
-                      .key64 = rs->key64,
-                      .interleave = rs->interleave};
+                      .key64 = rs->key64};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -657,47 +655,6 @@ static void split_rows_match_cpu(void **state) {
   }
   gcase g = {lf, 2, 4, 1, 777, 777, 64, STOF_DTYPE_F16, 1.0f, 3200}; /* one kv head for four */
   check_case(f, &g, forced, 4);
-  stof_mask_free(lf);
-  finish(f);
-}
-
-/* Interleaved plans (stof_attn_opts.interleave: the long rows in chunks, every row in the
- * chunk launch, ordered by key tile) against the CPU: longformer's global rows at D 64 (TMA)
- * and D 128 (cp.async, three CTAs), f16 and bf16, odd lengths, GQA, a forced chunk size, and
- * every suite mask at 1000 (those without a long row run unsplit). */
-static void interleaved_rows_match_cpu(void **state) {
-  fixture *f = gpu(state);
-  stof_ctx *ctx = f->ctx;
-  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
-    print_message("skipping: interleaving is the Hopper kernel's (compute capability 9.0)\n");
-    skip();
-  }
-  stof_mask *lf = NULL;
-  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lf));
-  static const run_spec il[] = {{STOF_ATTN_BLOCK, 64, 0, 0, 0, 0, 0, 0, 0, 1},
-                                {STOF_ATTN_BLOCK, 64, 0, 0, 0, 0, 5, 0, 0, 1}};
-  for (int i = 0; i < 2; i++) {
-    gcase c = {lf, 2, 4, 2, 2048 + 77 * i, 2048 + 77 * i, i ? 128 : 64, i ? STOF_DTYPE_BF16 : STOF_DTYPE_F16, 0.5f,
-               3300 + (uint64_t)i};
-    stof_attn_plan *plan = NULL;
-    stof_attn_opts o = {.kernel = STOF_ATTN_BLOCK, .tile = 64, .interleave = 1};
-    TU_OK(ctx, stof_attn_plan_new(f->e, lf, c.B, c.H, c.Hkv, c.Sq, c.Sk, c.D, c.dtype, &o, &plan));
-    const stof_attn_choice *ch = stof_attn_plan_choice(plan);
-    print_message("     %s\n", ch->why);
-    assert_true(ch->split_interleave && ch->split_rows == 8 && ch->split_chunks >= 8 * 4);
-    assert_non_null(strstr(ch->why, "interleaved"));
-    stof_attn_plan_free(plan);
-    check_case(f, &c, il, 2);
-  }
-  for (int i = 0; stof_mask_suite_name(i); i++) {
-    stof_mask *m = suite_mask(f, i, 1000);
-    gcase c = {m, 1, 3, 3, 1000, 1000, i % 2 ? 128 : 64, i % 3 ? STOF_DTYPE_F16 : STOF_DTYPE_BF16, 0.5f,
-               3400 + (uint64_t)i};
-    check_case(f, &c, il, 1);
-    stof_mask_free(m);
-  }
-  gcase g = {lf, 2, 4, 1, 1777, 1777, 64, STOF_DTYPE_F16, 1.0f, 3500}; /* one kv head for four */
-  check_case(f, &g, il, 2);
   stof_mask_free(lf);
   finish(f);
 }
@@ -1401,7 +1358,6 @@ int main(void) {
       cmocka_unit_test_setup_teardown(forced_pipeline_options_run_or_fail_cleanly, setup, teardown),
       cmocka_unit_test_setup_teardown(every_kernel_variant_at_small_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(split_rows_match_cpu, setup, teardown),
-      cmocka_unit_test_setup_teardown(interleaved_rows_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_order_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(key64_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
