@@ -1411,6 +1411,7 @@ stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t pq, uint64_t pk, u
 const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p) { return &p->choice; }
 stof_ctx *stof_attn_plan_ctx(const stof_attn_plan *p) { return p->e->ctx; }
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p) { return p->prepare_ms; }
+int64_t stof_attn_plan_nvalid(const stof_attn_plan *p) { return p->nvalid; }
 
 #define TIME_MAX_WARMUP 1000000 /* launches: warmup_ms (<= 60 s) sets the warm-up, not this */
 
@@ -1424,7 +1425,8 @@ stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_t
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: reps = %lld (1 to 10^6)", (long long)reps);
   if (!(warmup_ms >= 0 && warmup_ms <= 60000))
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: warmup_ms = %g (0 to 60000)", warmup_ms);
-  if (!ts) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: no array for the times");
+  if (!q || !k || !v || !ts)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: no %s array", !ts ? "times" : !q ? "q" : !k ? "k" : "v");
   stof_cuda_timer *timer = NULL;
   stof_status st = stof_cuda_timer_new(ctx, &timer);
   /* 5 launches timed together, then as many more as fill warmup_ms at their pace */
@@ -1444,4 +1446,3 @@ stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_t
   stof_cuda_timer_free(timer);
   return st;
 }
-int64_t stof_attn_plan_nvalid(const stof_attn_plan *p) { return p->nvalid; }

@@ -376,7 +376,6 @@ static int cmp_float(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-
 /* plan:time(q, k, v, out[, reps = 30[, warmup_ms = 0]]) -> median ms, {ms of each run}.
  * q, k, v: CUDA tensors, or lists of n of them: run r reads set r % n (rotating the inputs,
  * so that caches do not flatter). A first run, checked (a wrong tensor fails here, naming
@@ -386,9 +385,10 @@ static int cmp_float(const void *a, const void *b) {
 static int plan_time(lua_State *L) {
   const char *fname = "AttnPlan:time";
   slua_plan *h = check_plan(L, 1, fname);
-  stof_tensor *q[STOF_ATTN_TIME_MAX_SETS], *k[STOF_ATTN_TIME_MAX_SETS], *v[STOF_ATTN_TIME_MAX_SETS];
-  int nq = check_tensor_set(L, 2, fname, q, STOF_ATTN_TIME_MAX_SETS), nk = check_tensor_set(L, 3, fname, k, STOF_ATTN_TIME_MAX_SETS),
-      nv = check_tensor_set(L, 4, fname, v, STOF_ATTN_TIME_MAX_SETS);
+  enum { NSET = STOF_ATTN_TIME_MAX_SETS };
+  stof_tensor *q[NSET], *k[NSET], *v[NSET];
+  int nq = check_tensor_set(L, 2, fname, q, NSET), nk = check_tensor_set(L, 3, fname, k, NSET),
+      nv = check_tensor_set(L, 4, fname, v, NSET);
   if (nq != nk || nq != nv)
     return slua_error(L, "ValueError", "%s: %d q, %d k and %d v tensors (as many of each)", fname, nq, nk, nv);
   stof_tensor *out = slua_check_tensor(L, 5, fname);

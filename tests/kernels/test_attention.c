@@ -1017,10 +1017,10 @@ static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
  * cp.async and by TMA, at both head dims, both tiles and both element types, with Q in
  * shared memory at 4 CTAs per SM (the default at D = 64, tile 64, TMA), with a partial
  * tile's dead 32-key half skipped (STOF_SM90_HALFSKIP, tile 64), at 3 CTAs per SM (D = 128,
- * tile 64, cp.async: STOF_MIN_BLOCKS=3), with a partial tile's mask
- * bits transposed per lane (STOF_SM90_ROWMASK: by the TMA producer at tile 64, by the
- * consumers with cp.async at tile 128), both as the selector picks them, and the variants of
- * a plan that splits heavy tile-rows (STOF_SM90_SPLIT 1 and 2), with and without those. */
+ * tile 64, cp.async: STOF_MIN_BLOCKS=3), with a partial tile's mask bits transposed per lane
+ * (STOF_SM90_ROWMASK: by the TMA producer at tile 64, by the consumers with cp.async at tile
+ * 128), both as the selector picks them, and the variants of a plan that splits heavy
+ * tile-rows (STOF_SM90_SPLIT 1 and 2), with and without those. */
 static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) {
   (void)state;
   tu_heap heap;

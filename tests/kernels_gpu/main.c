@@ -995,7 +995,7 @@ static void plan_time_times_and_rejects_bad_counts(void **state) {
   TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 0, 0, ts), STOF_ERR_ARG, "reps = 0 (1 to 10^6)");
   TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, -1, ts), STOF_ERR_ARG, "warmup_ms = -1");
   TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 60001, ts), STOF_ERR_ARG, "warmup_ms = 60001");
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 0, NULL), STOF_ERR_ARG, "no array");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 0, NULL), STOF_ERR_ARG, "no times array");
   /* nothing ran: out is still poison */
   uint16_t *host = malloc(sizeof *host * (size_t)n);
   assert_non_null(host);

@@ -125,8 +125,8 @@ expect_error("UnsupportedError", "ask for tile 64", stof.explain, M.dense(), {S 
 -- how partial tiles are masked, and the split of heavy tile-rows, as a plan on that GPU would
 -- (the split from the format at the chosen tile): longformer's global rows at 1 x 32 x 131072
 -- D 128 on an H100 split into one wave of chunks (132 SMs x 3 CTAs: 384 of the 396 slots);
--- BigBird 16 x 12 x 4096 per lane with its
--- empty halves skipped and no split; dense neither; a forced split without the Hopper kernel
+-- BigBird 16 x 12 x 4096 per lane with its empty halves skipped and no split; dense neither; a
+-- forced split without the Hopper kernel
 local _, cl = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100"})
 assert(cl.hopper and cl.rowmask and not cl.halfskip and cl.split_rows == 32 and cl.split_chunks == 384, cl.why)
 assert(cl.why:find("split 32 tile-rows of >= 827 tiles into 384 chunks of <= 171 tiles (automatic", 1, true), cl.why)
