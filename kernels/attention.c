@@ -784,15 +784,10 @@ void stof_attn_engine_free(stof_attn_engine *e) {
   stof_ctx_dealloc(e->ctx, e, sizeof *e);
 }
 
-/* The compiled kernel for a choice, D and dtype (compiled once per engine; cubins are
- * also cached on disk). */
-/* split (Hopper only): 0 the plain kernel, 1 the main kernel of a split plan, 2 the chunk
- * kernel, whose module's combine goes to *combine (else untouched; may be NULL). */
-static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
-                               stof_dtype dtype, const stof_attn_mod *mod, stof_dtype bias_dtype,
-                               int split, stof_cuda_kernel **fn, stof_cuda_kernel **combine) {
+/* kernels_int.h. */
+int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtype dtype, const stof_attn_mod *mod,
+                                 stof_dtype bias_dtype, int split, char (*o)[KERNELS_ATTN_OPT_LEN]) {
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
-  char o[18][48];
   int nopt = 0;
   /* a modifier only where there is one: the plain kernels' sources and cache keys unchanged */
   if (mod->kind != STOF_ATTN_MOD_NONE) {
@@ -818,7 +813,20 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
   else if (hopper && c->heavy_rows) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
-  const char *opts[18];
+  return nopt;
+}
+
+/* The compiled kernel for a choice, D and dtype (compiled once per engine; cubins are
+ * also cached on disk). */
+/* split (Hopper only): 0 the plain kernel, 1 the main kernel of a split plan, 2 the chunk
+ * kernel, whose module's combine goes to *combine (else untouched; may be NULL). */
+static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, int64_t D,
+                               stof_dtype dtype, const stof_attn_mod *mod, stof_dtype bias_dtype,
+                               int split, stof_cuda_kernel **fn, stof_cuda_kernel **combine) {
+  int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
+  char o[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
+  int nopt = kernels_attn_variant_options(c, D, dtype, mod, bias_dtype, split, o);
+  const char *opts[KERNELS_ATTN_MAX_OPTS];
   char key[448];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {
@@ -981,6 +989,12 @@ static int64_t hopper_ctas_per_sm(const stof_cuda_props *dev, int T, int64_t D, 
   return by_smem < by_regs ? by_smem : by_regs;
 }
 
+/* kernels_int.h. */
+int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_choice *c, int64_t D,
+                                 const stof_attn_mod *mod) {
+  return hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64, mod_plain(mod));
+}
+
 /* The split decision for a choice (sp->nsplit 0 and no table where nothing is split, or
  * where the Hopper kernel is not chosen): the choice's split_* fields set and its why
  * extended. f is the format at the choice's tile. */
@@ -997,7 +1011,7 @@ static stof_status choose_split(stof_ctx *ctx, const stof_mask_format *f, int64_
   }
   if (f->T != c->tile)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: split from a tile-%d format for tile %d", f->T, c->tile);
-  int64_t slots = (int64_t)dev->sm_count * hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64, mod_plain(&o->mod));
+  int64_t slots = (int64_t)dev->sm_count * kernels_attn_ctas_per_sm(dev, c, D, &o->mod);
   stof_status st = kernels_attn_split_plan(ctx, f->row_ptr, f->nmask, f->nrow, BH, c->tile, D, slots, o->split, sp);
   if (st) return st;
   size_t n = strlen(c->why);

@@ -285,6 +285,20 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
                                     kernels_attn_split *out);
 void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
 
+/* The NVRTC options the engine compiles a choice's kernel with (kernels/attention.c's
+ * get_variant: D, dtype, the score modifier and its table's dtype, split 0 / 1 / 2 as there),
+ * into o; returns their count (at most KERNELS_ATTN_MAX_OPTS). Exposed so that tests check
+ * them against the selector's view without compiling, e.g. -DSTOF_MIN_BLOCKS=3 exactly where
+ * kernels_attn_ctas_per_sm counts three. */
+#define KERNELS_ATTN_MAX_OPTS 18
+#define KERNELS_ATTN_OPT_LEN 48
+int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtype dtype, const stof_attn_mod *mod,
+                                 stof_dtype bias_dtype, int split, char (*o)[KERNELS_ATTN_OPT_LEN]);
+/* CTAs of a Hopper choice's kernel resident on one SM, as the split rule's launch balance
+ * counts them (shared memory, and the registers its options allow), under score modifier mod. */
+int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_choice *c, int64_t D,
+                                 const stof_attn_mod *mod);
+
 /* The launch order of a Hopper plan's tile-rows (STOF_SM90_ORDER in attention_block_sm90.cu;
  * the rule in kernels/attention_split.c): per instance m its nrow rows at table[m * nrow]:
  * its rows of at least 3x the instance's mean tiles (and 8), longest first, then its other

@@ -10,6 +10,7 @@
  */
 #include "helpers.h"
 #include "../core/testutil.h"
+#include "kernels_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -779,6 +780,81 @@ static void select_three_ctas_at_d128_tile64(void **state) {
   }
   stof_mask_format_free(f);
   stof_mask_free(m);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* The options the engine compiles a choice's kernel with (kernels_attn_variant_options, as
+ * get_variant) against what the selector says and the split rule counts
+ * (kernels_attn_ctas_per_sm), over masks, head dims, lengths, score modifiers and forced
+ * options on an H100-sized device: -DSTOF_MIN_BLOCKS=N only on the Hopper kernel, 3 exactly
+ * where why says "three CTAs an SM" and the count is 3 (no modifier, D 128, tile 64, 2
+ * stages, cp.async), the count never above the minimum asked for; the TMA twin (tma 0) of a
+ * forced TMA choice is compiled as a cp.async choice; each option once. */
+static void variant_options_agree_with_the_selector(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  static const char *const masks[] = {"dense", "causal", "sliding", "longformer", "bigbird", "document"};
+  static const stof_attn_opts forced[] = {{0}, {.tma = 1}, {.tma = -1}, {.stages = 3}, {.tile = 64}, {.tile = 128}};
+  const stof_attn_mod mods[] = {{0}, {.softcap = 30}, {.kind = STOF_ATTN_MOD_ALIBI}, {.kind = STOF_ATTN_MOD_T5_BIAS,
+                                                                                    .num_buckets = 32,
+                                                                                    .max_distance = 128}};
+  int nthree = 0, nchecked = 0;
+  for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; mi++)
+    for (int64_t S = 1024; S <= 4096; S *= 4) {
+      stof_mask *m;
+      TU_OK(ctx, stof_mask_suite(ctx, masks[mi], S, &m));
+      stof_mask_format *f = format_of(ctx, m, S, S);
+      for (int64_t D = 64; D <= 128; D *= 2)
+        for (size_t fi = 0; fi < sizeof forced / sizeof forced[0]; fi++)
+          for (size_t di = 0; di < sizeof mods / sizeof mods[0]; di++) {
+            stof_attn_opts o = forced[fi];
+            o.mod = mods[di];
+            stof_attn_choice c;
+            if (stof_attention_select(ctx, f, 1, 8, D, &h100, &o, &c)) { /* e.g. TMA at a tile without it */
+              stof_ctx_clear_error(ctx);
+              continue;
+            }
+            char opt[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
+            int n = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, 0, opt);
+            assert_true(n > 0 && n <= KERNELS_ATTN_MAX_OPTS);
+            int mb = 0;
+            for (int i = 0; i < n; i++) {
+              for (int j = 0; j < i; j++)
+                if (!strncmp(opt[i], opt[j], (size_t)(strchr(opt[j], '=') - opt[j])))
+                  fail_msg("%s S %lld D %lld: %s twice", masks[mi], (long long)S, (long long)D, opt[i]);
+              if (!strncmp(opt[i], "-DSTOF_MIN_BLOCKS=", 18)) mb = atoi(opt[i] + 18);
+            }
+            int named = strstr(c.why, "three CTAs an SM") != NULL;
+            nchecked++;
+            if (!c.hopper) {
+              assert_int_equal(mb, 0);
+              assert_false(named);
+              continue;
+            }
+            int64_t ctas = kernels_attn_ctas_per_sm(&h100, &c, D, &o.mod);
+            int plain = o.mod.kind == STOF_ATTN_MOD_NONE && !(o.mod.softcap > 0);
+            int want3 = plain && D == 128 && c.tile == 64 && c.stages == 2 && !c.tma;
+            if ((mb == 3) != want3 || named != want3 || (want3 && ctas != 3))
+              fail_msg("%s S %lld D %lld forced %zu mod %zu: MIN_BLOCKS %d, why %d, %lld CTAs: %s", masks[mi],
+                       (long long)S, (long long)D, fi, di, mb, named, (long long)ctas, c.why);
+            assert_true(ctas >= 1 && (mb == 0 ? ctas <= 2 : ctas <= mb));
+            nthree += want3;
+            if (c.tma) { /* the cp.async twin, as plan_new compiles it */
+              stof_attn_choice twin = c;
+              twin.tma = 0;
+              int tn = kernels_attn_variant_options(&twin, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, 0, opt), tmb = 0;
+              for (int i = 0; i < tn; i++)
+                if (!strncmp(opt[i], "-DSTOF_MIN_BLOCKS=", 18)) tmb = atoi(opt[i] + 18);
+              int twin3 = plain && D == 128 && c.tile == 64 && c.stages == 2;
+              assert_int_equal(tmb == 3, twin3);
+            }
+          }
+      stof_mask_format_free(f);
+      stof_mask_free(m);
+    }
+  print_message("     %d choices checked, %d with three CTAs an SM\n", nchecked, nthree);
+  assert_true(nthree > 0 && nchecked > 100);
   tu_ctx_free(ctx, &heap);
 }
 
@@ -1605,6 +1681,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_picks_key64_for_dense_and_causal),
       cmocka_unit_test(select_split_orders_long_rows_first),
       cmocka_unit_test(select_three_ctas_at_d128_tile64),
+      cmocka_unit_test(variant_options_agree_with_the_selector),
       cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
       cmocka_unit_test(tile_32_compiles_on_the_block_kernel_only),
       cmocka_unit_test(select_rejects_bad_tiles_and_kernels),
