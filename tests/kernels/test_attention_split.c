@@ -69,10 +69,11 @@ static void check_table(const kernels_attn_split *s, const int32_t *row_ptr, int
   assert_int_equal(s->ws_bytes, (size_t)(BH * nchunk_max * T * (D + 2) * 4));
 }
 
-/* longformer(32, 32) at 1 x 32 x 131072, tile 64, D 128 on an H100-sized device (132 SMs, 2
- * CTAs each): the global tile-row 0 (all 2,048 key tiles) is split, nothing else; chunks of
- * about ceil(32 * 2048 / 264) = 249 tiles, floor(2048 / 249) = 8 of 256 per row, so that the
- * 256 chunks fit the 264 slots in one wave. */
+/* longformer(32, 32) at 1 x 32 x 131072, tile 64, D 128 with 264 slots (132 SMs, 2 CTAs each;
+ * the engine counts 3 there since session 21, tests/lua/test_attention.lua has that case): the
+ * global tile-row 0 (all 2,048 key tiles) is split, nothing else; chunks of about
+ * ceil(32 * 2048 / 264) = 249 tiles, floor(2048 / 249) = 8 of 256 per row, so that the 256
+ * chunks fit the 264 slots in one wave. */
 static void split_rule_splits_longformer_global_rows(void **state) {
   (void)state;
   tu_heap heap;
