@@ -970,9 +970,9 @@ static void plan_run_rejects_bad_tensors(void **state) {
 
 /* stof_attn_plan_time (the benchmarks' timing: warm-up, then reps runs between events):
  * counts out of range are STOF_ERR_ARG before anything runs; a wrong tensor fails naming it;
- * a good call fills every time with a positive number, the warm-up launches come first (a call
- * with 200 ms of warm-up takes at least 100 ms longer than one without), and out is the plan's
- * result. */
+ * a good call over two input sets (other addresses, the same values) fills every time with a
+ * positive number, the warm-up launches come first (a call with 200 ms of warm-up takes at
+ * least 100 ms longer than one without), and out is the plan's result. */
 static void plan_time_times_and_rejects_bad_counts(void **state) {
   fixture *f = gpu(state);
   stof_ctx *ctx = f->ctx;
@@ -988,7 +988,17 @@ static void plan_time_times_and_rejects_bad_counts(void **state) {
   TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(2, 4, 100, 64), STOF_DEVICE_CUDA, &k100));
   int64_t n = stof_tensor_numel(out);
   TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)out->data, 0x7e00, (size_t)n));
-  stof_tensor *q[2] = {p.dq, p.dq}, *k[2] = {p.dk, p.dk}, *v[2] = {p.dv, p.dv}, *kb[2] = {p.dk, k100}, *vb[2] = {p.dv, k100};
+  /* a second input set at other addresses, the same values (so that out is the plan's result
+   * whichever set ran last) */
+  stof_tensor *q2 = NULL, *k2 = NULL, *v2 = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(2, 4, 512, 64), STOF_DEVICE_CUDA, &q2));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(2, 4, 512, 64), STOF_DEVICE_CUDA, &k2));
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(2, 4, 512, 64), STOF_DEVICE_CUDA, &v2));
+  TU_OK(ctx, stof_cuda_dtod(ctx, (uint64_t)(uintptr_t)q2->data, (uint64_t)(uintptr_t)p.dq->data, 2 * (size_t)n));
+  TU_OK(ctx, stof_cuda_dtod(ctx, (uint64_t)(uintptr_t)k2->data, (uint64_t)(uintptr_t)p.dk->data, 2 * (size_t)n));
+  TU_OK(ctx, stof_cuda_dtod(ctx, (uint64_t)(uintptr_t)v2->data, (uint64_t)(uintptr_t)p.dv->data, 2 * (size_t)n));
+  stof_tensor *q[2] = {p.dq, q2}, *k[2] = {p.dk, k2}, *v[2] = {p.dv, v2};
+  stof_tensor *kb[2] = {p.dk, k100}, *vb[2] = {p.dv, k100};
   float ts[8];
   TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 0, out, 4, 0, ts), STOF_ERR_ARG, "0 input sets (1 to 8)");
   TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 9, out, 4, 0, ts), STOF_ERR_ARG, "9 input sets");
@@ -1022,6 +1032,9 @@ static void plan_time_times_and_rejects_bad_counts(void **state) {
   fetch_and_check(ctx, out, p.want, "out after the timed runs");
   stof_tensor_free(out);
   stof_tensor_free(k100);
+  stof_tensor_free(q2);
+  stof_tensor_free(k2);
+  stof_tensor_free(v2);
   stof_attn_plan_free(plan);
   release(&p);
   stof_mask_free(m);
