@@ -827,11 +827,15 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   char o[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
   int nopt = kernels_attn_variant_options(c, D, dtype, mod, bias_dtype, split, o);
   const char *opts[KERNELS_ATTN_MAX_OPTS];
-  char key[448];
+  char key[KERNELS_ATTN_KEY_LEN];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
   for (int i = 0; i < nopt; i++) {
     opts[i] = o[i];
-    len += snprintf(key + len, sizeof key - (size_t)len, " %s", o[i]);
+    int w = snprintf(key + len, sizeof key - (size_t)len, " %s", o[i]);
+    if (w < 0 || (size_t)w >= sizeof key - (size_t)len)
+      return stof_ctx_error(e->ctx, STOF_ERR_INTERNAL, "attention: the kernel's options pass the cache key's %zu bytes",
+                            sizeof key);
+    len += w;
   }
   for (int i = 0; i < e->nvariant; i++)
     if (strcmp(e->variant[i].key, key) == 0) {

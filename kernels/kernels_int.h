@@ -292,6 +292,7 @@ void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
  * kernels_attn_ctas_per_sm counts three. */
 #define KERNELS_ATTN_MAX_OPTS 18
 #define KERNELS_ATTN_OPT_LEN 48
+#define KERNELS_ATTN_KEY_LEN 448 /* the engine's cache key: the kernel's kind and its options */
 int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtype dtype, const stof_attn_mod *mod,
                                  stof_dtype bias_dtype, int split, char (*o)[KERNELS_ATTN_OPT_LEN]);
 /* CTAs of a Hopper choice's kernel resident on one SM, as the split rule's launch balance

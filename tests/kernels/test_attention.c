@@ -789,7 +789,8 @@ static void select_three_ctas_at_d128_tile64(void **state) {
  * options on an H100-sized device: -DSTOF_MIN_BLOCKS=N only on the Hopper kernel, 3 exactly
  * where why says "three CTAs an SM" and the count is 3 (no modifier, D 128, tile 64, 2
  * stages, cp.async), the count never above the minimum asked for; the TMA twin (tma 0) of a
- * forced TMA choice is compiled as a cp.async choice; each option once. */
+ * forced TMA choice is compiled as a cp.async choice; each option once; the cache key
+ * (kind and options, split kernels too) fits KERNELS_ATTN_KEY_LEN. */
 static void variant_options_agree_with_the_selector(void **state) {
   (void)state;
   tu_heap heap;
@@ -818,6 +819,13 @@ static void variant_options_agree_with_the_selector(void **state) {
             char opt[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
             int n = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, 0, opt);
             assert_true(n > 0 && n <= KERNELS_ATTN_MAX_OPTS);
+            for (int split = 0; split <= 2; split++) { /* get_variant's key fits, split kernels too */
+              char sopt[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
+              int sn = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, split, sopt);
+              size_t keylen = strlen("block_sm90");
+              for (int i = 0; i < sn; i++) keylen += 1 + strlen(sopt[i]);
+              assert_true(sn <= KERNELS_ATTN_MAX_OPTS && keylen < KERNELS_ATTN_KEY_LEN);
+            }
             int mb = 0;
             for (int i = 0; i < n; i++) {
               for (int j = 0; j < i; j++)
