@@ -9,14 +9,13 @@
 # 1024 .. 16 x 4096, and dense at tile 64 (the cost of the spills on full tiles), and a table
 # of mean ms; then BigBird's D 128 tile-32 kernel (mma.sync, four CTAs an SM) against five
 # (h128_t32_w2_s2_m5, STOF_MIN_BLOCKS=5) at 16 x 2048 and 16 x 4096. Run from the repository
-# root on the GPU machine; logs to $OUT (/tmp/attn_out elsewhere). Prepared in session 20
-# after its device time was spent: not run yet.
+# root on the GPU machine; logs to $OUT (/tmp/attn_out elsewhere). Run in session 21
+# (bench/results/s21/call1/m3/): _m3 0.89-0.98x the time, bit-identical; _m5 0.99x. So the
+# engine compiles that kernel with -DSTOF_MIN_BLOCKS=3 at 2 stages without a score modifier
+# (kernels/attention.c, hopper_min_blocks), and the split rule counts 3 there.
 #
 #   bash bench/attn_ab_m3.sh
 #   ATTN_DEV_NOBUILD=1 bash bench/attn_ab_m3.sh     reuse build-attn/attn_dev
-# If _m3 wins: kernels/attention.c passes -DSTOF_MIN_BLOCKS=3 to the Hopper kernel at D 128,
-# tile 64, cp.async, without a score modifier (T5 spills 148 bytes at 168 registers, the soft
-# cap 40), and hopper_ctas_per_sm counts 3 there (the split rule's launch balance).
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/attn_ab_common.sh 150 # OUT, BIN, T, t0; attn_dev built

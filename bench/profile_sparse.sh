@@ -17,9 +17,8 @@
 #
 #   bash bench/profile_sparse.sh [BxS [MASKS [D [H]]]]
 #   bash bench/profile_sparse.sh 16x4096 sliding,longformer,bigbird,document,causal_sliding 128 12
-# Needs build-gpu/ (make gpu-build) carried along. About 15-25 s a mask (an estimate: written in
-# session 20 after its device time was spent; the table parser was tried on session 20 call 2's
-# dense report only).
+# Needs build-gpu/ (make gpu-build) carried along. About 7 s a mask at 16 x 4096 and 5 s at 8 x
+# 1024 on an H200 (session 21, bench/results/s21/call1/prof128, prof64).
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/attn_out}

@@ -390,8 +390,7 @@ local function run(mask, o)
   local r = {
     mask = tostring(mask), gpu = plan.gpu, B = d.B, H = d.H, Hkv = d.Hkv, Sq = d.Sq, Sk = d.Sk, D = d.D,
     dtype = dtype, ms = ms, times = times, reps = reps, warmup_ms = warmup_ms, tflops = flops / (ms * 1e-3) / 1e12,
-    nvalid = nvalid,
-    density = nvalid / (d.B * d.H * d.Sq * d.Sk), kernel = ch.kernel, tile = ch.tile, warps = ch.warps,
+    nvalid = nvalid, density = nvalid / (d.B * d.H * d.Sq * d.Sk), kernel = ch.kernel, tile = ch.tile, warps = ch.warps,
     stages = ch.stages, hopper = ch.hopper, why = ch.why, prepare_ms = plan.prepare_ms, max_rel_err = c.max_rel_err,
     rel_err = c.rel_err, checked_rows = c.checked_rows, checked_pairs = c.checked_pairs, flops = flops, bytes = bytes,
   }
@@ -512,10 +511,10 @@ end
 --- given dims (B 1, H 12, Hkv H, D 64, dtype float16 by default; S or Sq and Sk
 --- required) with the plan options kernel ("auto", "block", "row") and tile (32, 64, 128),
 --- reps timed runs (30) after 5 warm-up launches and warmup_ms more of them (0),
---- check_rows rows checked per sampled (b, h) (16; all when Sq is at most that). Returns {ms, tflops, roofline (nil for a GPU without ceilings in
---- bench.PEAKS), floor_ms, bound, density, nvalid, kernel, tile, warps, stages, hopper, why,
---- prepare_ms, max_rel_err, rel_err, checked_rows, checked_pairs, gpu, mask, the dims,
---- times (each run's ms)}. Raises a DeviceError without a GPU, a CheckError when the
+--- check_rows rows checked per sampled (b, h) (16; all when Sq is at most that). Returns {ms,
+--- tflops, roofline (nil for a GPU without ceilings in bench.PEAKS), floor_ms, bound, density,
+--- nvalid, kernel, tile, warps, stages, hopper, why, prepare_ms, max_rel_err, rel_err,
+--- checked_rows, checked_pairs, gpu, mask, the dims, times (each run's ms), warmup_ms}. Raises a DeviceError without a GPU, a CheckError when the
 --- result is wrong, a ValueError / TypeError for bad arguments.
 bench.attention = public(run)
 

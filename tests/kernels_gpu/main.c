@@ -906,6 +906,19 @@ static void fetch_and_check(stof_ctx *ctx, const stof_tensor *out, const double 
   free(got);
 }
 
+/* Fails the test where any element of the f16 device tensor out is not the poison 0x7e00
+ * (after every queued launch finished): what rejected calls must leave it. */
+static void expect_still_poison(stof_ctx *ctx, const stof_tensor *out, const char *what) {
+  int64_t n = stof_tensor_numel(out);
+  uint16_t *host = malloc(sizeof *host * (size_t)n);
+  assert_non_null(host);
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  TU_OK(ctx, stof_cuda_dtoh(ctx, host, (uint64_t)(uintptr_t)out->data, sizeof *host * (size_t)n));
+  for (int64_t i = 0; i < n; i++)
+    if (host[i] != 0x7e00) fail_msg("%s wrote out[%lld]", what, (long long)i);
+  free(host);
+}
+
 static void plan_run_rejects_bad_tensors(void **state) {
   fixture *f = gpu(state);
   stof_ctx *ctx = f->ctx;
@@ -950,13 +963,7 @@ static void plan_run_rejects_bad_tensors(void **state) {
   TU_ERR(ctx, stof_attn_plan_run(plan, p.dq, p.dk, NULL, out), STOF_ERR_ARG, "missing tensor v");
 
   /* nothing was launched: out is still poison; then a good run matches the reference */
-  uint16_t *host = malloc(sizeof *host * (size_t)n);
-  assert_non_null(host);
-  TU_OK(ctx, stof_cuda_synchronize(ctx));
-  TU_OK(ctx, stof_cuda_dtoh(ctx, host, (uint64_t)(uintptr_t)out->data, sizeof *host * (size_t)n));
-  for (int64_t i = 0; i < n; i++)
-    if (host[i] != 0x7e00) fail_msg("a rejected run wrote out[%lld]", (long long)i);
-  free(host);
+  expect_still_poison(ctx, out, "a rejected run");
   TU_OK(ctx, stof_attn_plan_run(plan, p.dq, p.dk, p.dv, out));
   TU_OK(ctx, stof_cuda_synchronize(ctx));
   fetch_and_check(ctx, out, p.want, "a good run after the rejected ones");
@@ -1007,13 +1014,7 @@ static void plan_time_times_and_rejects_bad_counts(void **state) {
   TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 60001, ts), STOF_ERR_ARG, "warmup_ms = 60001");
   TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 0, NULL), STOF_ERR_ARG, "no times array");
   /* nothing ran: out is still poison */
-  uint16_t *host = malloc(sizeof *host * (size_t)n);
-  assert_non_null(host);
-  TU_OK(ctx, stof_cuda_synchronize(ctx));
-  TU_OK(ctx, stof_cuda_dtoh(ctx, host, (uint64_t)(uintptr_t)out->data, sizeof *host * (size_t)n));
-  for (int64_t i = 0; i < n; i++)
-    if (host[i] != 0x7e00) fail_msg("a rejected call wrote out[%lld]", (long long)i);
-  free(host);
+  expect_still_poison(ctx, out, "a rejected call");
   /* the second set's k and v are the wrong shape: the warm-up's second launch fails */
   TU_ERR(ctx, stof_attn_plan_time(plan, q, kb, vb, 2, out, 4, 0, ts), STOF_ERR_SHAPE, "the plan is for");
   for (int i = 0; i < 8; i++) ts[i] = -1.0f;
