@@ -16,7 +16,7 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
- *                   noorder,halfskip,nokey64]
+ *                   noorder,halfskip,nokey64,noqshift]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warmup-ms 0]
  *                   [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
@@ -28,7 +28,8 @@
  * Hopper kernel before the thirteenth session), noorder (auto, each (b, h)'s tile-rows
  * launched last first even where some are far longer: stof_attn_opts.order = -1), halfskip
  * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1),
- * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1).
+ * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1),
+ * noqshift (auto, but the query tiles never moved by 32 rows: stof_attn_opts.qshift = -1).
  * --splits: heavy tile-rows split over
  * CTAs (Hopper kernel): auto (the rule, the default), off, or N (every tile-row of more than
  * N tiles in chunks of at most N): stof_attn_opts.split = 0 / -1 / N; each case runs once per
@@ -311,6 +312,7 @@ int main(int argc, char **argv) {
           if (!strcmp(kernels[ki], "noorder")) o.order = -1;
           if (!strcmp(kernels[ki], "halfskip")) o.halfskip = 1;
           if (!strcmp(kernels[ki], "nokey64")) o.key64 = -1;
+          if (!strcmp(kernels[ki], "noqshift")) o.qshift = -1;
           o.tile = atoi(tiles[ti / nsplit]);
           o.stages = stages;
           stof_attn_plan *plan;
@@ -395,6 +397,7 @@ int main(int argc, char **argv) {
           json_object_set_new(j, "split", json_string(split));
           json_object_set_new(j, "split_rows", json_integer(c->split_rows));
           json_object_set_new(j, "split_chunks", json_integer(c->split_chunks));
+          json_object_set_new(j, "qshift", json_integer(c->qshift));
           json_object_set_new(j, "format_ms", json_real(fmt_ms));
           json_object_set_new(j, "format_mb", json_real(fmt_mb));
           json_object_set_new(j, "format_copy_ms", json_real(fmt_copy));

@@ -214,6 +214,9 @@ stof_status stof_attention_cpu_mod(stof_ctx *ctx, const stof_tensor *q, const st
   int64_t d[6];
   stof_status st = check_shapes(ctx, "attention (cpu)", q, k, v, out, d);
   if (st) return st;
+  if (f && f->qshift)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention (cpu): a query-shifted format (the Hopper kernel's) is not "
+                          "the CPU's");
   int64_t B = d[0], H = d[1], Hkv = d[2], Sq = d[3], Sk = d[4], D = d[5];
   const stof_tensor *t[4] = {q, k, v, out};
   static const char *const names[4] = {"q", "k", "v", "out"};
@@ -469,6 +472,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
   if (o.key64 < -1 || o.key64 > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: key64 %d (1 on, -1 off, 0 the selector's)", o.key64);
+  if (o.qshift < -1 || o.qshift > 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: qshift %d (1 on, -1 off, 0 the rule)", o.qshift);
   if (o.split < -1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
                           "most N tiles)", o.split);
@@ -810,6 +815,7 @@ int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtyp
   int min_blocks = hopper ? hopper_min_blocks(c->tile, D, c->stages, c->tma, c->key64, mod_plain(mod)) : 0;
   if (min_blocks) snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=%d", min_blocks);
   if (hopper && c->key64) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_KEY64=1");
+  if (hopper && c->qshift) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QSHIFT=%d", c->qshift);
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
   else if (hopper && c->heavy_rows) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
@@ -999,6 +1005,62 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
   return hopper_ctas_per_sm(dev, c->tile, D, c->stages, c->tma, c->key64, mod_plain(mod));
 }
 
+/* The query shift (kernels_format_qshift) of a Hopper choice at tile 64, from f (the
+ * unshifted format at tile 64): taken where the shifted format has at most QSHIFT_MAX_TILES
+ * of f's non-empty tiles, or asked for (o->qshift 1), and where the selector makes the same
+ * kind of choice from the shifted format's counts. Then *c is that choice (its half skip and
+ * masking decided from the shifted tiles) with qshift 32, and *fs the shifted format (the
+ * caller's); else *fs is NULL and c unchanged but for its why. Measured on an H200 (session
+ * 22, bench/results/s22/call1): masks of the same work whose rows take 2 instead of 3 steps
+ * of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.91x the
+ * time at D 64 and D 128, B x S 8 x 1024 .. 16 x 4096; 3 steps instead of 4 (global(32) |
+ * window(0, 64) against longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. A format on the
+ * device only (long sequences) is not shifted. */
+#define QSHIFT_MAX_TILES 0.85
+static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, int64_t B, int64_t H, int64_t D,
+                                 const stof_cuda_props *dev, const stof_attn_opts *o, stof_attn_choice *c,
+                                 stof_mask_format **fs) {
+  *fs = NULL;
+  int fits = c->kernel == STOF_ATTN_BLOCK && c->hopper && c->tile == 64 && !c->key64 && f->T == 64 && !f->qshift;
+  int host = f->row_ptr && (!f->nentry || (f->col_idx && f->bmp_off)) && (!f->nword || f->bitmap);
+  if (o->qshift < 0 || !fits || !host) {
+    if (o->qshift == 1)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: qshift asked for, but it needs the Hopper kernel "
+                            "at tile 64 without key64 and the format on the host (%s-wise, tile %d%s%s)",
+                            stof_attn_kernel_name(c->kernel), c->tile, c->hopper ? "" : ", not the Hopper kernel",
+                            host ? "" : ", the format on the device");
+    return STOF_OK;
+  }
+  stof_mask_format *g = NULL;
+  stof_status st = kernels_format_qshift(ctx, f, &g);
+  if (st) return st;
+  int64_t n0 = f->ntile_full + f->ntile_partial, n1 = g->ntile_full + g->ntile_partial, nm = f->nmask;
+  int take = o->qshift == 1 || (double)n1 <= QSHIFT_MAX_TILES * (double)n0;
+  stof_attn_choice c2;
+  if (take && (st = stof_attention_select(ctx, g, B, H, D, dev, o, &c2))) {
+    stof_mask_format_free(g);
+    return st;
+  }
+  if (take && (c2.kernel != c->kernel || !c2.hopper || c2.tile != 64 || c2.key64)) {
+    stof_mask_format_free(g);
+    if (o->qshift == 1)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: qshift asked for, but the shifted format's choice "
+                            "is not the Hopper kernel at tile 64 (%s-wise, tile %d)", stof_attn_kernel_name(c2.kernel),
+                            c2.tile);
+    take = 0;
+  } else if (!take) {
+    stof_mask_format_free(g);
+  }
+  if (take) *c = c2, c->qshift = 32, *fs = g;
+  size_t n = strlen(c->why);
+  if (n + 2 < sizeof c->why)
+    snprintf(c->why + n, sizeof c->why - n, take ? "; queries shifted by 32 (%lld tiles an instance against %lld%s)"
+                                                 : "; queries not shifted (%lld tiles an instance against %lld%s)",
+             (long long)(n1 / (nm ? nm : 1)), (long long)(n0 / (nm ? nm : 1)),
+             o->qshift == 1 ? ", asked for" : take ? ", <= 85%" : ", > 85%");
+  return STOF_OK;
+}
+
 /* The split decision for a choice (sp->nsplit 0 and no table where nothing is split, or
  * where the Hopper kernel is not chosen): the choice's split_* fields set and its why
  * extended. f is the format at the choice's tile. */
@@ -1061,14 +1123,19 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
                                         stof_attn_choice *c) {
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   if (c->hopper && !dev) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: a Hopper choice without a device");
+  stof_mask_format *fs = NULL;
+  stof_status st = choose_qshift(ctx, f, B, H, D, dev, &o, c, &fs);
+  if (st) return st;
+  if (fs) f = fs;
   choose_nopartial(f, c);
   kernels_attn_split sp;
-  stof_status st = choose_split(ctx, f, B * H, D, dev, &o, c, &sp);
+  st = choose_split(ctx, f, B * H, D, dev, &o, c, &sp);
   int split = sp.nsplit > 0;
   kernels_attn_split_free(ctx, &sp);
   kernels_attn_order ord = {0};
   if (!st && !split) st = choose_order(ctx, f, &o, c, &ord);
   kernels_attn_order_free(ctx, &ord);
+  stof_mask_format_free(fs);
   return st;
 }
 
@@ -1146,6 +1213,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   if (!p) return STOF_ERR_NOMEM;
   memset(p, 0, sizeof *p); /* a failure below frees whatever is set */
   kernels_attn_split sp = {0}; /* the split decision (its table freed at the end) */
+  stof_mask_format *fshift = NULL; /* the query-shifted format, where taken (freed at the end) */
   p->e = e;
   if ((st = stof_attention_select(ctx, f, B, H, D, &e->props, &o, &p->choice))) goto fail;
   /* another tile chosen: the plan copies its arrays from the format at that tile, so a
@@ -1161,6 +1229,10 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
         (st = engine_format(e, mask, B, H, Sq, Sk, p->choice.tile, &f, &fdev)))
       goto fail;
   }
+  /* the query shift: then the plan's arrays and decisions are the shifted format's (on the
+   * host), freed at the end */
+  if ((st = choose_qshift(ctx, f, B, H, D, &e->props, &o, &p->choice, &fshift))) goto fail;
+  if (fshift) f = fshift, fdev = NULL;
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;
   p->scale = o.scale > 0 ? o.scale : (float)(1.0 / sqrt((double)D));
@@ -1193,7 +1265,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
     p->smem_twin = smem_hopper(T, D, p->choice.stages, 0, p->choice.key64);
   }
   if (p->choice.kernel == STOF_ATTN_BLOCK) {
-    p->grid[0] = (unsigned)((Sq + T - 1) / T);
+    p->grid[0] = (unsigned)((Sq + p->choice.qshift + T - 1) / T);
     p->block[0] = p->choice.hopper ? threads_hopper(T, p->choice.tma, p->choice.key64) : 32u * (unsigned)W;
     p->block[1] = p->block[2] = 1;
     p->smem = p->choice.hopper ? smem_hopper(T, D, p->choice.stages, p->choice.tma, p->choice.key64)
@@ -1213,11 +1285,13 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   p->grid[1] = (unsigned)gy, p->grid[2] = (unsigned)gz;
   if ((st = plan_split(p, &sp))) goto fail;
   kernels_attn_split_free(ctx, &sp);
+  stof_mask_format_free(fshift);
   p->prepare_ms = kernels_now_ms() - t0;
   *out = p;
   return STOF_OK;
 fail:
   kernels_attn_split_free(ctx, &sp);
+  stof_mask_format_free(fshift);
   stof_attn_plan_free(p);
   return st;
 }

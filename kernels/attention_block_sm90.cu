@@ -136,6 +136,11 @@
  *   spills 40 bytes with it under an f32 T5 bias (52 without; f16 28 and 32), 8 under the
  *   soft cap (none without), none without a modifier; default 1 for the TMA ping-pong
  *   without a score modifier (the one measured), 0 elsewhere),
+ *   STOF_SM90_QSHIFT (0 or 32, T = 64 only: the format is query-shifted
+ *   (kernels_format_qshift): tile-row r holds queries [64 r - 32, 64 r + 32), so the grid has
+ *   ceil((Sq + 32) / 64) rows; the rows before 0 and from Sq on are neither loaded nor
+ *   written. A window of 32 each side then takes two key tiles a row instead of three (half,
+ *   full, half); default 0),
  *   STOF_SM90_SPLIT (heavy tile-rows split across CTAs, a log-sum-exp combine after; default
  *   0: none of this code). Both non-zero values add one argument after M, before the TMA maps:
  *       ..., mod_t M, const split_t S [, tmK, tmV]
@@ -205,6 +210,12 @@
 #endif
 #ifndef STOF_SM90_KEY64
 #define STOF_SM90_KEY64 0
+#endif
+#ifndef STOF_SM90_QSHIFT
+#define STOF_SM90_QSHIFT 0
+#endif
+#if STOF_SM90_QSHIFT != 0 && !(STOF_SM90_QSHIFT == 32 && STOF_TILE_M == 64)
+#error "stof attention: STOF_SM90_QSHIFT is 0, or 32 at STOF_TILE_M=64"
 #endif
 #ifndef STOF_SM90_PEEL
 #define STOF_SM90_PEEL (STOF_SM90_PINGPONG && STOF_SM90_TMA && !STOF_HAS_MOD)
@@ -285,6 +296,9 @@ constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kStages *
  * bit-identical (bench/NOTES-attention.md). */
 constexpr int kOffFlags = 112;
 constexpr bool kNoPartial = STOF_SM90_NOPARTIAL != 0;
+/* STOF_SM90_QSHIFT: tile-row r's first query is r T - kQShift; the rows of a length-Sq grid */
+constexpr int kQShift = STOF_SM90_QSHIFT;
+__host__ __device__ constexpr int tile_rows(int Sq) { return (Sq + kQShift + kT - 1) / kT; }
 static_assert(!kTma || (kOffFlags >= 96 + 4 * kStages && kOffFlags + 4 * kStages <= kBarBytes), "partial flags");
 /* the mbarriers (full, empty, qfree, with TMA; ping-pong's per-tile or two turn barriers)
  * below byte 96 of the area, where STOF_SM90_ROWMASK's votes start */
@@ -859,13 +873,13 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int g = lane >> 2, t4 = lane & 3;
 #if STOF_SM90_ORDER
   int ord_k;
-  const int bh = order_cta(B * H, (Sq + kT - 1) / kT, ORD.nheavy, ord_k);
+  const int bh = order_cta(B * H, tile_rows(Sq), ORD.nheavy, ord_k);
 #else
   const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
 #endif
   if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
   const int b = bh / H, h = bh - b * H;
-  const int nrow = (Sq + kT - 1) / kT;
+  const int nrow = tile_rows(Sq);
 #if STOF_SM90_SPLIT == 2
   /* this CTA's chunk: a run of consecutive entries of one tile-row */
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
@@ -889,9 +903,11 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int e0 = __ldg(rp), n = __ldg(rp + 1) - e0;
 #endif
   const int hk = h / (H / Hkv);
-  const int q0 = r * kT;
+  /* the tile's queries q0 + [qlo, qrows): qlo > 0 only for a shifted format's first row */
+  const int q0 = r * kT - kQShift;
+  const int qlo = kQShift && q0 < 0 ? -q0 : 0;
   const int qrows = min(kT, Sq - q0);
-  const elem_t *Qg = Q + (long long)b * L.q[0] + (long long)h * L.q[1] + (long long)q0 * L.q[2];
+  const elem_t *Qg = Q + (long long)b * L.q[0] + (long long)h * L.q[1] + (long long)(q0 + qlo) * L.q[2];
   const int qs = (int)L.q[2];
 #if !STOF_SM90_TMA
   const elem_t *Kg = K + (long long)b * L.k[0] + (long long)hk * L.k[1];
@@ -1030,8 +1046,8 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   for (int it = 0; it < kT * kCprT / kThreads; ++it) {
     const int c = tid + it * kThreads;
     const int rr = c / kCprT, ch = c % kCprT;
-    const bool ok = rr < qrows;
-    cp_async16(qbase + toff(rr, ch), Qg + (ok ? (unsigned)rr * qs : 0u) + ch * 8, ok ? 16 : 0);
+    const bool ok = rr >= qlo && rr < qrows;
+    cp_async16(qbase + toff(rr, ch), Qg + (ok ? (unsigned)(rr - qlo) * qs : 0u) + ch * 8, ok ? 16 : 0);
   }
   cp_async_commit();
 
@@ -1645,12 +1661,12 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #else
   const int bo = cta_bh_again() / H, ho = cta_bh_again() - bo * H;
 #endif
-  elem_t *Og = O + (long long)bo * L.o[0] + (long long)ho * L.o[1] + (long long)q0 * L.o[2];
+  elem_t *Og = O + (long long)bo * L.o[0] + (long long)ho * L.o[1] + (long long)(q0 + qlo) * L.o[2];
 #pragma unroll
   for (int c = lane; c < 16 * kCprT; c += 32) {
     const int rr = wrow + c / kCprT, ch = c % kCprT;
-    if (rr < qrows)
-      *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) =
+    if (rr >= qlo && rr < qrows)
+      *reinterpret_cast<uint4 *>(Og + (unsigned)(rr - qlo) * (unsigned)L.o[2] + ch * 8) =
           *reinterpret_cast<const uint4 *>(stg + toff(rr, ch));
   }
 }
@@ -1677,10 +1693,10 @@ stof_attn_split_combine_sm90(stof_attn::elem_t *__restrict__ O, int B, int H, in
   const int si = __ldg(S.srow_ptr + inst) + (int)blockIdx.x;
   if (si >= __ldg(S.srow_ptr + inst + 1)) return;
   const int r = __ldg(S.srow + 3 * si), c0 = __ldg(S.srow + 3 * si + 1), nc = __ldg(S.srow + 3 * si + 2);
-  const int q0 = r * kT, qrows = min(kT, Sq - q0);
+  const int q0 = r * kT - kQShift, qlo = kQShift && q0 < 0 ? -q0 : 0, qrows = min(kT, Sq - q0);
   const float *W = S.ws + ((long long)bh * S.nchunk_max + c0) * kSplitFloats;
-  elem_t *Og = O + (long long)b * L.o[0] + (long long)h * L.o[1] + (long long)q0 * L.o[2];
-  for (int it = threadIdx.x; it < qrows * kCprT; it += blockDim.x) {
+  elem_t *Og = O + (long long)b * L.o[0] + (long long)h * L.o[1] + (long long)(q0 + qlo) * L.o[2];
+  for (int it = threadIdx.x + qlo * kCprT; it < qrows * kCprT; it += blockDim.x) {
     const int rr = it / kCprT, ch = it - rr * kCprT;
     float mx = neg_inf();
     for (int c = 0; c < nc; ++c) mx = fmaxf(mx, W[(long long)c * kSplitFloats + kT * kD + rr]);
@@ -1696,7 +1712,7 @@ stof_attn_split_combine_sm90(stof_attn::elem_t *__restrict__ O, int B, int H, in
       acc[4] += w * z.x, acc[5] += w * z.y, acc[6] += w * z.z, acc[7] += w * z.w;
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    *reinterpret_cast<uint4 *>(Og + (unsigned)rr * (unsigned)L.o[2] + ch * 8) = pack8_scaled(acc, inv);
+    *reinterpret_cast<uint4 *>(Og + (unsigned)(rr - qlo) * (unsigned)L.o[2] + ch * 8) = pack8_scaled(acc, inv);
   }
 }
 #endif

@@ -126,6 +126,15 @@ static inline void kernels_row_set(uint64_t *row, int64_t a, int64_t b) {
   }
 }
 
+/* The tile-64 format f with its query tiles moved up by 32 rows (its qshift 32): new tile-row
+ * r holds queries [64 r - 32, 64 r + 32), from the lower half of f's row r - 1 and the upper
+ * half of its row r, over the union of their key tiles (a tile full only where both halves
+ * were). A mask whose rows need keys 32 off the tile grid (a window of 32 each side) takes
+ * fewer 64-key steps so. f's arrays must be on the host; nvalid, density and frac16 are f's.
+ * Owned: stof_mask_format_free. For the Hopper kernel's STOF_SM90_QSHIFT only (the CPU
+ * attention refuses it). */
+stof_status kernels_format_qshift(stof_ctx *ctx, const stof_mask_format *f, stof_mask_format **out);
+
 /* ---------------------------------------------------------------- the format on the GPU */
 
 /* The mask as the GPU evaluates it (mask_format_gpu.c, kernels in mask_format.cu): a flat

@@ -237,6 +237,7 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
   if (!f) return STOF_ERR_NOMEM;
   f->ctx = ctx;
   f->copy_ms = 0;
+  f->qshift = 0;
   f->B = B, f->H = H, f->Sq = Sq, f->Sk = Sk, f->T = T;
   f->nrow = (int32_t)nrow, f->ncol = (int32_t)ncol;
   f->mask_b = (int32_t)mask_b, f->mask_h = (int32_t)mask_h, f->nmask = (int32_t)nmask;
@@ -345,6 +346,123 @@ stof_status stof_mask_format_build(stof_ctx *ctx, const stof_mask *mask, int64_t
   return STOF_OK;
 }
 
+/* ---------------------------------------------------------------- query shift */
+
+/* The 64 inner words of tile column c of a row (entries [e, e1) of f, ascending columns):
+ * ~0 each for a full tile, the bitmap for a partial one, NULL when the row has no such tile
+ * (then *pos has moved past the columns before c). */
+static const uint64_t *shift_words(const stof_mask_format *f, int32_t *pos, int32_t e1, int32_t c,
+                                   const uint64_t *ones) {
+  while (*pos < e1 && f->col_idx[*pos] < c) (*pos)++;
+  if (*pos >= e1 || f->col_idx[*pos] != c) return NULL;
+  int32_t off = f->bmp_off[*pos];
+  return off < 0 ? ones : f->bitmap + off;
+}
+
+stof_status kernels_format_qshift(stof_ctx *ctx, const stof_mask_format *f, stof_mask_format **out) {
+  const char *who = "mask format query shift";
+  *out = NULL;
+  if (!f || f->T != 64 || f->qshift || (f->nentry && (!f->col_idx || !f->bmp_off)) || !f->row_ptr ||
+      (f->nword && !f->bitmap))
+    return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "%s: needs an unshifted tile-64 format with its arrays on the host", who);
+  enum { T = 64, NB = 8, WPT = 64, SH = 32 };
+  double t0 = kernels_now_ms();
+  int64_t nrow = (f->Sq + SH + T - 1) / T, nmask = f->nmask;
+  /* a new tile takes the lower half of an old one and the upper half of the next row's: at
+   * most every old entry twice */
+  int64_t cap = 2 * (int64_t)f->nentry, wcap;
+  if (cap > INT32_MAX || __builtin_mul_overflow(cap, (int64_t)WPT, &wcap) || wcap > INT32_MAX ||
+      nmask * (nrow + 1) > INT32_MAX)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "%s: %lld entries are too many", who, (long long)f->nentry);
+  stof_mask_format *g = stof_ctx_alloc(ctx, sizeof *g);
+  if (!g) return STOF_ERR_NOMEM;
+  memset(g, 0, sizeof *g);
+  g->ctx = ctx;
+  g->B = f->B, g->H = f->H, g->Sq = f->Sq, g->Sk = f->Sk, g->T = T, g->qshift = SH;
+  g->nrow = (int32_t)nrow, g->ncol = f->ncol;
+  g->mask_b = f->mask_b, g->mask_h = f->mask_h, g->nmask = f->nmask;
+  g->desc = stof_ctx_strdup(ctx, f->desc ? f->desc : "");
+  g->row_ptr = stof_ctx_alloc(ctx, (size_t)(nmask * (nrow + 1)) * 4);
+  g->nfull = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  g->npartial = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  builder bd = {ctx, NULL, NULL, 0, 0, 0, NULL, 0, 0};
+  if (cap) {
+    bd.col = stof_ctx_alloc(ctx, (size_t)cap * 4), bd.off = stof_ctx_alloc(ctx, (size_t)cap * 4);
+    bd.bits = stof_ctx_alloc(ctx, (size_t)wcap * 8);
+    bd.ccap = bd.ocap = cap, bd.wcap = wcap;
+  }
+  stof_status st = STOF_OK;
+  if (!g->desc || !g->row_ptr || !g->nfull || !g->npartial || (cap && (!bd.col || !bd.off || !bd.bits)))
+    st = STOF_ERR_NOMEM;
+  uint64_t ones[WPT], w[WPT];
+  for (int k = 0; k < WPT; k++) ones[k] = ~(uint64_t)0;
+  int64_t nfull = 0, npartial = 0, nhalf = 0;
+  for (int64_t m = 0; m < nmask && !st; m++) {
+    const int32_t *rp = f->row_ptr + m * (f->nrow + 1);
+    int32_t *np = g->row_ptr + m * (nrow + 1);
+    for (int64_t r = 0; r < nrow; r++) {
+      /* old row r - 1 gives the new rows 0-31 (its rows 32-63), old row r the new rows 32-63 */
+      int64_t ra = r - 1, rb = r;
+      int32_t ea = ra >= 0 && ra < f->nrow ? rp[ra] : 0, ea1 = ra >= 0 && ra < f->nrow ? rp[ra + 1] : 0;
+      int32_t eb = rb < f->nrow ? rp[rb] : 0, eb1 = rb < f->nrow ? rp[rb + 1] : 0;
+      np[r] = (int32_t)bd.ne;
+      int32_t *rf = g->nfull + m * nrow + r, *rpart = g->npartial + m * nrow + r;
+      *rf = *rpart = 0;
+      int32_t pa = ea, pb = eb;
+      for (;;) { /* the union of both rows' columns, ascending */
+        int32_t ca = pa < ea1 ? f->col_idx[pa] : INT32_MAX, cb = pb < eb1 ? f->col_idx[pb] : INT32_MAX;
+        int32_t c = ca < cb ? ca : cb;
+        if (c == INT32_MAX) break;
+        const uint64_t *wa = shift_words(f, &pa, ea1, c, ones), *wb = shift_words(f, &pb, eb1, c, ones);
+        uint64_t any = 0, all = ~(uint64_t)0, lo = 0, hi = 0;
+        for (int ci = 0; ci < NB; ci++)
+          for (int ri = 0; ri < NB; ri++) {
+            const uint64_t *src = ri < NB / 2 ? wa : wb;
+            uint64_t v = src ? src[ci * NB + (ri < NB / 2 ? ri + NB / 2 : ri - NB / 2)] : 0;
+            w[ci * NB + ri] = v;
+            any |= v, all &= v;
+            if (ci < NB / 2) lo |= v; else hi |= v;
+          }
+        if (wa) pa++;
+        if (wb) pb++;
+        if (!any) continue;
+        bd.col[bd.ne] = c;
+        if (all == ~(uint64_t)0) { /* every word set: both halves were full tiles' */
+          bd.off[bd.ne++] = -1;
+          (*rf)++, nfull++;
+          continue;
+        }
+        bd.off[bd.ne++] = (int32_t)bd.nw;
+        memcpy(bd.bits + bd.nw, w, sizeof w);
+        bd.nw += WPT;
+        (*rpart)++, npartial++;
+        nhalf += !lo || !hi;
+      }
+    }
+    np[nrow] = (int32_t)bd.ne;
+  }
+  if (!st && !(st = shrink(ctx, (void **)&bd.col, bd.ccap, bd.ne, 4))) bd.ccap = bd.ne;
+  if (!st && !(st = shrink(ctx, (void **)&bd.off, bd.ocap, bd.ne, 4))) bd.ocap = bd.ne;
+  if (!st && !(st = shrink(ctx, (void **)&bd.bits, bd.wcap, bd.nw, 8))) bd.wcap = bd.nw;
+  if (st) {
+    if (bd.col) stof_ctx_dealloc(ctx, bd.col, (size_t)bd.ccap * 4);
+    if (bd.off) stof_ctx_dealloc(ctx, bd.off, (size_t)bd.ocap * 4);
+    if (bd.bits) stof_ctx_dealloc(ctx, bd.bits, (size_t)bd.wcap * 8);
+    stof_mask_format_free(g);
+    return st;
+  }
+  g->col_idx = bd.col, g->bmp_off = bd.off, g->nentry = (int32_t)bd.ne;
+  g->bitmap = bd.bits, g->nword = bd.nw;
+  g->nvalid = f->nvalid, g->density = f->density, g->frac16 = f->frac16;
+  g->ntile_full = nfull, g->ntile_partial = npartial;
+  g->ntile_empty = nmask * nrow * (int64_t)g->ncol - nfull - npartial;
+  g->ntile_halfempty = nhalf;
+  g->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)bd.ne * 8 + (size_t)bd.nw * 8;
+  g->build_ms = kernels_now_ms() - t0;
+  *out = g;
+  return STOF_OK;
+}
+
 /* ---------------------------------------------------------------- decoding */
 
 int32_t stof_mask_format_instance(const stof_mask_format *f, int64_t b, int64_t h) {
@@ -356,7 +474,7 @@ int stof_mask_format_get(const stof_mask_format *f, int64_t b, int64_t h, int64_
                          int64_t j) {
   int32_t m = stof_mask_format_instance(f, b, h);
   if (m < 0 || i < 0 || j < 0 || i >= f->Sq || j >= f->Sk) return 0;
-  int64_t r = i / f->T, c = j / f->T;
+  int64_t r = (i + f->qshift) / f->T, c = j / f->T; /* a shifted format's rows start qshift early */
   const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1) + r;
   int32_t lo = rp[0], hi = rp[1] - 1;
   while (lo <= hi) {
@@ -366,7 +484,7 @@ int stof_mask_format_get(const stof_mask_format *f, int64_t b, int64_t h, int64_
     else {
       int32_t off = f->bmp_off[mid];
       if (off < 0) return 1;
-      int64_t ii = i - r * f->T, jj = j - c * f->T;
+      int64_t ii = i + f->qshift - r * f->T, jj = j - c * f->T;
       uint64_t w = f->bitmap[off + (jj / 8) * (f->T / 8) + ii / 8];
       return (int)((w >> ((ii % 8) * 8 + jj % 8)) & 1);
     }
@@ -408,11 +526,13 @@ stof_status stof_mask_format_expand(const stof_mask_format *f, int64_t b, int64_
   int T = f->T, nb8 = T / 8;
   const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
   for (int64_t r = 0; r < f->nrow; r++) {
-    int64_t i0 = r * T, nr = f->Sq - i0 < T ? f->Sq - i0 : T;
+    /* rows [lo, nr) of the tile are queries i0 + ii (a shifted format's first row starts at
+     * -qshift) */
+    int64_t i0 = r * T - f->qshift, nr = f->Sq - i0 < T ? f->Sq - i0 : T, lo = i0 < 0 ? -i0 : 0;
     for (int32_t e = rp[r]; e < rp[r + 1]; e++) {
       int64_t j0 = (int64_t)f->col_idx[e] * T, nc = f->Sk - j0 < T ? f->Sk - j0 : T;
       int32_t off = f->bmp_off[e];
-      for (int64_t ii = 0; ii < nr; ii++)
+      for (int64_t ii = lo; ii < nr; ii++)
         for (int64_t jj = 0; jj < nc; jj++) {
           int v = off < 0 || ((f->bitmap[off + (jj / 8) * nb8 + ii / 8] >>
                                ((ii % 8) * 8 + jj % 8)) & 1);
@@ -461,7 +581,7 @@ int stof_mask_format_compare(const stof_mask_format *a, const stof_mask_format *
 #define FIELD(x)                                                                         \
   if (a->x != b->x)                                                                      \
     return differs(why, n, #x " %lld against %lld", (long long)a->x, (long long)b->x);
-  FIELD(B) FIELD(H) FIELD(Sq) FIELD(Sk) FIELD(T) FIELD(nrow) FIELD(ncol) FIELD(mask_b)
+  FIELD(B) FIELD(H) FIELD(Sq) FIELD(Sk) FIELD(T) FIELD(qshift) FIELD(nrow) FIELD(ncol) FIELD(mask_b)
   FIELD(mask_h) FIELD(nmask) FIELD(nentry) FIELD(nword) FIELD(nvalid) FIELD(ntile_full)
   FIELD(ntile_partial) FIELD(ntile_empty) FIELD(ntile_halfempty) FIELD(bytes)
 #undef FIELD

@@ -161,6 +161,9 @@ typedef struct stof_mask_format {
   char *desc; /* the mask's description (owned by the format) */
   int64_t B, H, Sq, Sk;
   int32_t T;
+  int32_t qshift;   /* 0, or T / 2 in a query-shifted format (kernels_format_qshift, for the
+                       Hopper kernel only): tile-row r holds queries [r T - qshift,
+                       (r + 1) T - qshift), so nrow = ceil((Sq + qshift) / T) */
   int32_t nrow, ncol;
   int32_t mask_b, mask_h, nmask;
   int32_t nentry;
@@ -388,6 +391,9 @@ typedef struct stof_attn_opts {
                               their mask's mean tiles launched before all others,
                               kernels/attention_split.c), -1 the default order (last row of
                               each (b, h) first) */
+  int qshift;              /* Hopper kernel at tile 64: 0 the rule (kernels/attention.c,
+                              choose_qshift), 1 the query tiles moved up by 32 rows
+                              (STOF_SM90_QSHIFT; an error where it cannot run), -1 not */
   int key64;               /* Hopper kernel at D 64: 0 the selector's rule (dense- and
                               causal-like masks), 1 tile 128 computed 64 keys a step, its two
                               warpgroups sharing each K/V tile (STOF_SM90_KEY64; an error
@@ -426,6 +432,9 @@ typedef struct stof_attn_choice {
                         tile: no mask code); set with the split, from the format at the
                         plan's tile, not by stof_attention_select */
   int key64;         /* hopper with STOF_SM90_KEY64=1: tile 128 computed 64 keys a step (D 64) */
+  int qshift;        /* hopper with STOF_SM90_QSHIFT=32: the plan's format is query-shifted
+                        (tile-row r holds queries [64 r - 32, 64 r + 32)); set with the
+                        split, not by stof_attention_select */
   int heavy_rows;    /* hopper with STOF_SM90_ORDER=1: tile-rows a (b, h) launched before all
                         others (long ones); set with the split, not by stof_attention_select */
   double frac16;     /* the format statistic the rule reads */

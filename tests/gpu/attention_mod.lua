@@ -18,7 +18,7 @@ local hopper = select(2, stof.explain(M.dense(), {S = 1024, D = 64})).hopper
 -- tile 128), the other tile (the Hopper kernel with cp.async), the portable block-wise
 -- kernel (mma.sync) at tiles 64 and 32, and the row-wise kernel; the Hopper kernel with
 -- every tile-row of more than 2 tiles split over CTAs (the chunks' modifiers must match the
--- main kernel's)
+-- main kernel's); on Hopper also key64 (D 64) and the query shift
 local function kernels(D)
   local list = {
     {name = "auto", o = {}},
@@ -34,6 +34,12 @@ local function kernels(D)
   if D == 64 and hopper then
     list[#list + 1] = {name = "key64", o = {key64 = 1}}
     list[#list + 1] = {name = "key64, split 2", o = {key64 = 1, split = 2}}
+  end
+  -- Hopper: the query tiles moved up by 32 rows (qshift; the rule takes it for window masks,
+  -- forced here on these), also split: the modifiers' positions from the shifted rows
+  if hopper then
+    list[#list + 1] = {name = "qshift", o = {tile = 64, qshift = 1}}
+    list[#list + 1] = {name = "qshift, split 2", o = {tile = 64, qshift = 1, split = 2}}
   end
   return list
 end

@@ -40,7 +40,7 @@ uint8_t *kt_reference(const stof_mask *m, int64_t b, int64_t h, int64_t Sq, int6
 }
 
 uint8_t *kt_decode(const stof_mask_format *f, int32_t m) {
-  int64_t Sq = f->Sq, Sk = f->Sk, T = f->T, nb8 = T / 8;
+  int64_t Sq = f->Sq, Sk = f->Sk, T = f->T, nb8 = T / 8, q0 = -(int64_t)f->qshift; /* row r's first query r T + q0 */
   uint8_t *out = calloc((size_t)(Sq * Sk), 1);
   assert_non_null(out);
   const int32_t *rp = f->row_ptr + (int64_t)m * (f->nrow + 1);
@@ -54,8 +54,8 @@ uint8_t *kt_decode(const stof_mask_format *f, int32_t m) {
       int32_t off = f->bmp_off[e];
       if (off == -1) {
         /* full: inside the domain, all ones */
-        assert_true(r * T + T <= Sq && c * T + T <= Sk);
-        for (int64_t ii = 0; ii < T; ii++) memset(out + (r * T + ii) * Sk + c * T, 1, (size_t)T);
+        assert_true(r * T + q0 >= 0 && r * T + q0 + T <= Sq && c * T + T <= Sk);
+        for (int64_t ii = 0; ii < T; ii++) memset(out + (r * T + q0 + ii) * Sk + c * T, 1, (size_t)T);
         continue;
       }
       assert_true(off >= 0 && off + nb8 * nb8 <= f->nword);
@@ -64,8 +64,8 @@ uint8_t *kt_decode(const stof_mask_format *f, int32_t m) {
         for (int64_t jj = 0; jj < T; jj++) {
           uint64_t word = f->bitmap[off + (jj / 8) * nb8 + ii / 8];
           int bit = (int)((word >> ((ii % 8) * 8 + (jj % 8))) & 1);
-          int64_t i = r * T + ii, j = c * T + jj;
-          if (i >= Sq || j >= Sk) {
+          int64_t i = r * T + q0 + ii, j = c * T + jj;
+          if (i < 0 || i >= Sq || j >= Sk) {
             if (bit) fail_msg("bit set outside the domain at (%lld, %lld)", (long long)i, (long long)j);
             continue;
           }
@@ -95,9 +95,9 @@ void kt_check_format(const stof_mask_format *f, const stof_mask *mask) {
 
 void kt_check_format_refs(const stof_mask_format *f, const stof_mask *mask,
                           uint8_t *const *refs) {
-  int64_t Sq = f->Sq, Sk = f->Sk, T = f->T;
+  int64_t Sq = f->Sq, Sk = f->Sk, T = f->T, sh = f->qshift; /* row r: queries [r T - sh, ..) */
   assert_string_equal(f->desc, stof_mask_description(mask));
-  assert_int_equal(f->nrow, (Sq + T - 1) / T);
+  assert_int_equal(f->nrow, (Sq + sh + T - 1) / T);
   assert_int_equal(f->ncol, (Sk + T - 1) / T);
   assert_int_equal(f->mask_b, stof_mask_varies_b(mask) ? f->B : 1);
   assert_int_equal(f->mask_h, stof_mask_varies_h(mask) ? f->H : 1);
@@ -139,7 +139,7 @@ void kt_check_format_refs(const stof_mask_format *f, const stof_mask *mask,
         int64_t rf = 0, rpart = 0;
         for (int64_t c = 0; c < f->ncol; c++) {
           int64_t ones = 0, lo = 0, hi = 0;
-          for (int64_t i = r * T; i < r * T + T && i < Sq; i++)
+          for (int64_t i = r * T - sh < 0 ? 0 : r * T - sh; i < r * T - sh + T && i < Sq; i++)
             for (int64_t j = c * T; j < c * T + T && j < Sk; j++) {
               ones += dec[i * Sk + j];
               *(j - c * T < T / 2 ? &lo : &hi) += dec[i * Sk + j];

@@ -755,12 +755,13 @@ static void select_three_ctas_at_d128_tile64(void **state) {
     stof_attn_opts o;
     int ctas; /* 3, else 0: not named in why */
   } cases[] = {
-      {128, {0}, 3},
-      {128, {.mod = {.softcap = 30}}, 0},
-      {128, {.mod = {.kind = STOF_ATTN_MOD_ALIBI}}, 0},
-      {128, {.tma = 1}, 0},
-      {128, {.stages = 3}, 0}, /* 100 KB of shared memory a CTA: two fit */
-      {64, {0}, 0},
+      /* unshifted: the shares below are counted from the tile-64 format's rows */
+      {128, {.qshift = -1}, 3},
+      {128, {.qshift = -1, .mod = {.softcap = 30}}, 0},
+      {128, {.qshift = -1, .mod = {.kind = STOF_ATTN_MOD_ALIBI}}, 0},
+      {128, {.qshift = -1, .tma = 1}, 0},
+      {128, {.qshift = -1, .stages = 3}, 0}, /* 100 KB of shared memory a CTA: two fit */
+      {64, {.qshift = -1}, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     stof_attn_choice c;

@@ -2,6 +2,7 @@
  * instances of per-batch and per-head masks, statistics, long sequences (timed), bad
  * arguments, expansion, comparison and the cache. */
 #include "helpers.h"
+#include "kernels_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -477,6 +478,74 @@ static void format_expand_matches_get(void **state) {
 }
 
 /* Asserts that a and b differ and that the description names what. */
+/* kernels_format_qshift: the tile-64 format with its query tiles 32 rows up. Checked element
+ * by element against the mask (kt_check_format reads row r as queries [64 r - 32, ..)), at
+ * odd lengths, per-head instances and unequal Sq / Sk; the window of 32 each side takes two
+ * tiles a full row instead of three; expand and get read it as the mask; the CPU attention
+ * and a second shift refuse it. */
+static void format_query_shift_matches_the_mask(void **state) {
+  (void)state;
+  stof_ctx *ctx = kt_ctx();
+  static const char *const names[] = {"sliding", "causal_sliding", "longformer", "bigbird", "document", "causal", "dense"};
+  static const int64_t lens[][2] = {{1, 1}, {31, 40}, {33, 33}, {200, 200}, {257, 300}, {1000, 1000}};
+  for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+      int64_t Sq = lens[l][0], Sk = lens[l][1];
+      if (!strcmp(names[n], "document") && Sq != Sk) continue; /* its lengths sum to S */
+      stof_mask *m;
+      KT_OK(ctx, stof_mask_suite(ctx, names[n], Sq, &m));
+      stof_mask_format *f, *g;
+      KT_OK(ctx, stof_mask_format_build(ctx, m, 1, 2, Sq, Sk, 64, &f));
+      KT_OK(ctx, kernels_format_qshift(ctx, f, &g));
+      assert_int_equal(g->qshift, 32);
+      kt_check_format(g, m);
+      assert_int_equal(g->nvalid, f->nvalid);
+      stof_mask_format_free(g);
+      stof_mask_format_free(f);
+      stof_mask_free(m);
+    }
+  /* B 2, H 3 (one instance: the mask varies with neither) */
+  stof_mask *rb;
+  KT_OK(ctx, stof_mask_suite(ctx, "bigbird", 300, &rb));
+  stof_mask_format *f, *g;
+  KT_OK(ctx, stof_mask_format_build(ctx, rb, 2, 3, 300, 300, 64, &f));
+  KT_OK(ctx, kernels_format_qshift(ctx, f, &g));
+  kt_check_format(g, rb);
+  stof_mask_format_free(g);
+  stof_mask_format_free(f);
+  stof_mask_free(rb);
+  /* sliding(32) at S = 4096: 64 rows of 3 tiles (2 at the ends) against 65 of at most 2 */
+  stof_mask *sl;
+  KT_OK(ctx, stof_mask_suite(ctx, "sliding", 4096, &sl));
+  KT_OK(ctx, stof_mask_format_build(ctx, sl, 1, 1, 4096, 4096, 64, &f));
+  KT_OK(ctx, kernels_format_qshift(ctx, f, &g));
+  assert_int_equal(f->ntile_full + f->ntile_partial, 190);
+  assert_int_equal(g->nrow, 65);
+  assert_int_equal(g->ntile_full + g->ntile_partial, 128);
+  for (int32_t r = 0; r < g->nrow; r++) assert_true(g->row_ptr[r + 1] - g->row_ptr[r] <= 2);
+  for (int64_t i = 0; i < 4096; i += 37)
+    for (int64_t j = i > 100 ? i - 100 : 0; j < i + 100 && j < 4096; j++)
+      assert_int_equal(stof_mask_format_get(g, 0, 0, i, j), stof_mask_eval(sl, 0, 0, i, j));
+  /* not the CPU attention's, and not shifted twice */
+  stof_mask_format *g2 = (stof_mask_format *)(uintptr_t)1;
+  kt_expect_error(ctx, kernels_format_qshift(ctx, g, &g2), STOF_ERR_INTERNAL, "needs an unshifted tile-64 format");
+  assert_null(g2);
+  int64_t sh[4] = {1, 1, 4096, 64};
+  stof_tensor *t;
+  KT_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F32, 4, sh, STOF_DEVICE_CPU, &t));
+  kt_expect_error(ctx, stof_attention_cpu(ctx, t, t, t, g, 0.125f, t), STOF_ERR_ARG, "query-shifted format");
+  stof_tensor_free(t);
+  stof_mask_format_free(g);
+  /* only from tile 64 */
+  stof_mask_format *f32;
+  KT_OK(ctx, stof_mask_format_build(ctx, sl, 1, 1, 256, 256, 32, &f32));
+  kt_expect_error(ctx, kernels_format_qshift(ctx, f32, &g2), STOF_ERR_INTERNAL, "tile-64");
+  stof_mask_format_free(f32);
+  stof_mask_format_free(f);
+  stof_mask_free(sl);
+  kt_ctx_done(ctx);
+}
+
 static void expect_difference(const stof_mask_format *a, const stof_mask_format *b,
                               const char *what) {
   char why[256] = "";
@@ -709,6 +778,7 @@ int run_mask_format_tests(void) {
       cmocka_unit_test(format_rejects_bad_arguments),
       cmocka_unit_test(format_sizes_are_checked_before_building),
       cmocka_unit_test(format_expand_matches_get),
+      cmocka_unit_test(format_query_shift_matches_the_mask),
       cmocka_unit_test(format_compare_names_the_first_difference),
       cmocka_unit_test(cache_returns_one_format_per_mask_and_dims),
       cmocka_unit_test(cache_evicts_the_least_recently_used),

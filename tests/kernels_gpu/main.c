@@ -85,6 +85,7 @@ typedef struct run_spec {
   int split;               /* stof_attn_opts.split (0: the automatic rule) */
   int order;               /* stof_attn_opts.order (0: the automatic rule) */
   int key64;               /* stof_attn_opts.key64 (0: the selector's rule) */
+  int qshift;              /* stof_attn_opts.qshift (0: the rule) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -237,7 +238,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .tma = rs->tma,
                       .split = rs->split,
                       .order = rs->order,
-                      .key64 = rs->key64};
+                      .key64 = rs->key64,
+                      .qshift = rs->qshift};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -776,6 +778,74 @@ static void key64_matches_cpu(void **state) {
   check_case(f, &g, forced, 3);
   stof_mask_free(dense);
   stof_mask_free(causal);
+  finish(f);
+}
+
+/* The query shift (stof_attn_opts.qshift, STOF_SM90_QSHIFT; Hopper, tile 64): the rule's
+ * choice on sliding and longformer (asserted from the plan: shifted, and the grid a row
+ * longer), against the shift off; then forced on every suite mask at odd lengths, K/V by TMA
+ * and by cp.async, with every tile-row of more than 2 tiles split (the chunk launch and the
+ * combine shifted too), D 64 and 128, f16 and bf16, one key/value head for three, Sq != Sk
+ * both ways, Sq 1 and 33 (the first tile-row's queries start at -32), per-head masks and
+ * fully masked rows; against the CPU. */
+static void qshift_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: the query shift is the Hopper kernel's (compute capability 9.0)\n");
+    skip();
+  }
+  static const run_spec rule[] = {{.kernel = STOF_ATTN_AUTO}, {.kernel = STOF_ATTN_AUTO, .qshift = -1}};
+  static const char *const ruled[] = {"sliding", "longformer"};
+  for (int i = 0; i < 4; i++) {
+    stof_mask *m = NULL;
+    TU_OK(ctx, stof_mask_suite(ctx, ruled[i % 2], 2048, &m));
+    int64_t D = i < 2 ? 64 : 128;
+    stof_attn_plan *plan = NULL;
+    TU_OK(ctx, stof_attn_plan_new(f->e, m, 2, 4, 4, 2048, 2048, D, STOF_DTYPE_F16, NULL, &plan));
+    const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+    print_message("     %s\n", ch->why);
+    assert_true(ch->hopper && ch->tile == 64 && ch->qshift == 32);
+    assert_non_null(strstr(ch->why, "queries shifted by 32"));
+    stof_attn_plan_free(plan);
+    gcase c = {m, 2, 4, 4, 2048, 2048, D, i % 2 ? STOF_DTYPE_BF16 : STOF_DTYPE_F16, 0.5f, 3500 + (uint64_t)i};
+    check_case(f, &c, rule, 2);
+    stof_mask_free(m);
+  }
+  static const run_spec forced[] = {{.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .tma = -1},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .tma = 1},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .split = 2},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .split = 2, .tma = -1}};
+  for (int i = 0; stof_mask_suite_name(i); i++) {
+    stof_mask *m = suite_mask(f, i, 1000);
+    gcase c = {m, 1, 3, 1, 1000, 1000, i % 2 ? 128 : 64, i % 3 ? STOF_DTYPE_F16 : STOF_DTYPE_BF16, 0.5f,
+               3510 + (uint64_t)i};
+    check_case(f, &c, forced, 5);
+    stof_mask_free(m);
+  }
+  stof_mask *lf = NULL, *cs = NULL, *ph = NULL, *a = NULL, *b = NULL, *holes = NULL;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lf));
+  TU_OK(ctx, stof_mask_causal_sliding(ctx, 32, &cs));
+  TU_OK(ctx, stof_mask_fn(ctx, per_head_window, NULL, "per_head_window", 0, 1, &ph));
+  TU_OK(ctx, stof_mask_causal(ctx, &a)); /* causal() - window(100, 0): rows 0..100 keep nothing */
+  TU_OK(ctx, stof_mask_window(ctx, 100, 0, &b));
+  TU_OK(ctx, stof_mask_difference(a, b, &holes));
+  const gcase cases[] = {
+      {lf, 2, 2, 2, 1, 300, 64, STOF_DTYPE_F16, 0, 3530},       /* one query */
+      {lf, 1, 2, 2, 33, 33, 128, STOF_DTYPE_BF16, 1.0f, 3531},  /* one tile-row */
+      {cs, 1, 2, 2, 300, 129, 64, STOF_DTYPE_F16, 0, 3532},     /* Sq > Sk */
+      {lf, 1, 2, 2, 129, 700, 128, STOF_DTYPE_F16, 0.5f, 3533}, /* Sq < Sk */
+      {ph, 1, 4, 2, 200, 200, 64, STOF_DTYPE_F16, 0, 3534},     /* per head, GQA */
+      {holes, 1, 2, 2, 200, 200, 128, STOF_DTYPE_BF16, 1.0f, 3535}, /* fully masked rows */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(f, &cases[i], forced, 5);
+  stof_mask_free(lf);
+  stof_mask_free(cs);
+  stof_mask_free(ph);
+  stof_mask_free(a);
+  stof_mask_free(b);
+  stof_mask_free(holes);
   finish(f);
 }
 
@@ -1374,6 +1444,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(split_rows_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_order_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(key64_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(qshift_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),
