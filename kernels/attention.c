@@ -1014,15 +1014,35 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
  * 22, bench/results/s22/call1): masks of the same work whose rows take 2 instead of 3 steps
  * of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.91x the
  * time at D 64 and D 128, B x S 8 x 1024 .. 16 x 4096; 3 steps instead of 4 (global(32) |
- * window(0, 64) against longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. A format on the
- * device only (long sequences) is not shifted. */
+ * window(0, 64) against longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. A format kept on
+ * the device only (long sequences; fdev, its arrays there) is fetched for the transform when
+ * its arrays take at most QSHIFT_MAX_FETCH bytes (the window masks' take ~2 MB at S = 128k;
+ * BigBird's, at tile 32 anyway, 719 MB). */
 #define QSHIFT_MAX_TILES 0.85
-static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, int64_t B, int64_t H, int64_t D,
-                                 const stof_cuda_props *dev, const stof_attn_opts *o, stof_attn_choice *c,
-                                 stof_mask_format **fs) {
+#define QSHIFT_MAX_FETCH ((size_t)64 << 20)
+static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const uint64_t *fdev, int64_t B,
+                                 int64_t H, int64_t D, const stof_cuda_props *dev, const stof_attn_opts *o,
+                                 stof_attn_choice *c, stof_mask_format **fs) {
   *fs = NULL;
   int fits = c->kernel == STOF_ATTN_BLOCK && c->hopper && c->tile == 64 && !c->key64 && f->T == 64 && !f->qshift;
   int host = f->row_ptr && (!f->nentry || (f->col_idx && f->bmp_off)) && (!f->nword || f->bitmap);
+  /* a format on the device: a shallow copy with its arrays fetched (freed below) */
+  stof_mask_format fh;
+  size_t ncol_b = (size_t)f->nentry * 4, nbits_b = (size_t)f->nword * 8;
+  if (o->qshift >= 0 && fits && !host && fdev && f->row_ptr && 2 * ncol_b + nbits_b <= QSHIFT_MAX_FETCH) {
+    fh = *f;
+    fh.col_idx = stof_ctx_alloc(ctx, ncol_b ? ncol_b : 4), fh.bmp_off = stof_ctx_alloc(ctx, ncol_b ? ncol_b : 4);
+    fh.bitmap = stof_ctx_alloc(ctx, nbits_b ? nbits_b : 8);
+    stof_status st = !fh.col_idx || !fh.bmp_off || !fh.bitmap ? STOF_ERR_NOMEM : STOF_OK;
+    if (!st && ncol_b) st = stof_cuda_dtoh(ctx, fh.col_idx, fdev[1], ncol_b);
+    if (!st && ncol_b) st = stof_cuda_dtoh(ctx, fh.bmp_off, fdev[2], ncol_b);
+    if (!st && nbits_b) st = stof_cuda_dtoh(ctx, fh.bitmap, fdev[3], nbits_b);
+    if (!st) st = choose_qshift(ctx, &fh, NULL, B, H, D, dev, o, c, fs);
+    stof_ctx_dealloc(ctx, fh.col_idx, ncol_b ? ncol_b : 4);
+    stof_ctx_dealloc(ctx, fh.bmp_off, ncol_b ? ncol_b : 4);
+    stof_ctx_dealloc(ctx, fh.bitmap, nbits_b ? nbits_b : 8);
+    return st;
+  }
   if (o->qshift < 0 || !fits || !host) {
     if (o->qshift == 1)
       return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: qshift asked for, but it needs the Hopper kernel "
@@ -1124,7 +1144,7 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   if (c->hopper && !dev) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: a Hopper choice without a device");
   stof_mask_format *fs = NULL;
-  stof_status st = choose_qshift(ctx, f, B, H, D, dev, &o, c, &fs);
+  stof_status st = choose_qshift(ctx, f, NULL, B, H, D, dev, &o, c, &fs);
   if (st) return st;
   if (fs) f = fs;
   choose_nopartial(f, c);
@@ -1231,7 +1251,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   }
   /* the query shift: then the plan's arrays and decisions are the shifted format's (on the
    * host), freed at the end */
-  if ((st = choose_qshift(ctx, f, B, H, D, &e->props, &o, &p->choice, &fshift))) goto fail;
+  if ((st = choose_qshift(ctx, f, fdev, B, H, D, &e->props, &o, &p->choice, &fshift))) goto fail;
   if (fshift) f = fshift, fdev = NULL;
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;

@@ -782,8 +782,8 @@ static void key64_matches_cpu(void **state) {
 }
 
 /* The query shift (stof_attn_opts.qshift, STOF_SM90_QSHIFT; Hopper, tile 64): the rule's
- * choice on sliding and longformer (asserted from the plan: shifted, and the grid a row
- * longer), against the shift off; then forced on every suite mask at odd lengths, K/V by TMA
+ * choice on sliding and longformer (asserted from the plan), against the shift off, also
+ * from a format the engine keeps on the device (S >= 8192); then forced on every suite mask at odd lengths, K/V by TMA
  * and by cp.async, with every tile-row of more than 2 tiles split (the chunk launch and the
  * combine shifted too), D 64 and 128, f16 and bf16, one key/value head for three, Sq != Sk
  * both ways, Sq 1 and 33 (the first tile-row's queries start at -32), per-head masks and
@@ -812,6 +812,19 @@ static void qshift_matches_cpu(void **state) {
     check_case(f, &c, rule, 2);
     stof_mask_free(m);
   }
+  /* a format the engine keeps on the device (S >= STOF_FORMAT_GPU_MIN_S): fetched, shifted */
+  stof_mask *lfl = NULL;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lfl));
+  stof_attn_plan *plan = NULL;
+  TU_OK(ctx, stof_attn_plan_new(f->e, lfl, 1, 2, 2, STOF_FORMAT_GPU_MIN_S, STOF_FORMAT_GPU_MIN_S, 128,
+                                STOF_DTYPE_F16, NULL, &plan));
+  const stof_attn_choice *lch = stof_attn_plan_choice(plan);
+  print_message("     %s\n", lch->why);
+  assert_true(lch->hopper && lch->tile == 64 && lch->qshift == 32);
+  stof_attn_plan_free(plan);
+  gcase lc = {lfl, 1, 2, 2, STOF_FORMAT_GPU_MIN_S + 77, STOF_FORMAT_GPU_MIN_S + 77, 128, STOF_DTYPE_BF16, 0.5f, 3505};
+  check_case(f, &lc, rule, 2);
+  stof_mask_free(lfl);
   static const run_spec forced[] = {{.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1},
                                     {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .tma = -1},
                                     {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .tma = 1},
