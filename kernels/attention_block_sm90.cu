@@ -1046,7 +1046,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   for (int it = 0; it < kT * kCprT / kThreads; ++it) {
     const int c = tid + it * kThreads;
     const int rr = c / kCprT, ch = c % kCprT;
-    const bool ok = rr >= qlo && rr < qrows;
+    const bool ok = (!kQShift || rr >= qlo) && rr < qrows;
     cp_async16(qbase + toff(rr, ch), Qg + (ok ? (unsigned)(rr - qlo) * qs : 0u) + ch * 8, ok ? 16 : 0);
   }
   cp_async_commit();
@@ -1665,7 +1665,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
 #pragma unroll
   for (int c = lane; c < 16 * kCprT; c += 32) {
     const int rr = wrow + c / kCprT, ch = c % kCprT;
-    if (rr >= qlo && rr < qrows)
+    if ((!kQShift || rr >= qlo) && rr < qrows)
       *reinterpret_cast<uint4 *>(Og + (unsigned)(rr - qlo) * (unsigned)L.o[2] + ch * 8) =
           *reinterpret_cast<const uint4 *>(stg + toff(rr, ch));
   }
