@@ -1012,12 +1012,14 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
  * masking decided from the shifted tiles) with qshift 32, and *fs the shifted format (the
  * caller's); else *fs is NULL and c unchanged but for its why. Measured on an H200 (session
  * 22, bench/results/s22/call1): masks of the same work whose rows take 2 instead of 3 steps
- * of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.91x the
+ * of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.92x the
  * time at D 64 and D 128, B x S 8 x 1024 .. 16 x 4096; 3 steps instead of 4 (global(32) |
- * window(0, 64) against longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. A format kept on
- * the device only (long sequences; fdev, its arrays there) is fetched for the transform when
- * its arrays take at most QSHIFT_MAX_FETCH bytes (the window masks' take ~2 MB at S = 128k;
- * BigBird's, at tile 32 anyway, 719 MB). */
+ * window(0, 64) against longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. In the engine
+ * (calls 2 and 5, against qshift -1): sliding 0.89-0.93x, longformer 0.89-0.98x, at B 1 x H 32
+ * x S 32k / 128k, D 128, 0.87-0.89x. A format kept on the device only (long sequences; fdev,
+ * its arrays there) is fetched for the transform when its arrays take at most
+ * QSHIFT_MAX_FETCH bytes (sliding's take ~3 MB at S = 128k; BigBird's, at tile 32 anyway,
+ * 719 MB). */
 #define QSHIFT_MAX_TILES 0.85
 #define QSHIFT_MAX_FETCH ((size_t)64 << 20)
 static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const uint64_t *fdev, int64_t B,

@@ -112,6 +112,15 @@ assert(ch64n.hopper and ch64n.tile == 64 and not ch64n.key64 and ch64n.why:find(
 local _, ch64d = stof.explain(M.suite("document", 4096), {S = 4096, D = 64}, {gpu = "h200"})
 assert(ch64d.hopper and ch64d.tile == 64 and not ch64d.key64, ch64d.why)
 expect_error("UnsupportedError", "key64 asked for", stof.explain, M.dense(), {S = 4096, D = 128}, {gpu = "h100", key64 = 1})
+-- the query shift: asked for where it cannot run (tile 128; no Hopper kernel), out of range
+expect_error("UnsupportedError", "qshift asked for, but it needs the Hopper kernel at tile 64", stof.explain, M.dense(),
+             {S = 4096, D = 128}, {gpu = "h100", qshift = 1})
+expect_error("UnsupportedError", "not the Hopper kernel", stof.explain, M.suite("sliding", 4096), {S = 4096, D = 64},
+             {gpu = "a100", qshift = 1})
+expect_error("ValueError", "qshift 2 (1 on, -1 off, 0 the rule)", stof.explain, M.dense(), {S = 4096, D = 64},
+             {gpu = "h100", qshift = 2})
+local _, cqs = stof.explain(M.suite("document", 4096), {S = 4096, D = 64}, {gpu = "h100", tile = 64, qshift = 1})
+assert(cqs.qshift == 32 and cqs.why:find("queries shifted by 32 %(%d+ tiles an instance against %d+, asked for%)"), cqs.why)
 local _, ca = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "a100"})
 assert(not ca.hopper and ca.tile == 64 and ca.why:find("would need 167936 bytes", 1, true), ca.why)
 local _, ca64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "a100"})
@@ -129,7 +138,9 @@ expect_error("UnsupportedError", "ask for tile 64", stof.explain, M.dense(), {S 
 -- forced split without the Hopper kernel
 local _, cl = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100"})
 assert(cl.hopper and cl.rowmask and not cl.halfskip and cl.split_rows == 32 and cl.split_chunks == 384, cl.why)
-assert(cl.why:find("split 32 tile-rows of >= 827 tiles into 384 chunks of <= 171 tiles (automatic", 1, true), cl.why)
+-- (from the query-shifted format the plan runs: 8190 tiles an instance, not 10234)
+assert(cl.qshift == 32 and cl.why:find("queries shifted by 32 (8190 tiles an instance against 10234", 1, true), cl.why)
+assert(cl.why:find("split 32 tile-rows of >= 662 tiles into 384 chunks of <= 171 tiles (automatic", 1, true), cl.why)
 local _, cl0 = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100", split = -1})
 assert(cl0.split_rows == 0 and cl0.why:find("no split (asked for)", 1, true), cl0.why)
 -- the launch order (seventeenth session): split rows keep the default order; with the split
@@ -138,9 +149,13 @@ assert(cl0.split_rows == 0 and cl0.why:find("no split (asked for)", 1, true), cl
 -- (59% of its tiles have one: >= 55% at D 64)
 assert(cl.heavy_rows == 0 and not cl.why:find("launched first", 1, true), cl.why)
 assert(cl0.heavy_rows == 1 and cl0.why:find("1 long tile-row a (b, h) launched first", 1, true), cl0.why)
-local _, co = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
-assert(co.split_rows == 0 and co.heavy_rows == 1 and co.halfskip, co.why)
+-- (without the query shift; with it, the default, the shifted tiles have 25% empty halves)
+local _, co = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", qshift = -1})
+assert(co.split_rows == 0 and co.heavy_rows == 1 and co.halfskip and co.qshift == 0, co.why)
 assert(co.why:find("empty halves skipped (59% with an empty key half, >= 55%)", 1, true), co.why)
+local _, cos = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
+assert(cos.qshift == 32 and cos.heavy_rows == 1 and not cos.halfskip, cos.why)
+assert(cos.why:find("no half skip (25% with an empty key half, < 55%)", 1, true), cos.why)
 local _, co0 = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", order = -1})
 assert(co0.heavy_rows == 0 and co0.why:find("last tile-row first (asked for)", 1, true), co0.why)
 -- the other suite masks have no tile-row of 3x their mean there: the usual order
