@@ -448,6 +448,28 @@ static stof_status head_dim_check(stof_ctx *ctx, int64_t D) {
   return STOF_OK;
 }
 
+/* How the Hopper kernel masks partial tiles (out->rowmask, out->halfskip), from f's counts
+ * (the format the selector reads: tile 64 unless a tile is asked for, also where the plan then
+ * runs at tile 128, as the calibration timed it; the half skip needs tile 64), and the text
+ * for why ("; partial tiles ..."). Also for a query-shifted format (choose_qshift). */
+static void hopper_masking(const stof_mask_format *f, int64_t D, const stof_attn_opts *o, stof_attn_choice *out,
+                           char *why, size_t n) {
+  double nonempty = (double)(f->ntile_full + f->ntile_partial);
+  double part = nonempty > 0 ? f->ntile_partial / nonempty : 0, half = nonempty > 0 ? f->ntile_halfempty / nonempty : 0;
+  out->rowmask = !out->key64 && (o->rowmask ? o->rowmask == 1 : part >= SM90_ROWMASK_MIN_PARTIAL);
+  double half_min = D == 64 ? SM90_HALFSKIP_MIN_HALF_D64 : SM90_HALFSKIP_MIN_HALF;
+  out->halfskip = out->tile == 64 && f->T == 64 && (o->halfskip ? o->halfskip == 1 : half >= half_min);
+  char half_why[32];
+  if (o->halfskip || out->tile != 64)
+    snprintf(half_why, sizeof half_why, "%s", o->halfskip ? ", asked for" : ", tile 64 only");
+  else
+    snprintf(half_why, sizeof half_why, ", %s %.0f%%", out->halfskip ? ">=" : "<", 100 * half_min);
+  snprintf(why, n, "; partial tiles %s (%.0f%% partial%s), %s (%.0f%% with an empty key half%s)",
+           out->rowmask ? "masked per lane" : "masked from the bitmap", 100 * part,
+           o->rowmask ? ", asked for" : out->key64 ? ", 64-key steps" : out->rowmask ? ", >= 10%" : ", < 10%",
+           out->halfskip ? "empty halves skipped" : "no half skip", 100 * half, half_why);
+}
+
 stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int64_t B,
                                   int64_t H, int64_t D, const stof_cuda_props *dev,
                                   const stof_attn_opts *opts, stof_attn_choice *out) {
@@ -533,7 +555,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   /* Hopper, a mask of 32-wide blocks (the counts of the tile-64 format): tile 32 on the
    * mma.sync kernel, 2 warps; not where warps or an option only the Hopper kernel has are asked
    * for */
-  int wants_hopper = o.tma == 1 || o.rowmask == 1 || o.halfskip == 1 || o.split > 0 || o.key64 == 1;
+  int wants_hopper = o.tma == 1 || o.rowmask == 1 || o.halfskip == 1 || o.split > 0 || o.key64 == 1 || o.qshift == 1;
   if (!o.tile && sm90 && !wants_hopper && out->tile == 64 && f->T == 64 && !o.warps &&
       S >= TILE32_SM90_MIN_S) {
     if (half >= TILE32_SM90_MIN_HALF) {
@@ -624,20 +646,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
    * the calibration timed the tile-128 configuration against those same counts; the half
    * skip needs tile 64 */
   char mask_why[160] = "";
-  if (out->hopper) {
-    out->rowmask = !out->key64 && (o.rowmask ? o.rowmask == 1 : part >= SM90_ROWMASK_MIN_PARTIAL);
-    double half_min = D == 64 ? SM90_HALFSKIP_MIN_HALF_D64 : SM90_HALFSKIP_MIN_HALF;
-    out->halfskip = out->tile == 64 && f->T == 64 && (o.halfskip ? o.halfskip == 1 : half >= half_min);
-    char half_why[32];
-    if (o.halfskip || out->tile != 64)
-      snprintf(half_why, sizeof half_why, "%s", o.halfskip ? ", asked for" : ", tile 64 only");
-    else
-      snprintf(half_why, sizeof half_why, ", %s %.0f%%", out->halfskip ? ">=" : "<", 100 * half_min);
-    snprintf(mask_why, sizeof mask_why, "; partial tiles %s (%.0f%% partial%s), %s (%.0f%% with an empty key half%s)",
-             out->rowmask ? "masked per lane" : "masked from the bitmap", 100 * part,
-             o.rowmask ? ", asked for" : out->key64 ? ", 64-key steps" : out->rowmask ? ", >= 10%" : ", < 10%",
-             out->halfskip ? "empty halves skipped" : "no half skip", 100 * half, half_why);
-  }
+  if (out->hopper) hopper_masking(f, D, &o, out, mask_why, sizeof mask_why);
   if (o.halfskip == 1 && !out->halfskip)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
                           "attention: halfskip asked for, but it needs the Hopper kernel at tile 64 (%s-wise, tile %d%s)", stof_attn_kernel_name(out->kernel), out->tile,
@@ -1006,11 +1015,13 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
 }
 
 /* The query shift (kernels_format_qshift) of a Hopper choice at tile 64, from f (the
- * unshifted format at tile 64): taken where the shifted format has at most QSHIFT_MAX_TILES
- * of f's non-empty tiles, or asked for (o->qshift 1), and where the selector makes the same
- * kind of choice from the shifted format's counts. Then *c is that choice (its half skip and
- * masking decided from the shifted tiles) with qshift 32, and *fs the shifted format (the
- * caller's); else *fs is NULL and c unchanged but for its why. Measured on an H200 (session
+ * unshifted format at tile 64, of at most QSHIFT_MAX_FETCH bytes wherever it is): taken where
+ * the shifted format has at most QSHIFT_MAX_TILES of f's non-empty tiles (counted before it is
+ * built), or asked for (o->qshift 1). Then c has qshift 32 and its masking (per lane or not,
+ * the half skip) decided again from the shifted tiles' counts (hopper_masking), and *fs is
+ * the shifted format (the caller's); else *fs is NULL and c unchanged but for its why. The
+ * selector's other rules (tile 32, 128, key64) stay those of the unshifted counts, which they
+ * were calibrated on. Measured on an H200 (session
  * 22, bench/results/s22/call1): masks of the same work whose rows take 2 instead of 3 steps
  * of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.92x the
  * time at D 64 and D 128, B x S 8 x 1024 .. 16 x 4096; 3 steps instead of 4 (global(32) |
@@ -1022,64 +1033,63 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
  * 719 MB). */
 #define QSHIFT_MAX_TILES 0.85
 #define QSHIFT_MAX_FETCH ((size_t)64 << 20)
-static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const uint64_t *fdev, int64_t B,
-                                 int64_t H, int64_t D, const stof_cuda_props *dev, const stof_attn_opts *o,
-                                 stof_attn_choice *c, stof_mask_format **fs) {
+static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const uint64_t *fdev, int64_t D,
+                                 const stof_attn_opts *o, stof_attn_choice *c, stof_mask_format **fs) {
   *fs = NULL;
   int fits = c->kernel == STOF_ATTN_BLOCK && c->hopper && c->tile == 64 && !c->key64 && f->T == 64 && !f->qshift;
   int host = f->row_ptr && (!f->nentry || (f->col_idx && f->bmp_off)) && (!f->nword || f->bitmap);
-  /* a format on the device: a shallow copy with its arrays fetched (freed below) */
-  stof_mask_format fh;
-  size_t ncol_b = (size_t)f->nentry * 4, nbits_b = (size_t)f->nword * 8;
-  if (o->qshift >= 0 && fits && !host && fdev && f->row_ptr && 2 * ncol_b + nbits_b <= QSHIFT_MAX_FETCH) {
-    fh = *f;
+  /* the same limit wherever the format is (so that explain, which builds it on the host, says
+   * what the plan does) */
+  int small = f->bytes <= QSHIFT_MAX_FETCH;
+  if (o->qshift < 0 || !fits || !small || (!host && !fdev)) {
+    if (o->qshift == 1)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: qshift asked for, but it needs the Hopper kernel "
+                            "at tile 64 without key64 and a format of at most %zu MB (%s-wise, tile %d%s%s)",
+                            QSHIFT_MAX_FETCH >> 20, stof_attn_kernel_name(c->kernel), c->tile,
+                            c->hopper ? "" : ", not the Hopper kernel", small ? "" : ", a larger format");
+    return STOF_OK;
+  }
+  if (!host) { /* a format on the device: a shallow copy with its arrays fetched (freed below) */
+    stof_mask_format fh = *f;
+    size_t ncol_b = (size_t)f->nentry * 4, nbits_b = (size_t)f->nword * 8;
     fh.col_idx = stof_ctx_alloc(ctx, ncol_b ? ncol_b : 4), fh.bmp_off = stof_ctx_alloc(ctx, ncol_b ? ncol_b : 4);
     fh.bitmap = stof_ctx_alloc(ctx, nbits_b ? nbits_b : 8);
     stof_status st = !fh.col_idx || !fh.bmp_off || !fh.bitmap ? STOF_ERR_NOMEM : STOF_OK;
     if (!st && ncol_b) st = stof_cuda_dtoh(ctx, fh.col_idx, fdev[1], ncol_b);
     if (!st && ncol_b) st = stof_cuda_dtoh(ctx, fh.bmp_off, fdev[2], ncol_b);
     if (!st && nbits_b) st = stof_cuda_dtoh(ctx, fh.bitmap, fdev[3], nbits_b);
-    if (!st) st = choose_qshift(ctx, &fh, NULL, B, H, D, dev, o, c, fs);
+    if (!st) st = choose_qshift(ctx, &fh, NULL, D, o, c, fs);
     stof_ctx_dealloc(ctx, fh.col_idx, ncol_b ? ncol_b : 4);
     stof_ctx_dealloc(ctx, fh.bmp_off, ncol_b ? ncol_b : 4);
     stof_ctx_dealloc(ctx, fh.bitmap, nbits_b ? nbits_b : 8);
     return st;
   }
-  if (o->qshift < 0 || !fits || !host) {
-    if (o->qshift == 1)
-      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: qshift asked for, but it needs the Hopper kernel "
-                            "at tile 64 without key64 and the format on the host (%s-wise, tile %d%s%s)",
-                            stof_attn_kernel_name(c->kernel), c->tile, c->hopper ? "" : ", not the Hopper kernel",
-                            host ? "" : ", the format on the device");
+  /* counted first: built only where taken */
+  int64_t n0 = f->ntile_full + f->ntile_partial, n1 = 0, nm = f->nmask ? f->nmask : 1;
+  if (!n0 && o->qshift == 0) return STOF_OK; /* nothing to run */
+  int64_t limit = o->qshift == 1 ? -1 : (int64_t)floor(QSHIFT_MAX_TILES * (double)n0);
+  stof_mask_format *g = NULL;
+  stof_status st = kernels_format_qshift(ctx, f, limit, &n1, &g);
+  if (st == STOF_ERR_UNSUPPORTED && o->qshift == 0) { /* too large to shift: the grid as it is */
+    stof_ctx_clear_error(ctx);
+    st = STOF_OK;
+  }
+  if (st) return st;
+  size_t n = strlen(c->why);
+  if (!g) {
+    if (n + 2 < sizeof c->why)
+      snprintf(c->why + n, sizeof c->why - n, "; queries not shifted (%lld tiles an instance against %lld, > 85%%)",
+               (long long)(n1 / nm), (long long)(n0 / nm));
     return STOF_OK;
   }
-  stof_mask_format *g = NULL;
-  stof_status st = kernels_format_qshift(ctx, f, &g);
-  if (st) return st;
-  int64_t n0 = f->ntile_full + f->ntile_partial, n1 = g->ntile_full + g->ntile_partial, nm = f->nmask;
-  int take = o->qshift == 1 || (double)n1 <= QSHIFT_MAX_TILES * (double)n0;
-  stof_attn_choice c2;
-  if (take && (st = stof_attention_select(ctx, g, B, H, D, dev, o, &c2))) {
-    stof_mask_format_free(g);
-    return st;
-  }
-  if (take && (c2.kernel != c->kernel || !c2.hopper || c2.tile != 64 || c2.key64)) {
-    stof_mask_format_free(g);
-    if (o->qshift == 1)
-      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: qshift asked for, but the shifted format's choice "
-                            "is not the Hopper kernel at tile 64 (%s-wise, tile %d)", stof_attn_kernel_name(c2.kernel),
-                            c2.tile);
-    take = 0;
-  } else if (!take) {
-    stof_mask_format_free(g);
-  }
-  if (take) *c = c2, c->qshift = 32, *fs = g;
-  size_t n = strlen(c->why);
+  /* the shifted tiles decide the masking again (their partial and half-empty shares) */
+  char mask_why[160];
+  hopper_masking(g, D, o, c, mask_why, sizeof mask_why);
+  c->qshift = 32;
+  *fs = g;
   if (n + 2 < sizeof c->why)
-    snprintf(c->why + n, sizeof c->why - n, take ? "; queries shifted by 32 (%lld tiles an instance against %lld%s)"
-                                                 : "; queries not shifted (%lld tiles an instance against %lld%s)",
-             (long long)(n1 / (nm ? nm : 1)), (long long)(n0 / (nm ? nm : 1)),
-             o->qshift == 1 ? ", asked for" : take ? ", <= 85%" : ", > 85%");
+    snprintf(c->why + n, sizeof c->why - n, "; queries shifted by 32 (%lld tiles an instance against %lld, %s), then%s",
+             (long long)(n1 / nm), (long long)(n0 / nm), o->qshift == 1 ? "asked for" : "<= 85%", mask_why + 1);
   return STOF_OK;
 }
 
@@ -1146,7 +1156,7 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   stof_attn_opts o = opts ? *opts : (stof_attn_opts){0};
   if (c->hopper && !dev) return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: a Hopper choice without a device");
   stof_mask_format *fs = NULL;
-  stof_status st = choose_qshift(ctx, f, NULL, B, H, D, dev, &o, c, &fs);
+  stof_status st = choose_qshift(ctx, f, NULL, D, &o, c, &fs);
   if (st) return st;
   if (fs) f = fs;
   choose_nopartial(f, c);
@@ -1253,7 +1263,7 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   }
   /* the query shift: then the plan's arrays and decisions are the shifted format's (on the
    * host), freed at the end */
-  if ((st = choose_qshift(ctx, f, fdev, B, H, D, &e->props, &o, &p->choice, &fshift))) goto fail;
+  if ((st = choose_qshift(ctx, f, fdev, D, &o, &p->choice, &fshift))) goto fail;
   if (fshift) f = fshift, fdev = NULL;
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;

@@ -13,6 +13,7 @@
  *       stof_attn::layout_t L, stof_attn::mod_t M)
  *   the same strided layouts as stof_attn_block_fwd (attention_common.cuh)
  *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)): as stof_attn_block_fwd
+ *           (ceil((Sq + 32) / T) rows with STOF_SM90_QSHIFT=32)
  *   block = 128 * (T / 64) threads: one warpgroup (4 warps) per 64 query rows
  *           (STOF_SM90_TMA=1: plus the producer, 128 threads at T = 128, 32 at T = 64;
  *           stof_attn::sm90::kBlockThreads)

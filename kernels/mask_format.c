@@ -359,56 +359,23 @@ static const uint64_t *shift_words(const stof_mask_format *f, int32_t *pos, int3
   return off < 0 ? ones : f->bitmap + off;
 }
 
-stof_status kernels_format_qshift(stof_ctx *ctx, const stof_mask_format *f, stof_mask_format **out) {
-  const char *who = "mask format query shift";
-  *out = NULL;
-  if (!f || f->T != 64 || f->qshift || (f->nentry && (!f->col_idx || !f->bmp_off)) || !f->row_ptr ||
-      (f->nword && !f->bitmap))
-    return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "%s: needs an unshifted tile-64 format with its arrays on the host", who);
-  enum { T = 64, NB = 8, WPT = 64, SH = 32 };
-  double t0 = kernels_now_ms();
-  int64_t nrow = (f->Sq + SH + T - 1) / T, nmask = f->nmask;
-  /* a new tile takes the lower half of an old one and the upper half of the next row's: at
-   * most every old entry twice */
-  int64_t cap = 2 * (int64_t)f->nentry, wcap;
-  if (cap > INT32_MAX || __builtin_mul_overflow(cap, (int64_t)WPT, &wcap) || wcap > INT32_MAX ||
-      nmask * (nrow + 1) > INT32_MAX)
-    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "%s: %lld entries are too many", who, (long long)f->nentry);
-  stof_mask_format *g = stof_ctx_alloc(ctx, sizeof *g);
-  if (!g) return STOF_ERR_NOMEM;
-  memset(g, 0, sizeof *g);
-  g->ctx = ctx;
-  g->B = f->B, g->H = f->H, g->Sq = f->Sq, g->Sk = f->Sk, g->T = T, g->qshift = SH;
-  g->nrow = (int32_t)nrow, g->ncol = f->ncol;
-  g->mask_b = f->mask_b, g->mask_h = f->mask_h, g->nmask = f->nmask;
-  g->desc = stof_ctx_strdup(ctx, f->desc ? f->desc : "");
-  g->row_ptr = stof_ctx_alloc(ctx, (size_t)(nmask * (nrow + 1)) * 4);
-  g->nfull = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
-  g->npartial = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
-  builder bd = {ctx, NULL, NULL, 0, 0, 0, NULL, 0, 0};
-  if (cap) {
-    bd.col = stof_ctx_alloc(ctx, (size_t)cap * 4), bd.off = stof_ctx_alloc(ctx, (size_t)cap * 4);
-    bd.bits = stof_ctx_alloc(ctx, (size_t)wcap * 8);
-    bd.ccap = bd.ocap = cap, bd.wcap = wcap;
-  }
-  stof_status st = STOF_OK;
-  if (!g->desc || !g->row_ptr || !g->nfull || !g->npartial || (cap && (!bd.col || !bd.off || !bd.bits)))
-    st = STOF_ERR_NOMEM;
+/* The shifted tiles of one pass over f (kernels_format_qshift): counting (g NULL: *ne and
+ * *nw only), or filling g's arrays, sized by the counting pass, and its statistics. */
+static void qshift_pass(const stof_mask_format *f, int64_t nrow, stof_mask_format *g, int64_t *ne_out,
+                        int64_t *nw_out) {
+  enum { NB = 8, WPT = 64 };
   uint64_t ones[WPT], w[WPT];
   for (int k = 0; k < WPT; k++) ones[k] = ~(uint64_t)0;
-  int64_t nfull = 0, npartial = 0, nhalf = 0;
-  for (int64_t m = 0; m < nmask && !st; m++) {
+  int64_t ne = 0, nw = 0, nfull = 0, nhalf = 0;
+  for (int64_t m = 0; m < f->nmask; m++) {
     const int32_t *rp = f->row_ptr + m * (f->nrow + 1);
-    int32_t *np = g->row_ptr + m * (nrow + 1);
     for (int64_t r = 0; r < nrow; r++) {
       /* old row r - 1 gives the new rows 0-31 (its rows 32-63), old row r the new rows 32-63 */
-      int64_t ra = r - 1, rb = r;
-      int32_t ea = ra >= 0 && ra < f->nrow ? rp[ra] : 0, ea1 = ra >= 0 && ra < f->nrow ? rp[ra + 1] : 0;
-      int32_t eb = rb < f->nrow ? rp[rb] : 0, eb1 = rb < f->nrow ? rp[rb + 1] : 0;
-      np[r] = (int32_t)bd.ne;
-      int32_t *rf = g->nfull + m * nrow + r, *rpart = g->npartial + m * nrow + r;
-      *rf = *rpart = 0;
-      int32_t pa = ea, pb = eb;
+      int has_a = r >= 1 && r - 1 < f->nrow, has_b = r < f->nrow;
+      int32_t pa = has_a ? rp[r - 1] : 0, ea1 = has_a ? rp[r] : 0;
+      int32_t pb = has_b ? rp[r] : 0, eb1 = has_b ? rp[r + 1] : 0;
+      int32_t rf = 0, rpart = 0;
+      if (g) g->row_ptr[m * (nrow + 1) + r] = (int32_t)ne;
       for (;;) { /* the union of both rows' columns, ascending */
         int32_t ca = pa < ea1 ? f->col_idx[pa] : INT32_MAX, cb = pb < eb1 ? f->col_idx[pb] : INT32_MAX;
         int32_t c = ca < cb ? ca : cb;
@@ -426,38 +393,73 @@ stof_status kernels_format_qshift(stof_ctx *ctx, const stof_mask_format *f, stof
         if (wa) pa++;
         if (wb) pb++;
         if (!any) continue;
-        bd.col[bd.ne] = c;
-        if (all == ~(uint64_t)0) { /* every word set: both halves were full tiles' */
-          bd.off[bd.ne++] = -1;
-          (*rf)++, nfull++;
-          continue;
+        int full = all == ~(uint64_t)0; /* every word set: both halves were full tiles' */
+        if (g) {
+          g->col_idx[ne] = c;
+          g->bmp_off[ne] = full ? -1 : (int32_t)nw;
+          if (!full) memcpy(g->bitmap + nw, w, sizeof w);
         }
-        bd.off[bd.ne++] = (int32_t)bd.nw;
-        memcpy(bd.bits + bd.nw, w, sizeof w);
-        bd.nw += WPT;
-        (*rpart)++, npartial++;
-        nhalf += !lo || !hi;
+        ne++;
+        if (full) {
+          rf++, nfull++;
+        } else {
+          nw += WPT, rpart++;
+          nhalf += !lo || !hi;
+        }
       }
+      if (g) g->nfull[m * nrow + r] = rf, g->npartial[m * nrow + r] = rpart;
     }
-    np[nrow] = (int32_t)bd.ne;
+    if (g) g->row_ptr[m * (nrow + 1) + nrow] = (int32_t)ne;
   }
-  if (!st && !(st = shrink(ctx, (void **)&bd.col, bd.ccap, bd.ne, 4))) bd.ccap = bd.ne;
-  if (!st && !(st = shrink(ctx, (void **)&bd.off, bd.ocap, bd.ne, 4))) bd.ocap = bd.ne;
-  if (!st && !(st = shrink(ctx, (void **)&bd.bits, bd.wcap, bd.nw, 8))) bd.wcap = bd.nw;
-  if (st) {
-    if (bd.col) stof_ctx_dealloc(ctx, bd.col, (size_t)bd.ccap * 4);
-    if (bd.off) stof_ctx_dealloc(ctx, bd.off, (size_t)bd.ocap * 4);
-    if (bd.bits) stof_ctx_dealloc(ctx, bd.bits, (size_t)bd.wcap * 8);
+  if (g) {
+    g->ntile_full = nfull, g->ntile_partial = ne - nfull, g->ntile_halfempty = nhalf;
+    g->ntile_empty = f->nmask * nrow * (int64_t)g->ncol - ne;
+  }
+  *ne_out = ne, *nw_out = nw;
+}
+
+stof_status kernels_format_qshift(stof_ctx *ctx, const stof_mask_format *f, int64_t max_tiles, int64_t *ntiles,
+                                  stof_mask_format **out) {
+  const char *who = "mask format query shift";
+  *out = NULL;
+  if (ntiles) *ntiles = 0;
+  if (!f || f->T != 64 || f->qshift || (f->nentry && (!f->col_idx || !f->bmp_off)) || !f->row_ptr ||
+      (f->nword && !f->bitmap))
+    return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "%s: needs an unshifted tile-64 format with its arrays on the host", who);
+  enum { T = 64, SH = 32 };
+  double t0 = kernels_now_ms();
+  int64_t nrow = (f->Sq + SH + T - 1) / T, nmask = f->nmask, ne = 0, nw = 0;
+  /* the counting pass: at most every old entry twice (a new tile takes the lower half of an
+   * old one and the upper half of the next row's), so ne <= 2^32, nw <= 2^38 */
+  qshift_pass(f, nrow, NULL, &ne, &nw);
+  if (ntiles) *ntiles = ne;
+  if (max_tiles >= 0 && ne > max_tiles) return STOF_OK;
+  if (ne > INT32_MAX || nw > INT32_MAX || nmask * (nrow + 1) > INT32_MAX)
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "%s: %lld tiles, %lld bitmap words: past 2^31 - 1", who,
+                          (long long)ne, (long long)nw);
+  stof_mask_format *g = stof_ctx_alloc(ctx, sizeof *g);
+  if (!g) return STOF_ERR_NOMEM;
+  memset(g, 0, sizeof *g);
+  g->ctx = ctx;
+  g->B = f->B, g->H = f->H, g->Sq = f->Sq, g->Sk = f->Sk, g->T = T, g->qshift = SH;
+  g->nrow = (int32_t)nrow, g->ncol = f->ncol;
+  g->mask_b = f->mask_b, g->mask_h = f->mask_h, g->nmask = f->nmask;
+  g->desc = stof_ctx_strdup(ctx, f->desc ? f->desc : "");
+  g->row_ptr = stof_ctx_alloc(ctx, (size_t)(nmask * (nrow + 1)) * 4);
+  g->nfull = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  g->npartial = stof_ctx_alloc(ctx, (size_t)(nmask * nrow) * 4);
+  /* sizes set before the arrays: stof_mask_format_free frees what was allocated */
+  g->nentry = (int32_t)ne, g->nword = nw;
+  if (ne) g->col_idx = stof_ctx_alloc(ctx, (size_t)ne * 4), g->bmp_off = stof_ctx_alloc(ctx, (size_t)ne * 4);
+  if (nw) g->bitmap = stof_ctx_alloc(ctx, (size_t)nw * 8);
+  if (!g->desc || !g->row_ptr || !g->nfull || !g->npartial || (ne && (!g->col_idx || !g->bmp_off)) ||
+      (nw && !g->bitmap)) {
     stof_mask_format_free(g);
-    return st;
+    return STOF_ERR_NOMEM;
   }
-  g->col_idx = bd.col, g->bmp_off = bd.off, g->nentry = (int32_t)bd.ne;
-  g->bitmap = bd.bits, g->nword = bd.nw;
+  qshift_pass(f, nrow, g, &ne, &nw);
   g->nvalid = f->nvalid, g->density = f->density, g->frac16 = f->frac16;
-  g->ntile_full = nfull, g->ntile_partial = npartial;
-  g->ntile_empty = nmask * nrow * (int64_t)g->ncol - nfull - npartial;
-  g->ntile_halfempty = nhalf;
-  g->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)bd.ne * 8 + (size_t)bd.nw * 8;
+  g->bytes = (size_t)(nmask * (nrow + 1)) * 4 + (size_t)ne * 8 + (size_t)nw * 8;
   g->build_ms = kernels_now_ms() - t0;
   *out = g;
   return STOF_OK;

@@ -141,7 +141,8 @@ stof_status stof_mask_describe(const stof_mask *m, char **out);
  * of 16 in [16, 128]). Tiles are empty (absent), full (all T x T elements kept: computed
  * without masking) or partial (with a bitmap).
  *
- *  nrow = ceil(Sq / T), ncol = ceil(Sk / T).
+ *  nrow = ceil(Sq / T), ncol = ceil(Sk / T) (a query-shifted format, qshift below:
+ *  nrow = ceil((Sq + qshift) / T), tile-row r from query r T - qshift).
  *  mask_b = B if the mask varies with b else 1; mask_h likewise; nmask = mask_b * mask_h.
  *  The instance of (b, h) is (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0).
  *  row_ptr[nmask * (nrow + 1)]: the entries of instance m, tile row r, are
@@ -214,7 +215,7 @@ stof_status stof_mask_format_expand(const stof_mask_format *f, int64_t b, int64_
 int64_t stof_mask_format_count(const stof_mask_format *f, int64_t b, int64_t h);
 /**
  * Compares two formats field by field, then array by array: the dims and counts (B, H,
- * Sq, Sk, T, nrow, ncol, mask_b, mask_h, nmask, nentry, nword), the statistics (nvalid,
+ * Sq, Sk, T, qshift, nrow, ncol, mask_b, mask_h, nmask, nentry, nword), the statistics (nvalid,
  * ntile_*, bytes, density and frac16 exactly), desc, then row_ptr, nfull and npartial,
  * col_idx and bmp_off, bitmap. Not compared: ctx, build_ms, copy_ms. Both formats' arrays
  * must be on the host (a format kept on the device has none). Returns 0 when identical
@@ -463,14 +464,17 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *fmt64, 
                                   int64_t H, int64_t D, const stof_cuda_props *dev,
                                   const stof_attn_opts *opts, stof_attn_choice *out);
 
-/** The split of heavy tile-rows a plan would make for choice c (from stof_attention_select;
- *  f the format at c->tile, dev the device): sets c's split_* fields, c->nopartial (the
- *  Hopper kernel without mask code where f has no partial tile) and, where nothing is split,
- *  c->heavy_rows (the launch order), and appends the reasons
- *  to c->why (kernels/attention_split.c has the rule). What stof_attn_plan_new does after the
- *  selector (which refuses split < -1); stof.explain shows it without a GPU. Errors: a
- *  forced split where the Hopper kernel is not chosen or whose workspace is past 1 GiB
- *  (STOF_ERR_UNSUPPORTED). */
+/** The rest of a plan's decisions for choice c (from stof_attention_select; f the format at
+ *  c->tile, dev the device): first the query shift (a Hopper choice at tile 64: c->qshift 32
+ *  where the shifted format has at most 85% of the tiles or opts->qshift is 1, and then
+ *  c->rowmask and c->halfskip decided again from the shifted tiles), then, from the format
+ *  the plan runs, c's split_* fields, c->nopartial (the Hopper kernel without mask code where
+ *  it has no partial tile) and, where nothing is split, c->heavy_rows (the launch order); the
+ *  reasons appended to c->why (kernels/attention.c choose_qshift, kernels/attention_split.c).
+ *  What stof_attn_plan_new does after the selector (which refuses split < -1); stof.explain
+ *  shows it without a GPU. Errors (STOF_ERR_UNSUPPORTED): a forced split where the Hopper
+ *  kernel is not chosen or whose workspace is past 1 GiB; qshift 1 where the Hopper kernel
+ *  is not at tile 64 (or takes key64) or the format is past 64 MB. */
 stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f, int64_t B, int64_t H, int64_t D,
                                         const stof_cuda_props *dev, const stof_attn_opts *opts,
                                         stof_attn_choice *c);

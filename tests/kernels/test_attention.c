@@ -784,6 +784,77 @@ static void select_three_ctas_at_d128_tile64(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
+/* The query shift's rule (choose_qshift, through stof_attention_select_split as explain and
+ * the plan run it) at S = 4096 on an H100-sized device: taken for sliding (128 tiles an
+ * instance against 190) and longformer, whose masking is then decided from the shifted tiles
+ * (no half skip: 25% of them have an empty half, against 59% unshifted at D 64); not for
+ * causal_sliding (128 against 127) nor with qshift -1; forced on BigBird (otherwise tile 32
+ * there: qshift 1 keeps the Hopper kernel at tile 64); refused with tile 128 and without the
+ * Hopper kernel; an empty mask is not shifted. */
+static void select_split_shifts_window_masks(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  static const struct {
+    const char *name;
+    int64_t D;
+    stof_attn_opts o;
+    int shifted;
+    const char *why;
+  } cases[] = {
+      {"sliding", 128, {0}, 1, "; queries shifted by 32 (128 tiles an instance against 190, <= 85%), then partial tiles "
+                               "masked per lane (100% partial, >= 10%), no half skip (0% with an empty key half"},
+      {"longformer", 64, {0}, 1, "then partial tiles masked per lane (100% partial, >= 10%), no half skip (25% with an "
+                                 "empty key half, < 55%)"},
+      {"causal_sliding", 64, {0}, 0, "; queries not shifted (128 tiles an instance against 127, > 85%)"},
+      {"sliding", 64, {.qshift = -1}, 0, "empty halves skipped"},
+      {"bigbird", 64, {.qshift = 1}, 1, "against 1634, asked for), then"},
+      {"document", 128, {.qshift = 1, .tile = 64, .halfskip = -1, .rowmask = -1}, 1, "then partial tiles masked from the bitmap"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    stof_mask *m;
+    TU_OK(ctx, stof_mask_suite(ctx, cases[i].name, 4096, &m));
+    stof_mask_format *f = format_of(ctx, m, 4096, 4096);
+    stof_attn_choice c;
+    TU_OK(ctx, stof_attention_select(ctx, f, 16, 12, cases[i].D, &h100, &cases[i].o, &c));
+    TU_OK(ctx, stof_attention_select_split(ctx, f, 16, 12, cases[i].D, &h100, &cases[i].o, &c));
+    if (c.qshift != (cases[i].shifted ? 32 : 0) || !c.hopper || c.tile != 64)
+      fail_msg("%s: qshift %d, tile %d: %s", cases[i].name, c.qshift, c.tile, c.why);
+    expect_in_why(&c, cases[i].why);
+    if (!cases[i].shifted && cases[i].o.qshift < 0 && strstr(c.why, "shifted")) fail_msg("%s: %s", cases[i].name, c.why);
+    if (!strcmp(cases[i].name, "longformer")) assert_false(c.halfskip);
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  /* refused where it cannot run */
+  stof_mask *d, *none;
+  TU_OK(ctx, stof_mask_dense(ctx, &d));
+  stof_mask_format *f = format_of(ctx, d, 4096, 4096);
+  stof_attn_choice c;
+  stof_attn_opts o = {.qshift = 1, .tile = 128};
+  stof_status st = stof_attention_select(ctx, f, 1, 1, 128, &h100, &o, &c);
+  if (!st) st = stof_attention_select_split(ctx, f, 1, 1, 128, &h100, &o, &c);
+  kt_expect_error(ctx, st, STOF_ERR_UNSUPPORTED, "qshift asked for, but it needs the Hopper kernel at tile 64");
+  o = (stof_attn_opts){.qshift = 1, .portable = 1};
+  st = stof_attention_select(ctx, f, 1, 1, 64, &h100, &o, &c);
+  if (!st) st = stof_attention_select_split(ctx, f, 1, 1, 64, &h100, &o, &c);
+  kt_expect_error(ctx, st, STOF_ERR_UNSUPPORTED, "not the Hopper kernel");
+  stof_mask_format_free(f);
+  TU_OK(ctx, stof_mask_window(ctx, 0, 0, &none));
+  stof_mask *empty;
+  TU_OK(ctx, stof_mask_difference(none, none, &empty));
+  f = format_of(ctx, empty, 1024, 1024);
+  o = (stof_attn_opts){.tile = 64, .kernel = STOF_ATTN_BLOCK};
+  TU_OK(ctx, stof_attention_select(ctx, f, 1, 1, 64, &h100, &o, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, f, 1, 1, 64, &h100, &o, &c));
+  assert_int_equal(c.qshift, 0);
+  stof_mask_format_free(f);
+  stof_mask_free(empty);
+  stof_mask_free(none);
+  stof_mask_free(d);
+  tu_ctx_free(ctx, &heap);
+}
+
 /* The options the engine compiles a choice's kernel with (kernels_attn_variant_options, as
  * get_variant) against what the selector says and the split rule counts
  * (kernels_attn_ctas_per_sm), over masks, head dims, lengths, score modifiers and forced
@@ -1690,6 +1761,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_picks_key64_for_dense_and_causal),
       cmocka_unit_test(select_split_orders_long_rows_first),
       cmocka_unit_test(select_three_ctas_at_d128_tile64),
+      cmocka_unit_test(select_split_shifts_window_masks),
       cmocka_unit_test(variant_options_agree_with_the_selector),
       cmocka_unit_test(select_picks_tile_32_for_32_wide_blocks),
       cmocka_unit_test(tile_32_compiles_on_the_block_kernel_only),

@@ -477,17 +477,27 @@ static void format_expand_matches_get(void **state) {
   kt_ctx_done(ctx);
 }
 
-/* Asserts that a and b differ and that the description names what. */
+/* A window of 40 keys that moves with the head, and rows 0-31 empty in odd heads: one
+ * instance per head. */
+static int qshift_per_head(void *ud, int64_t b, int64_t h, int64_t i, int64_t j) {
+  (void)ud;
+  (void)b;
+  if (h % 2 && i < 32) return 0;
+  int64_t d = i - j + 8 * h;
+  return d >= -40 && d <= 40;
+}
+
 /* kernels_format_qshift: the tile-64 format with its query tiles 32 rows up. Checked element
- * by element against the mask (kt_check_format reads row r as queries [64 r - 32, ..)), at
- * odd lengths, per-head instances and unequal Sq / Sk; the window of 32 each side takes two
- * tiles a full row instead of three; expand and get read it as the mask; the CPU attention
- * and a second shift refuse it. */
+ * by element against the mask (kt_check_format reads row r as queries [64 r - 32, ..), its
+ * counts and per-instance rows too), at lengths around the shift (1, 31, 32, 33, 96, 97: Sq
+ * = 32 mod 64 ends a row exactly), Sq > Sk and Sq < Sk, several instances; expand reads it
+ * as the mask; the window of 32 each side takes two tiles a row instead of three; the tile
+ * limit builds nothing; the CPU attention and a second shift refuse it. */
 static void format_query_shift_matches_the_mask(void **state) {
   (void)state;
   stof_ctx *ctx = kt_ctx();
   static const char *const names[] = {"sliding", "causal_sliding", "longformer", "bigbird", "document", "causal", "dense"};
-  static const int64_t lens[][2] = {{1, 1}, {31, 40}, {33, 33}, {200, 200}, {257, 300}, {1000, 1000}};
+  static const int64_t lens[][2] = {{1, 1}, {31, 40}, {32, 32}, {33, 33}, {96, 70}, {97, 300}, {200, 200}, {1000, 1000}};
   for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
       int64_t Sq = lens[l][0], Sk = lens[l][1];
@@ -495,40 +505,60 @@ static void format_query_shift_matches_the_mask(void **state) {
       stof_mask *m;
       KT_OK(ctx, stof_mask_suite(ctx, names[n], Sq, &m));
       stof_mask_format *f, *g;
+      int64_t nt = -1;
       KT_OK(ctx, stof_mask_format_build(ctx, m, 1, 2, Sq, Sk, 64, &f));
-      KT_OK(ctx, kernels_format_qshift(ctx, f, &g));
+      KT_OK(ctx, kernels_format_qshift(ctx, f, -1, &nt, &g));
+      assert_non_null(g);
       assert_int_equal(g->qshift, 32);
+      assert_int_equal(nt, g->ntile_full + g->ntile_partial);
       kt_check_format(g, m);
       assert_int_equal(g->nvalid, f->nvalid);
       stof_mask_format_free(g);
       stof_mask_format_free(f);
       stof_mask_free(m);
     }
-  /* B 2, H 3 (one instance: the mask varies with neither) */
-  stof_mask *rb;
-  KT_OK(ctx, stof_mask_suite(ctx, "bigbird", 300, &rb));
+  /* one instance per head (B 2 x H 4: 4 instances), Sq > Sk and Sq = 32 (mod 64) */
+  stof_mask *ph;
+  KT_OK(ctx, stof_mask_fn(ctx, qshift_per_head, NULL, "qshift_per_head", 0, 1, &ph));
   stof_mask_format *f, *g;
-  KT_OK(ctx, stof_mask_format_build(ctx, rb, 2, 3, 300, 300, 64, &f));
-  KT_OK(ctx, kernels_format_qshift(ctx, f, &g));
-  kt_check_format(g, rb);
+  KT_OK(ctx, stof_mask_format_build(ctx, ph, 2, 4, 352, 200, 64, &f));
+  assert_int_equal(f->nmask, 4);
+  KT_OK(ctx, kernels_format_qshift(ctx, f, -1, NULL, &g));
+  kt_check_format(g, ph);
+  assert_int_equal(g->nrow, 6);
+  stof_tensor *ex;
+  int64_t sh2[2] = {352, 200};
+  KT_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_BOOL, 2, sh2, STOF_DEVICE_CPU, &ex));
+  for (int64_t h = 0; h < 4; h++) {
+    KT_OK(ctx, stof_mask_format_expand(g, 1, h, ex));
+    for (int64_t i = 0; i < 352; i++)
+      for (int64_t j = 0; j < 200; j++)
+        if ((int)stof_tensor_load(ex, i * 200 + j) != stof_mask_eval(ph, 1, h, i, j))
+          fail_msg("expand of the shifted format: h %lld (%lld, %lld)", (long long)h, (long long)i, (long long)j);
+  }
+  stof_tensor_free(ex);
   stof_mask_format_free(g);
   stof_mask_format_free(f);
-  stof_mask_free(rb);
+  stof_mask_free(ph);
   /* sliding(32) at S = 4096: 64 rows of 3 tiles (2 at the ends) against 65 of at most 2 */
   stof_mask *sl;
   KT_OK(ctx, stof_mask_suite(ctx, "sliding", 4096, &sl));
   KT_OK(ctx, stof_mask_format_build(ctx, sl, 1, 1, 4096, 4096, 64, &f));
-  KT_OK(ctx, kernels_format_qshift(ctx, f, &g));
+  int64_t nt = 0;
+  stof_mask_format *g2 = (stof_mask_format *)(uintptr_t)1;
+  KT_OK(ctx, kernels_format_qshift(ctx, f, 127, &nt, &g2)); /* over the limit: counted, not built */
+  assert_null(g2);
+  assert_int_equal(nt, 128);
+  KT_OK(ctx, kernels_format_qshift(ctx, f, 128, &nt, &g));
+  assert_non_null(g);
   assert_int_equal(f->ntile_full + f->ntile_partial, 190);
   assert_int_equal(g->nrow, 65);
   assert_int_equal(g->ntile_full + g->ntile_partial, 128);
   for (int32_t r = 0; r < g->nrow; r++) assert_true(g->row_ptr[r + 1] - g->row_ptr[r] <= 2);
-  for (int64_t i = 0; i < 4096; i += 37)
-    for (int64_t j = i > 100 ? i - 100 : 0; j < i + 100 && j < 4096; j++)
-      assert_int_equal(stof_mask_format_get(g, 0, 0, i, j), stof_mask_eval(sl, 0, 0, i, j));
   /* not the CPU attention's, and not shifted twice */
-  stof_mask_format *g2 = (stof_mask_format *)(uintptr_t)1;
-  kt_expect_error(ctx, kernels_format_qshift(ctx, g, &g2), STOF_ERR_INTERNAL, "needs an unshifted tile-64 format");
+  g2 = (stof_mask_format *)(uintptr_t)1;
+  kt_expect_error(ctx, kernels_format_qshift(ctx, g, -1, NULL, &g2), STOF_ERR_INTERNAL,
+                  "needs an unshifted tile-64 format");
   assert_null(g2);
   int64_t sh[4] = {1, 1, 4096, 64};
   stof_tensor *t;
@@ -539,13 +569,14 @@ static void format_query_shift_matches_the_mask(void **state) {
   /* only from tile 64 */
   stof_mask_format *f32;
   KT_OK(ctx, stof_mask_format_build(ctx, sl, 1, 1, 256, 256, 32, &f32));
-  kt_expect_error(ctx, kernels_format_qshift(ctx, f32, &g2), STOF_ERR_INTERNAL, "tile-64");
+  kt_expect_error(ctx, kernels_format_qshift(ctx, f32, -1, NULL, &g2), STOF_ERR_INTERNAL, "tile-64");
   stof_mask_format_free(f32);
   stof_mask_format_free(f);
   stof_mask_free(sl);
   kt_ctx_done(ctx);
 }
 
+/* Asserts that a and b differ and that the description names what. */
 static void expect_difference(const stof_mask_format *a, const stof_mask_format *b,
                               const char *what) {
   char why[256] = "";

@@ -86,6 +86,7 @@ typedef struct run_spec {
   int order;               /* stof_attn_opts.order (0: the automatic rule) */
   int key64;               /* stof_attn_opts.key64 (0: the selector's rule) */
   int qshift;              /* stof_attn_opts.qshift (0: the rule) */
+  int rowmask, halfskip;   /* stof_attn_opts' (0: the selector's) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -186,7 +187,7 @@ static void release(prepared *p) {
   free(p->empty);
 }
 
-enum { GUARD = 4096 }; /* poisoned elements past the output's end */
+enum { GUARD = 4096 }; /* poisoned elements before the output's start and past its end */
 
 static uint16_t nan16(stof_dtype dt) { return dt == STOF_DTYPE_BF16 ? 0x7fc0 : 0x7e00; }
 
@@ -239,7 +240,9 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .split = rs->split,
                       .order = rs->order,
                       .key64 = rs->key64,
-                      .qshift = rs->qshift};
+                      .qshift = rs->qshift,
+                      .rowmask = rs->rowmask,
+                      .halfskip = rs->halfskip};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -252,10 +255,10 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
   if (ch->split_rows)
     snprintf(split, sizeof split, " split %lld rows/%lld chunks", (long long)ch->split_rows,
              (long long)ch->split_chunks);
-  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds%s%s%s", ct, stof_attn_kernel_name(rs->kernel),
+  snprintf(head, sizeof head, "%s | %s/%d -> %s/%d %dw %ds%s%s%s%s", ct, stof_attn_kernel_name(rs->kernel),
            rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages,
            ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma",
-           ch->key64 ? " key64" : "", split);
+           ch->key64 ? " key64" : "", ch->qshift ? " qshift" : "", split);
 
   /* the choice: what was forced is kept; auto is the selector's answer for this device */
   char bad[512] = "";
@@ -271,7 +274,9 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
            (rs->stages && ch->stages != rs->stages) || (rs->portable && ch->hopper) ||
            (rs->tma > 0 && !ch->tma) || (rs->tma < 0 && (!ch->hopper || ch->tma)) ||
            (rs->split < 0 && ch->split_rows) || (rs->split > 0 && !ch->hopper) ||
-           (rs->key64 && ch->key64 != (rs->key64 > 0)) || ch->key64 != want.key64)
+           (rs->key64 && ch->key64 != (rs->key64 > 0)) || ch->key64 != want.key64 ||
+           (rs->qshift && (ch->qshift != 0) != (rs->qshift > 0)) || (rs->rowmask && ch->rowmask != (rs->rowmask > 0)) ||
+           (rs->halfskip && ch->halfskip != (rs->halfskip > 0)))
     snprintf(bad, sizeof bad, "forced options not kept");
   else if (stof_attn_plan_nvalid(plan) != p->nvalid)
     snprintf(bad, sizeof bad, "plan_nvalid %lld, the mask keeps %lld",
@@ -284,19 +289,20 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
     return;
   }
 
-  /* the output in a buffer with a guard zone, all poisoned */
+  /* the output in a buffer with guard zones on both sides (a shifted plan's first tile-row
+   * starts 32 rows before the output), all poisoned; host[GUARD + i] is element i */
   int64_t n = c->B * c->H * c->Sq * c->D;
-  size_t bytes = (size_t)(n + GUARD) * 2;
+  size_t bytes = (size_t)(n + 2 * GUARD) * 2;
   uint64_t buf = 0;
   stof_tensor *out = NULL;
-  uint16_t *host = malloc(bytes);
-  assert_non_null(host);
+  uint16_t *host_all = malloc(bytes), *host = host_all + GUARD;
+  assert_non_null(host_all);
   TU_OK(ctx, stof_cuda_malloc(ctx, bytes, &buf));
   TU_OK(ctx, stof_tensor_wrap(ctx, c->dtype, 4, TU_SHAPE(c->B, c->H, c->Sq, c->D), NULL,
-                              (void *)(uintptr_t)buf, STOF_DEVICE_CUDA, &out));
-  TU_OK(ctx, stof_cuda_memset16(ctx, buf, nan16(c->dtype), (size_t)(n + GUARD)));
+                              (void *)(uintptr_t)(buf + 2 * GUARD), STOF_DEVICE_CUDA, &out));
+  TU_OK(ctx, stof_cuda_memset16(ctx, buf, nan16(c->dtype), (size_t)(n + 2 * GUARD)));
   if ((st = stof_attn_plan_run(plan, p->dq, p->dk, p->dv, out)) ||
-      (st = stof_cuda_synchronize(ctx)) || (st = stof_cuda_dtoh(ctx, host, buf, bytes))) {
+      (st = stof_cuda_synchronize(ctx)) || (st = stof_cuda_dtoh(ctx, host_all, buf, bytes))) {
     run_failed(f, head, "run: %s: %s", stof_status_name(st), stof_ctx_message(ctx));
     goto done;
   }
@@ -320,9 +326,12 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
   }
   for (int64_t i = n; i < n + GUARD && guard_bad < 0; i++)
     if (host[i] != nan16(c->dtype)) guard_bad = i - n;
+  int64_t front_bad = -1;
+  for (int64_t i = 1; i <= GUARD && front_bad < 0; i++)
+    if (host[-i] != nan16(c->dtype)) front_bad = i;
   double rel = nnan ? INFINITY : den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
   double abs_tol = c->dtype == STOF_DTYPE_BF16 ? 2e-2 : 1e-2;
-  int ok = !nnan && !nbad_empty && maxerr <= abs_tol && rel < 1e-2 && guard_bad < 0;
+  int ok = !nnan && !nbad_empty && maxerr <= abs_tol && rel < 1e-2 && guard_bad < 0 && front_bad < 0;
   print_message("%s %s | rel %.1e max %.1e | empty rows %lld\n", ok ? "ok  " : "FAIL", head, rel,
                 maxerr, (long long)p->nempty);
   if (!ok) {
@@ -342,11 +351,14 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
     if (guard_bad >= 0)
       print_message("     written past the end of the output (element %lld after it)\n",
                     (long long)guard_bad);
+    if (front_bad >= 0)
+      print_message("     written before the start of the output (element %lld before it)\n",
+                    (long long)front_bad);
   }
 done:
   stof_tensor_free(out);
   stof_cuda_mem_free(ctx, buf);
-  free(host);
+  free(host_all);
   stof_attn_plan_free(plan);
 }
 
@@ -785,7 +797,7 @@ static void key64_matches_cpu(void **state) {
  * choice on sliding and longformer (asserted from the plan), against the shift off, also
  * from a format the engine keeps on the device (S >= 8192); then forced on every suite mask at odd lengths, K/V by TMA
  * and by cp.async, with every tile-row of more than 2 tiles split (the chunk launch and the
- * combine shifted too), D 64 and 128, f16 and bf16, one key/value head for three, Sq != Sk
+ * combine shifted too), masked from the bitmap and with the half skip, D 64 and 128, f16 and bf16, one key/value head for three, Sq != Sk
  * both ways, Sq 1 and 33 (the first tile-row's queries start at -32), per-head masks and
  * fully masked rows; against the CPU. */
 static void qshift_matches_cpu(void **state) {
@@ -829,12 +841,16 @@ static void qshift_matches_cpu(void **state) {
                                     {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .tma = -1},
                                     {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .tma = 1},
                                     {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .split = 2},
-                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .split = 2, .tma = -1}};
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .split = 2, .tma = -1},
+                                    /* masked from the bitmap, and with the half skip */
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .rowmask = -1, .halfskip = -1},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 64, .qshift = 1, .halfskip = 1, .tma = -1}};
+  enum { NFORCED = sizeof forced / sizeof forced[0] };
   for (int i = 0; stof_mask_suite_name(i); i++) {
     stof_mask *m = suite_mask(f, i, 1000);
     gcase c = {m, 1, 3, 1, 1000, 1000, i % 2 ? 128 : 64, i % 3 ? STOF_DTYPE_F16 : STOF_DTYPE_BF16, 0.5f,
                3510 + (uint64_t)i};
-    check_case(f, &c, forced, 5);
+    check_case(f, &c, forced, NFORCED);
     stof_mask_free(m);
   }
   stof_mask *lf = NULL, *cs = NULL, *ph = NULL, *a = NULL, *b = NULL, *holes = NULL;
@@ -852,7 +868,7 @@ static void qshift_matches_cpu(void **state) {
       {ph, 1, 4, 2, 200, 200, 64, STOF_DTYPE_F16, 0, 3534},     /* per head, GQA */
       {holes, 1, 2, 2, 200, 200, 128, STOF_DTYPE_BF16, 1.0f, 3535}, /* fully masked rows */
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(f, &cases[i], forced, 5);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(f, &cases[i], forced, NFORCED);
   stof_mask_free(lf);
   stof_mask_free(cs);
   stof_mask_free(ph);
