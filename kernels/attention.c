@@ -641,10 +641,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                           "D = %lld%s)",
                           stof_attn_kernel_name(out->kernel), out->tile, (long long)D,
                           out->hopper ? "" : ", not the Hopper kernel");
-  /* how the Hopper kernel masks partial tiles, from the counts of the format the selector
-   * reads (tile 64 unless a tile is asked for), also where the plan then runs at tile 128:
-   * the calibration timed the tile-128 configuration against those same counts; the half
-   * skip needs tile 64 */
+  /* how the Hopper kernel masks partial tiles (hopper_masking says from what) */
   char mask_why[160] = "";
   if (out->hopper) hopper_masking(f, D, &o, out, mask_why, sizeof mask_why);
   if (o.halfskip == 1 && !out->halfskip)
@@ -1021,9 +1018,8 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
  * the half skip) decided again from the shifted tiles' counts (hopper_masking), and *fs is
  * the shifted format (the caller's); else *fs is NULL and c unchanged but for its why. The
  * selector's other rules (tile 32, 128, key64) stay those of the unshifted counts, which they
- * were calibrated on. Measured on an H200 (session
- * 22, bench/results/s22/call1): masks of the same work whose rows take 2 instead of 3 steps
- * of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.92x the
+ * were calibrated on. Measured on an H200 (session 22, bench/results/s22/call1): masks of
+ * the same work whose rows take 2 instead of 3 steps of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.92x the
  * time at D 64 and D 128, B x S 8 x 1024 .. 16 x 4096; 3 steps instead of 4 (global(32) |
  * window(0, 64) against longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. In the engine
  * (calls 2 and 5, against qshift -1): sliding 0.89-0.93x, longformer 0.89-0.98x, at B 1 x H 32
