@@ -1019,9 +1019,10 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
  * the shifted format (the caller's); else *fs is NULL and c unchanged but for its why. The
  * selector's other rules (tile 32, 128, key64) stay those of the unshifted counts, which they
  * were calibrated on. Measured on an H200 (session 22, bench/results/s22/call1): masks of
- * the same work whose rows take 2 instead of 3 steps of 64 keys (window(0, 64) against window(32, 32), 0.67x the tiles) ran in 0.88-0.92x the
- * time at D 64 and D 128, B x S 8 x 1024 .. 16 x 4096; 3 steps instead of 4 (global(32) |
- * window(0, 64) against longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. In the engine
+ * the same work whose rows take 2 instead of 3 steps of 64 keys (window(0, 64) against
+ * window(32, 32), 0.67x the tiles) ran in 0.88-0.92x the time at D 64 and D 128, B x S
+ * 8 x 1024 .. 16 x 4096; 3 steps instead of 4 (global(32) | window(0, 64) against
+ * longformer(32, 32), 0.80x the tiles) in 0.90-0.98x. In the engine
  * (calls 2 and 5, against qshift -1): sliding 0.89-0.93x, longformer 0.89-0.98x, at B 1 x H 32
  * x S 32k / 128k, D 128, 0.87-0.89x. A format kept on the device only (long sequences; fdev,
  * its arrays there) is fetched for the transform when its arrays take at most
@@ -1074,8 +1075,8 @@ static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const
   size_t n = strlen(c->why);
   if (!g) {
     if (n + 2 < sizeof c->why)
-      snprintf(c->why + n, sizeof c->why - n, "; queries not shifted (%lld tiles an instance against %lld, > 85%%)",
-               (long long)(n1 / nm), (long long)(n0 / nm));
+      snprintf(c->why + n, sizeof c->why - n, "; queries not shifted (%lld tiles an instance against %lld, > %.0f%%)",
+               (long long)(n1 / nm), (long long)(n0 / nm), 100 * QSHIFT_MAX_TILES);
     return STOF_OK;
   }
   /* the shifted tiles decide the masking again (their partial and half-empty shares) */
@@ -1083,9 +1084,11 @@ static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const
   hopper_masking(g, D, o, c, mask_why, sizeof mask_why);
   c->qshift = 32;
   *fs = g;
+  char why_take[32] = "asked for";
+  if (o->qshift != 1) snprintf(why_take, sizeof why_take, "<= %.0f%%", 100 * QSHIFT_MAX_TILES);
   if (n + 2 < sizeof c->why)
     snprintf(c->why + n, sizeof c->why - n, "; queries shifted by 32 (%lld tiles an instance against %lld, %s), then%s",
-             (long long)(n1 / nm), (long long)(n0 / nm), o->qshift == 1 ? "asked for" : "<= 85%", mask_why + 1);
+             (long long)(n1 / nm), (long long)(n0 / nm), why_take, mask_why + 1);
   return STOF_OK;
 }
 

@@ -860,7 +860,8 @@ static void select_split_shifts_window_masks(void **state) {
  * (kernels_attn_ctas_per_sm), over masks, head dims, lengths, score modifiers and forced
  * options on an H100-sized device: -DSTOF_MIN_BLOCKS=N only on the Hopper kernel, 3 exactly
  * where why says "three CTAs an SM" and the count is 3 (no modifier, D 128, tile 64, 2
- * stages, cp.async), the count never above the minimum asked for; the TMA twin (tma 0) of a
+ * stages, cp.async), the count never above the minimum asked for (query-shifted choices
+ * among them); the TMA twin (tma 0) of a
  * forced TMA choice is compiled as a cp.async choice; each option once; the cache key
  * (kind and options, split kernels too) fits KERNELS_ATTN_KEY_LEN. */
 static void variant_options_agree_with_the_selector(void **state) {
@@ -872,7 +873,7 @@ static void variant_options_agree_with_the_selector(void **state) {
   const stof_attn_mod mods[] = {{0}, {.softcap = 30}, {.kind = STOF_ATTN_MOD_ALIBI}, {.kind = STOF_ATTN_MOD_T5_BIAS,
                                                                                     .num_buckets = 32,
                                                                                     .max_distance = 128}};
-  int nthree = 0, nchecked = 0;
+  int nthree = 0, nchecked = 0, nshift = 0;
   for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; mi++)
     for (int64_t S = 1024; S <= 4096; S *= 4) {
       stof_mask *m;
@@ -884,10 +885,17 @@ static void variant_options_agree_with_the_selector(void **state) {
             stof_attn_opts o = forced[fi];
             o.mod = mods[di];
             stof_attn_choice c;
+            /* the selector, then the plan's other decisions (the query shift, the order): all
+             * the options a plan compiles with */
             if (stof_attention_select(ctx, f, 1, 8, D, &h100, &o, &c)) { /* e.g. TMA at a tile without it */
               stof_ctx_clear_error(ctx);
               continue;
             }
+            stof_mask_format *ft = NULL; /* the format at the choice's tile, as a plan's */
+            if (c.tile != f->T) TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 8, S, S, c.tile, &ft));
+            TU_OK(ctx, stof_attention_select_split(ctx, ft ? ft : f, 1, 8, D, &h100, &o, &c));
+            stof_mask_format_free(ft);
+            nshift += c.qshift != 0;
             char opt[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
             int n = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, 0, opt);
             assert_true(n > 0 && n <= KERNELS_ATTN_MAX_OPTS);
@@ -933,8 +941,8 @@ static void variant_options_agree_with_the_selector(void **state) {
       stof_mask_format_free(f);
       stof_mask_free(m);
     }
-  print_message("     %d choices checked, %d with three CTAs an SM\n", nchecked, nthree);
-  assert_true(nthree > 0 && nchecked > 100);
+  print_message("     %d choices checked, %d with three CTAs an SM, %d query-shifted\n", nchecked, nthree, nshift);
+  assert_true(nthree > 0 && nshift > 0 && nchecked > 100);
   tu_ctx_free(ctx, &heap);
 }
 
@@ -1175,8 +1183,9 @@ static void select_takes_tma_only_on_the_hopper_kernel(void **state) {
  * tile's dead 32-key half skipped (STOF_SM90_HALFSKIP, tile 64), at 3 CTAs per SM (D = 128,
  * tile 64, cp.async: STOF_MIN_BLOCKS=3), with a partial tile's mask bits transposed per lane
  * (STOF_SM90_ROWMASK: by the TMA producer at tile 64, by the consumers with cp.async at tile
- * 128), both as the selector picks them, and the variants of a plan that splits heavy
- * tile-rows (STOF_SM90_SPLIT 1 and 2), with and without those. */
+ * 128), both as the selector picks them, the variants of a plan that splits heavy
+ * tile-rows (STOF_SM90_SPLIT 1 and 2), with and without those, and the query shift
+ * (STOF_SM90_QSHIFT=32). */
 static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) {
   (void)state;
   tu_heap heap;
@@ -1233,6 +1242,12 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
        "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_ORDER=1"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1",
        "-DSTOF_SM90_SPLIT=2", ""},
+      /* the query shift (sliding, longformer) as the engine compiles it: D 64 with TMA and the
+       * launch order, D 128 with cp.async at three CTAs, split (the combine shifted too) */
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=64", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_QSHIFT=32", "-DSTOF_SM90_ORDER=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
+       "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_QSHIFT=32", "-DSTOF_SM90_SPLIT=2"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *cubin = NULL;

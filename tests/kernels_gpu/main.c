@@ -794,12 +794,13 @@ static void key64_matches_cpu(void **state) {
 }
 
 /* The query shift (stof_attn_opts.qshift, STOF_SM90_QSHIFT; Hopper, tile 64): the rule's
- * choice on sliding and longformer (asserted from the plan), against the shift off, also
- * from a format the engine keeps on the device (S >= 8192); then forced on every suite mask at odd lengths, K/V by TMA
- * and by cp.async, with every tile-row of more than 2 tiles split (the chunk launch and the
- * combine shifted too), masked from the bitmap and with the half skip, D 64 and 128, f16 and bf16, one key/value head for three, Sq != Sk
- * both ways, Sq 1 and 33 (the first tile-row's queries start at -32), per-head masks and
- * fully masked rows; against the CPU. */
+ * choice on sliding and longformer (asserted from the plan), against the shift off, also from
+ * a format the engine keeps on the device (S >= 8192); then forced on every suite mask at odd
+ * lengths, K/V by TMA and by cp.async, with every tile-row of more than 2 tiles split (the
+ * chunk launch and the combine shifted too), masked from the bitmap and with the half skip,
+ * D 64 and 128, f16 and bf16, one key/value head for three, Sq != Sk both ways, Sq 1 and 33
+ * (the first tile-row's queries start at -32), per-head masks and fully masked rows; against
+ * the CPU. */
 static void qshift_matches_cpu(void **state) {
   fixture *f = gpu(state);
   stof_ctx *ctx = f->ctx;
