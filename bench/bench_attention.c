@@ -10,13 +10,14 @@
  * the slices it reads (stof_tensor_rand_range) and copies back only the checked output rows:
  * a 128k-token shape checks in seconds. Each line also has the format built on the GPU at the
  * plan's tile, kept on the device as plans use it (format_ms, warm median of 3; format_mb; the
- * host build with its copies back: format_host_ms, format_copy_ms), the device memory in use after the
+ * host build with its copies back: format_host_ms, format_copy_ms), the plan's own copy of the
+ * format (plan_format_mb: the query-shifted one where the plan shifts), the device memory in use after the
  * checked run (gpu_used_mb; io_mb of it the 3 input sets and the output, plan_mem_mb the rest)
  * and the check's seconds (check_s).
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
- *                   noorder,halfskip,nokey64,noqshift]
+ *                   noorder,halfskip,key64,nokey64,noqshift]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warmup-ms 0]
  *                   [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
@@ -28,6 +29,7 @@
  * Hopper kernel before the thirteenth session), noorder (auto, each (b, h)'s tile-rows
  * launched last first even where some are far longer: stof_attn_opts.order = -1), halfskip
  * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1),
+ * key64 (D 64 at tile 128 in 64-key steps, forced: stof_attn_opts.key64 = 1, tile 128),
  * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1),
  * noqshift (auto, but the query tiles never moved by 32 rows: stof_attn_opts.qshift = -1).
  * --splits: heavy tile-rows split over
@@ -78,11 +80,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
 }
 
 static void die(stof_ctx *ctx, const char *what) {
@@ -221,8 +218,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--reps")) {
       char *end = NULL;
       long n = strtol(v, &end, 10);
-      if (end == v || *end || n < 0 || n > 1000000) {
-        fprintf(stderr, "bench_attention: --reps: an integer from 0 (check only) to 1000000, got '%s'\n", v);
+      if (end == v || *end || n < 0 || n > STOF_ATTN_TIME_MAX_REPS) {
+        fprintf(stderr, "bench_attention: --reps: an integer from 0 (check only) to %d, got '%s'\n",
+                STOF_ATTN_TIME_MAX_REPS, v);
         return 2;
       }
       reps = (int)n;
@@ -230,8 +228,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--warmup-ms")) {
       char *end = NULL;
       long ms = strtol(v, &end, 10);
-      if (end == v || *end || ms < 0 || ms > 60000) {
-        fprintf(stderr, "bench_attention: --warmup-ms: an integer from 0 to 60000, got '%s'\n", v);
+      if (end == v || *end || ms < 0 || ms > STOF_ATTN_TIME_MAX_WARMUP_MS) {
+        fprintf(stderr, "bench_attention: --warmup-ms: an integer from 0 to %d, got '%s'\n",
+                STOF_ATTN_TIME_MAX_WARMUP_MS, v);
         return 2;
       }
       warmup_ms = (int)ms;
@@ -314,6 +313,7 @@ int main(int argc, char **argv) {
           if (!strcmp(kernels[ki], "nokey64")) o.key64 = -1;
           if (!strcmp(kernels[ki], "noqshift")) o.qshift = -1;
           o.tile = atoi(tiles[ti / nsplit]);
+          if (!strcmp(kernels[ki], "key64")) o.key64 = 1, o.tile = 128;
           o.stages = stages;
           stof_attn_plan *plan;
           size_t free_pre; /* per case: memory the engine frees between cases does not count */
@@ -363,9 +363,9 @@ int main(int argc, char **argv) {
           double ms = 0;
           if (reps == 0) goto report;
           /* 5 warm-up launches, then --warmup-ms of them (see the usage comment), then reps */
-          if (stof_attn_plan_time(plan, dq, dk, dv, 3, dout, reps, warmup_ms, ts)) die(ctx, "timing");
-          qsort(ts, (size_t)reps, sizeof *ts, cmp_float);
-          ms = ts[reps / 2];
+          float median = 0;
+          if (stof_attn_plan_time(plan, dq, dk, dv, 3, dout, reps, warmup_ms, ts, &median)) die(ctx, "timing");
+          ms = median;
         report:;
           int64_t nvalid = stof_attn_plan_nvalid(plan);
           double flops = 4.0 * (double)D * (double)nvalid, bytes = 4.0 * (double)(B * H * S * D) * 2.0;
@@ -400,6 +400,7 @@ int main(int argc, char **argv) {
           json_object_set_new(j, "qshift", json_integer(c->qshift));
           json_object_set_new(j, "format_ms", json_real(fmt_ms));
           json_object_set_new(j, "format_mb", json_real(fmt_mb));
+          json_object_set_new(j, "plan_format_mb", json_real((double)stof_attn_plan_format_bytes(plan) / 1048576.0));
           json_object_set_new(j, "format_copy_ms", json_real(fmt_copy));
           json_object_set_new(j, "format_host_ms", json_real(fmt_host_ms));
           json_object_set_new(j, "gpu_used_mb", json_real((double)(total - free1) / 1048576.0));

@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels_int.h"
@@ -1261,9 +1262,14 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
       goto fail;
   }
   /* the query shift: then the plan's arrays and decisions are the shifted format's (on the
-   * host), freed at the end */
+   * host), freed at the end; an unshifted format kept on the device is dropped from the GPU
+   * cache, as for another tile above (the plan copies the shifted one) */
   if ((st = choose_qshift(ctx, f, fdev, D, &o, &p->choice, &fshift))) goto fail;
-  if (fshift) f = fshift, fdev = NULL;
+  if (fshift) {
+    int on_device = fdev != NULL;
+    f = fshift, fdev = NULL;
+    if (on_device && (st = kernels_format_gpu_drop(e->gpu_formats, mask, B, H, Sq, Sk, 64))) goto fail;
+  }
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;
   p->scale = o.scale > 0 ? o.scale : (float)(1.0 / sqrt((double)D));
@@ -1535,19 +1541,29 @@ const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p) { return 
 stof_ctx *stof_attn_plan_ctx(const stof_attn_plan *p) { return p->e->ctx; }
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p) { return p->prepare_ms; }
 int64_t stof_attn_plan_nvalid(const stof_attn_plan *p) { return p->nvalid; }
+size_t stof_attn_plan_format_bytes(const stof_attn_plan *p) {
+  return p->nrow_ptr * 4 + p->nentry * 8 + p->nword * 8;
+}
 
 #define TIME_MAX_WARMUP 1000000 /* launches: warmup_ms (<= 60 s) sets the warm-up, not this */
 
+static int cmp_ms(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
 stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_tensor *const *k,
                                 stof_tensor *const *v, int nset, stof_tensor *out, int64_t reps,
-                                double warmup_ms, float *ts) {
+                                double warmup_ms, float *ts, float *median_ms) {
   stof_ctx *ctx = p->e->ctx;
   if (nset < 1 || nset > STOF_ATTN_TIME_MAX_SETS)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: %d input sets (1 to %d)", nset, STOF_ATTN_TIME_MAX_SETS);
-  if (reps < 1 || reps > 1000000)
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: reps = %lld (1 to 10^6)", (long long)reps);
-  if (!(warmup_ms >= 0 && warmup_ms <= 60000))
-    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: warmup_ms = %g (0 to 60000)", warmup_ms);
+  if (reps < 1 || reps > STOF_ATTN_TIME_MAX_REPS)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: reps = %lld (1 to %d)", (long long)reps,
+                          STOF_ATTN_TIME_MAX_REPS);
+  if (!(warmup_ms >= 0 && warmup_ms <= STOF_ATTN_TIME_MAX_WARMUP_MS))
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: warmup_ms = %g (0 to %d)", warmup_ms,
+                          STOF_ATTN_TIME_MAX_WARMUP_MS);
   if (!q || !k || !v || !ts)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: no %s array", !ts ? "times" : !q ? "q" : !k ? "k" : "v");
   stof_cuda_timer *timer = NULL;
@@ -1567,5 +1583,13 @@ stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_t
     if (!st) st = stof_cuda_timer_stop(timer, &ts[r]);
   }
   stof_cuda_timer_free(timer);
+  if (!st && median_ms) { /* sorted in a copy: ts stays in run order */
+    float *sorted = stof_ctx_alloc(ctx, sizeof *sorted * (size_t)reps);
+    if (!sorted) return STOF_ERR_NOMEM;
+    memcpy(sorted, ts, sizeof *sorted * (size_t)reps);
+    qsort(sorted, (size_t)reps, sizeof *sorted, cmp_ms);
+    *median_ms = sorted[reps / 2];
+    stof_ctx_dealloc(ctx, sorted, sizeof *sorted * (size_t)reps);
+  }
   return st;
 }

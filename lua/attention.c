@@ -371,11 +371,6 @@ static int check_tensor_set(lua_State *L, int arg, const char *fname, stof_tenso
   return n;
 }
 
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* plan:time(q, k, v, out[, reps = 30[, warmup_ms = 0]]) -> median ms, {ms of each run}.
  * q, k, v: CUDA tensors, or lists of n of them: run r reads set r % n (rotating the inputs,
  * so that caches do not flatter). A first run, checked (a wrong tensor fails here, naming
@@ -394,17 +389,18 @@ static int plan_time(lua_State *L) {
   stof_tensor *out = slua_check_tensor(L, 5, fname);
   lua_Integer reps = lua_isnoneornil(L, 6) ? 30 : slua_check_integer(L, 6, fname, "reps");
   double warm_ms = slua_opt_number(L, 7, fname, "warmup_ms", 0);
-  if (reps < 1 || reps > 1000000) return slua_error(L, "ValueError", "%s: reps = %I (1 to 10^6)", fname, reps);
-  if (!(warm_ms >= 0 && warm_ms <= 60000))
-    return slua_error(L, "ValueError", "%s: warmup_ms = %f (0 to 60000)", fname, warm_ms);
-  float *ts = slua_scratch(L, sizeof *ts * (size_t)reps * 2); /* the runs, then sorted */
+  /* checked before the first run (stof_attn_plan_time checks the same, after it) */
+  if (reps < 1 || reps > STOF_ATTN_TIME_MAX_REPS)
+    return slua_error(L, "ValueError", "%s: reps = %I (1 to %d)", fname, reps, STOF_ATTN_TIME_MAX_REPS);
+  if (!(warm_ms >= 0 && warm_ms <= STOF_ATTN_TIME_MAX_WARMUP_MS))
+    return slua_error(L, "ValueError", "%s: warmup_ms = %f (0 to %d)", fname, warm_ms, STOF_ATTN_TIME_MAX_WARMUP_MS);
+  float *ts = slua_scratch(L, sizeof *ts * (size_t)reps);
+  float median = 0;
   stof_ctx *ctx = h->lc->ctx;
   stof_status st = stof_attn_plan_run(h->p, q[0], k[0], v[0], out);
-  if (!st) st = stof_attn_plan_time(h->p, q, k, v, nq, out, (int64_t)reps, warm_ms, ts);
+  if (!st) st = stof_attn_plan_time(h->p, q, k, v, nq, out, (int64_t)reps, warm_ms, ts, &median);
   if (st) return slua_raise(L, ctx, st, fname);
-  memcpy(ts + reps, ts, sizeof *ts * (size_t)reps);
-  qsort(ts + reps, (size_t)reps, sizeof *ts, cmp_float);
-  lua_pushnumber(L, ts[reps + reps / 2]);
+  lua_pushnumber(L, median);
   lua_createtable(L, (int)reps, 0);
   for (lua_Integer r = 0; r < reps; r++) {
     lua_pushnumber(L, ts[r]);
@@ -720,6 +716,15 @@ void slua_open_attention(lua_State *L, int idx) {
   lua_setfield(L, idx, "attention_plan");
   lua_pushcfunction(L, l_explain);
   lua_setfield(L, idx, "explain");
+  /* the timing limits (stof_attn_plan_time), for the Lua front ends' own checks */
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, STOF_ATTN_TIME_MAX_REPS);
+  lua_setfield(L, -2, "max_reps");
+  lua_pushinteger(L, STOF_ATTN_TIME_MAX_WARMUP_MS);
+  lua_setfield(L, -2, "max_warmup_ms");
+  lua_pushinteger(L, STOF_ATTN_TIME_MAX_SETS);
+  lua_setfield(L, -2, "max_sets");
+  lua_setfield(L, idx, "attention_time_limits");
   if (lua_getfield(L, idx, "te") == LUA_TTABLE) {
     lua_pushcfunction(L, te_attention);
     lua_setfield(L, -2, "attention");

@@ -554,19 +554,26 @@ int64_t stof_attn_plan_nvalid(const stof_attn_plan *p);
 /** Milliseconds spent building the format, compiling and uploading (reported apart from
  *  attention time). */
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p);
+/** Device bytes of the plan's own copy of the mask format (row pointers, column indices,
+ *  bitmap offsets, bitmaps): the query-shifted format's where the plan took the shift. */
+size_t stof_attn_plan_format_bytes(const stof_attn_plan *p);
 #define STOF_ATTN_TIME_MAX_SETS 8 /* input sets stof_attn_plan_time rotates over, at most */
+#define STOF_ATTN_TIME_MAX_REPS 1000000   /* timed runs, at most */
+#define STOF_ATTN_TIME_MAX_WARMUP_MS 60000 /* warm-up, at most (ms) */
 /** Times the plan as stof's benchmarks do (DESIGN.md section 9; bench/bench_attention.c,
- *  AttnPlan:time): 5 warm-up launches (the peers' scripts' warm-up), then more for about
- *  warmup_ms (0 to 60000; at most 10^6 launches: a few hundred ms bring an H200 to its power
- *  cap), then reps (1 to 10^6) runs, each between two device events on the context's current
- *  stream, their ms in ts[0 .. reps-1] in run order. Run r (and warm-up launch r) reads input
- *  set r % nset of q[], k[], v[] (1 to 8 sets: rotating the inputs, so that caches do not
- *  flatter); every run writes out. Synchronises. STOF_ERR_ARG for counts out of range;
- *  whatever stof_attn_plan_run returns (naming a wrong tensor) otherwise. Runs without a
- *  modifier's tensor: a T5-bias plan (which needs its table) fails with that error. */
+ *  AttnPlan:time, `stof bench attention`): 5 warm-up launches (the peers' scripts' warm-up),
+ *  then more for about warmup_ms (0 to STOF_ATTN_TIME_MAX_WARMUP_MS; at most 10^6 launches: a
+ *  few hundred ms bring an H200 to its power cap), then reps (1 to STOF_ATTN_TIME_MAX_REPS)
+ *  runs, each between two device events on the context's current stream, their ms in
+ *  ts[0 .. reps-1] in run order, and their median (the upper one for an even count) in
+ *  *median_ms where median_ms is not NULL. Run r (and warm-up launch r) reads input set r %
+ *  nset of q[], k[], v[] (1 to 8 sets: rotating the inputs, so that caches do not flatter);
+ *  every run writes out. Synchronises. STOF_ERR_ARG for counts out of range; whatever
+ *  stof_attn_plan_run returns (naming a wrong tensor) otherwise. Runs without a modifier's
+ *  tensor: a T5-bias plan (which needs its table) fails with that error. */
 stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_tensor *const *k,
                                 stof_tensor *const *v, int nset, stof_tensor *out, int64_t reps,
-                                double warmup_ms, float *ts);
+                                double warmup_ms, float *ts, float *median_ms);
 void stof_attn_plan_free(stof_attn_plan *p);
 
 /* ---------------------------------------------------------------- intrinsics */

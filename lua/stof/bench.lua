@@ -256,10 +256,14 @@ local function check_options(o)
   if tile and tile ~= 32 and tile ~= 64 and tile ~= 128 then
     raise("ValueError", "tile must be 32, 64 or 128, got %d", tile)
   end
+  local lim = stof.attention_time_limits
   local warmup_ms = int_field(o, "warmup_ms", 0, 0)
-  if warmup_ms > 60000 then raise("ValueError", "warmup_ms = %d (at most 60000)", warmup_ms) end
-  return d, dtype, {kernel = kernel, tile = tile}, int_field(o, "reps", 30, 1), int_field(o, "check_rows", 16, 2),
-    warmup_ms
+  if warmup_ms > lim.max_warmup_ms then
+    raise("ValueError", "warmup_ms = %d (at most %d)", warmup_ms, lim.max_warmup_ms)
+  end
+  local reps = int_field(o, "reps", 30, 1)
+  if reps > lim.max_reps then raise("ValueError", "reps = %d (at most %d)", reps, lim.max_reps) end
+  return d, dtype, {kernel = kernel, tile = tile}, reps, int_field(o, "check_rows", 16, 2), warmup_ms
 end
 
 local function as_mask(mask, d)

@@ -528,3 +528,53 @@ void engine_drops_the_selectors_format_for_another_tile(void **state) {
   stof_attn_plan_free(plan);
   stof_mask_free(m);
 }
+
+/* Sliding on Hopper at S = 8192: the plan takes the query shift (its own, shifted copy of the
+ * format, made from the tile-64 format the engine built on the GPU), and the engine's GPU cache
+ * then holds nothing (the unshifted format dropped, as for another tile); a plan without the
+ * shift builds it again and keeps it. Both plans' outputs match the CPU's. Skips where the GPU
+ * is not compute capability 9.0. */
+void engine_drops_the_unshifted_format(void **state) {
+  fg_fixture *f = fg_gpu(state);
+  stof_ctx *ctx = f->ctx;
+  stof_cuda_props props;
+  TU_OK(ctx, stof_cuda_props_get(ctx, &props));
+  if (props.cc_major != 9 || props.cc_minor != 0) {
+    print_message("skipping: compute capability %d.%d, the query shift is Hopper's (9.0)\n", props.cc_major,
+                  props.cc_minor);
+    skip();
+  }
+  TU_OK(ctx, stof_attn_engine_new(ctx, &f->e));
+  stof_attn_engine *e = f->e;
+  const int64_t B = 1, H = 2, D = 64, S = 8192;
+  stof_mask_cache *cpu = NULL;
+  kernels_format_gpu *gpu = NULL;
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "sliding", S, &m));
+  assert_true(stof_mask_format_gpu_supported(m));
+  stof_mask_format *f64 = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, m, B, H, S, S, 64, &f64));
+  size_t b64 = format_device_bytes(f64);
+  stof_attn_plan *plan = NULL, *plain = NULL;
+  TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, NULL, &plan));
+  assert_int_equal(stof_attn_plan_choice(plan)->tile, 64);
+  assert_int_equal(stof_attn_plan_choice(plan)->qshift, 32);
+  kernels_attn_engine_caches(e, &cpu, &gpu);
+  assert_non_null(gpu);
+  print_message("     %s at S = %lld, shifted: the engine's GPU cache holds %d format(s), %zu device bytes\n",
+                stof_mask_description(m), (long long)S, kernels_format_gpu_count(gpu),
+                kernels_format_gpu_device_bytes(gpu));
+  assert_int_equal(kernels_format_gpu_count(gpu), 0);
+  assert_int_equal(kernels_format_gpu_device_bytes(gpu), 0);
+  plan_matches_cpu(ctx, plan, m, B, H, S, D, 4400);
+  /* without the shift: the format built again and kept (the plan's own) */
+  TU_OK(ctx, stof_attn_plan_new(e, m, B, H, H, S, S, D, STOF_DTYPE_F16, &(stof_attn_opts){.qshift = -1}, &plain));
+  assert_int_equal(stof_attn_plan_choice(plain)->qshift, 0);
+  assert_int_equal(kernels_format_gpu_count(gpu), 1);
+  assert_int_equal(kernels_format_gpu_device_bytes(gpu), b64);
+  plan_matches_cpu(ctx, plain, m, B, H, S, D, 4401);
+  stof_attn_plan_free(plain);
+  stof_attn_plan_free(plan);
+  stof_mask_format_free(f64);
+  stof_mask_free(m);
+}

@@ -14,5 +14,6 @@ void gpu_format_build_times_against_cpu(void **state);
 void gpu_format_public_entry_cache_and_refusals(void **state);
 void engine_builds_long_sequence_formats_on_the_gpu(void **state);
 void engine_drops_the_selectors_format_for_another_tile(void **state);
+void engine_drops_the_unshifted_format(void **state);
 
 #endif

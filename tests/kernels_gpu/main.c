@@ -1107,24 +1107,29 @@ static void plan_time_times_and_rejects_bad_counts(void **state) {
   stof_tensor *q[2] = {p.dq, q2}, *k[2] = {p.dk, k2}, *v[2] = {p.dv, v2};
   stof_tensor *kb[2] = {p.dk, k100}, *vb[2] = {p.dv, k100};
   float ts[8];
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 0, out, 4, 0, ts), STOF_ERR_ARG, "0 input sets (1 to 8)");
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 9, out, 4, 0, ts), STOF_ERR_ARG, "9 input sets");
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 0, 0, ts), STOF_ERR_ARG, "reps = 0 (1 to 10^6)");
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, -1, ts), STOF_ERR_ARG, "warmup_ms = -1");
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 60001, ts), STOF_ERR_ARG, "warmup_ms = 60001");
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 0, NULL), STOF_ERR_ARG, "no times array");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 0, out, 4, 0, ts, NULL), STOF_ERR_ARG, "0 input sets (1 to 8)");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 9, out, 4, 0, ts, NULL), STOF_ERR_ARG, "9 input sets");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 0, 0, ts, NULL), STOF_ERR_ARG, "reps = 0 (1 to 1000000)");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, -1, ts, NULL), STOF_ERR_ARG, "warmup_ms = -1");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 60001, ts, NULL), STOF_ERR_ARG, "warmup_ms = 60001");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 4, 0, NULL, NULL), STOF_ERR_ARG, "no times array");
   /* nothing ran: out is still poison */
   expect_still_poison(ctx, out, "a rejected call");
   /* the second set's k and v are the wrong shape: the warm-up's second launch fails */
-  TU_ERR(ctx, stof_attn_plan_time(plan, q, kb, vb, 2, out, 4, 0, ts), STOF_ERR_SHAPE, "the plan is for");
+  TU_ERR(ctx, stof_attn_plan_time(plan, q, kb, vb, 2, out, 4, 0, ts, NULL), STOF_ERR_SHAPE, "the plan is for");
   for (int i = 0; i < 8; i++) ts[i] = -1.0f;
   struct timespec t0, t1, t2;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 0, ts));
+  float median = -1.0f;
+  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 0, ts, &median));
   clock_gettime(CLOCK_MONOTONIC, &t1);
   for (int i = 0; i < 8; i++)
     if (!(ts[i] > 0.0f && ts[i] < 1000.0f)) fail_msg("run %d: %g ms", i, (double)ts[i]);
-  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 200, ts));
+  /* the median: the upper middle of the 8 runs, ts left in run order */
+  int below = 0, above = 0, equal = 0;
+  for (int i = 0; i < 8; i++) below += ts[i] < median, above += ts[i] > median, equal += ts[i] == median;
+  if (!equal || below > 4 || above > 3) fail_msg("median %g: %d runs below, %d above", (double)median, below, above);
+  TU_OK(ctx, stof_attn_plan_time(plan, q, k, v, 2, out, 8, 200, ts, NULL));
   clock_gettime(CLOCK_MONOTONIC, &t2);
   double plain = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
   double warm = (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) * 1e-6;
@@ -1489,6 +1494,7 @@ int main(void) {
       FORMAT_GPU_TEST(gpu_format_public_entry_cache_and_refusals),
       FORMAT_GPU_TEST(engine_builds_long_sequence_formats_on_the_gpu),
       FORMAT_GPU_TEST(engine_drops_the_selectors_format_for_another_tile),
+      FORMAT_GPU_TEST(engine_drops_the_unshifted_format),
 #undef FORMAT_GPU_TEST
 #define GEMM_GPU_TEST(name) cmocka_unit_test_setup_teardown(name, gemm_gpu_setup, gemm_gpu_teardown)
       GEMM_GPU_TEST(gemm_plan_and_run_errors),

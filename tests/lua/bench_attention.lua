@@ -170,6 +170,12 @@ U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = -1}) end, "
          "warmup_ms = -1 (at least 0)")
 U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = 60001}) end, "ValueError",
          "warmup_ms = 60001 (at most 60000)")
+U.raises(function() bench.attention(M.causal(), {S = 64, reps = 1000001}) end, "ValueError",
+         "reps = 1000001 (at most 1000000)")
+-- the limits the front ends check are stof_attn_plan_time's (kernels.h)
+assert(stof.attention_time_limits.max_warmup_ms == 60000)
+assert(stof.attention_time_limits.max_reps == 1000000)
+assert(stof.attention_time_limits.max_sets == 8)
 U.raises(function() bench.attention(M.causal(), {S = 64, warmup_ms = 0.5}) end, "TypeError",
          "warmup_ms must be an integer")
 U.raises(function() bench.attention(M.causal(), {B = 2}) end, "ValueError", "stof.bench.attention: give S")

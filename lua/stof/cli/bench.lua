@@ -71,7 +71,10 @@ local OPTIONS = {
   ["--reps"] = set_int("reps"),
   ["--warmup-ms"] = function(o, v, name)
     local n = math.tointeger(tonumber(v))
-    if not n or n < 0 or n > 60000 then fail("%s: expected an integer from 0 to 60000, got '%s'", name, tostring(v)) end
+    local most = stof.attention_time_limits.max_warmup_ms
+    if not n or n < 0 or n > most then
+      fail("%s: expected an integer from 0 to %d, got '%s'", name, most, tostring(v))
+    end
     o.warmup_ms = n
   end,
   ["--check-rows"] = function(o, v, name)
