@@ -17,7 +17,7 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
- *                   noorder,halfskip,key64,nokey64,noqshift]
+ *                   noorder,nogroup,halfskip,key64,nokey64,noqshift]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warmup-ms 0]
  *                   [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
@@ -27,7 +27,9 @@
  * producer / by cp.async: stof_attn_opts.tma = 1 / -1), plainmask (auto, but partial tiles
  * masked from the bitmap with no half skip: stof_attn_opts.rowmask = halfskip = -1, the
  * Hopper kernel before the thirteenth session), noorder (auto, each (b, h)'s tile-rows
- * launched last first even where some are far longer: stof_attn_opts.order = -1), halfskip
+ * launched last first even where some are far longer: stof_attn_opts.order = -1), nogroup
+ * (auto, but the other tile-rows (b, h) by (b, h), not longest first over groups of pairs:
+ * stof_attn_opts.order_group = 1, the rule before session 23), halfskip
  * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1),
  * key64 (D 64 at tile 128 in 64-key steps, forced: stof_attn_opts.key64 = 1, tile 128),
  * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1),
@@ -309,6 +311,7 @@ int main(int argc, char **argv) {
           o.tma = tma ? 1 : cpasync ? -1 : 0;
           if (!strcmp(kernels[ki], "plainmask")) o.rowmask = o.halfskip = -1;
           if (!strcmp(kernels[ki], "noorder")) o.order = -1;
+          if (!strcmp(kernels[ki], "nogroup")) o.order_group = 1;
           if (!strcmp(kernels[ki], "halfskip")) o.halfskip = 1;
           if (!strcmp(kernels[ki], "nokey64")) o.key64 = -1;
           if (!strcmp(kernels[ki], "noqshift")) o.qshift = -1;
@@ -398,6 +401,7 @@ int main(int argc, char **argv) {
           json_object_set_new(j, "split_rows", json_integer(c->split_rows));
           json_object_set_new(j, "split_chunks", json_integer(c->split_chunks));
           json_object_set_new(j, "qshift", json_integer(c->qshift));
+          json_object_set_new(j, "order_group", json_integer(c->order_group > 1 ? c->order_group : 1));
           json_object_set_new(j, "format_ms", json_real(fmt_ms));
           json_object_set_new(j, "format_mb", json_real(fmt_mb));
           json_object_set_new(j, "plan_format_mb", json_real((double)stof_attn_plan_format_bytes(plan) / 1048576.0));

@@ -491,6 +491,9 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: rowmask %d (1 on, -1 off, 0 the selector's)", o.rowmask);
   if (o.order < -1 || o.order > 0)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: order %d (-1 the default launch order, 0 the rule)", o.order);
+  if (o.order_group < 0)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: order_group %d (0 the rule's, N > 0 groups of N (b, h))",
+                          o.order_group);
   if (o.halfskip < -1 || o.halfskip > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: halfskip %d (1 on, -1 off, 0 the selector's)", o.halfskip);
   if (o.key64 < -1 || o.key64 > 1)
@@ -737,7 +740,8 @@ struct stof_attn_plan {
   size_t split_table_bytes, split_ws_bytes;
   int32_t split_nchunk_max;
   int64_t split_off[5]; /* row_nchunk, chunk_ptr, chunk, srow_ptr, srow (int32 offsets) */
-  /* the launch order (choice.heavy_rows > 0, no split): its table on the device */
+  /* the launch order (choice.heavy_rows > 0 or order_group > 1, no split): its table on the
+   * device */
   uint64_t d_order;
 };
 
@@ -760,9 +764,12 @@ _Static_assert(sizeof(attn_split_args) == 56, "split_t is 56 bytes");
 /* The kernels' order_t (attention_block_sm90.cu, STOF_SM90_ORDER), by value. */
 typedef struct attn_order_args {
   uint64_t row;
-  int32_t nheavy;
+  int32_t nheavy, group;
 } attn_order_args;
 _Static_assert(sizeof(attn_order_args) == 16, "order_t is 16 bytes");
+
+/* Whether a choice launches its tile-rows from an order table (STOF_SM90_ORDER). */
+static int uses_order(const stof_attn_choice *c) { return c->heavy_rows > 0 || c->order_group > 1; }
 
 stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
   *out = NULL;
@@ -825,7 +832,7 @@ int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtyp
   if (hopper && c->qshift) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QSHIFT=%d", c->qshift);
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
-  else if (hopper && c->heavy_rows) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
+  else if (hopper && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
   return nopt;
 }
 
@@ -1132,19 +1139,23 @@ static void choose_nopartial(const stof_mask_format *f, stof_attn_choice *c) {
 }
 
 /* The launch order of a Hopper choice that splits nothing (f at its tile): c->heavy_rows and
- * the why set, *ord's table owned by the caller (none where the default order stays). */
-static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, const stof_attn_opts *o, stof_attn_choice *c,
-                                kernels_attn_order *ord) {
+ * the why set, *ord's table owned by the caller (none where the default order stays). BH
+ * (the plan's B x H) and D bound the groups (kernels_attn_order_group_max). */
+static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, int64_t BH, int64_t D,
+                                const stof_attn_opts *o, stof_attn_choice *c, kernels_attn_order *ord) {
   memset(ord, 0, sizeof *ord);
-  c->heavy_rows = 0;
+  c->heavy_rows = 0, c->order_group = 0;
   if (!c->hopper || f->T != c->tile) return STOF_OK;
   if (o->order < 0) {
     snprintf(ord->why, sizeof ord->why, "last tile-row first (asked for)");
   } else {
-    stof_status st = kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, ord);
+    int64_t gmax = o->order_group > 0 ? (o->order_group < BH ? o->order_group : BH)
+                                      : kernels_attn_order_group_max(BH, f->Sk, D, c->tile);
+    stof_status st = kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, gmax, o->order_group > 0, ord);
     if (st) return st;
   }
   c->heavy_rows = ord->nheavy;
+  c->order_group = ord->table && ord->group > 1 ? ord->group : 0;
   size_t n = strlen(c->why);
   if (n + 2 < sizeof c->why) snprintf(c->why + n, sizeof c->why - n, "; %s", ord->why);
   return STOF_OK;
@@ -1165,7 +1176,7 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   int split = sp.nsplit > 0;
   kernels_attn_split_free(ctx, &sp);
   kernels_attn_order ord = {0};
-  if (!st && !split) st = choose_order(ctx, f, &o, c, &ord);
+  if (!st && !split) st = choose_order(ctx, f, B * H, D, &o, c, &ord);
   kernels_attn_order_free(ctx, &ord);
   stof_mask_format_free(fs);
   return st;
@@ -1203,12 +1214,12 @@ static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
 
 /* The launch order for a Hopper plan that splits nothing: the choice's heavy_rows and why,
  * the table on the device. Before get_variant, which compiles the kernel with
- * STOF_SM90_ORDER where heavy_rows > 0. */
+ * STOF_SM90_ORDER where heavy_rows > 0 or order_group > 1 (uses_order). */
 static stof_status plan_order(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
   stof_ctx *ctx = p->e->ctx;
   kernels_attn_order ord;
-  stof_status st = choose_order(ctx, f, o, &p->choice, &ord);
-  if (!st && ord.nheavy) st = upload(ctx, ord.table, sizeof *ord.table * ord.ntable, &p->d_order);
+  stof_status st = choose_order(ctx, f, p->B * p->H, p->D, o, &p->choice, &ord);
+  if (!st && uses_order(&p->choice)) st = upload(ctx, ord.table, sizeof *ord.table * ord.ntable, &p->d_order);
   kernels_attn_order_free(ctx, &ord);
   return st;
 }
@@ -1500,13 +1511,13 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
   /* the kernel's split_t or order_t, by value, after the modifier (neither: none) */
   attn_split_args sa = {0};
-  attn_order_args oa = {p->d_order, p->choice.heavy_rows};
+  attn_order_args oa = {p->d_order, p->choice.heavy_rows, p->choice.order_group > 1 ? p->choice.order_group : 1};
   if (p->choice.split_rows) {
     uint64_t *tab[5] = {&sa.row_nchunk, &sa.chunk_ptr, &sa.chunk, &sa.srow_ptr, &sa.srow};
     for (int i = 0; i < 5; i++) *tab[i] = p->d_split + 4 * (uint64_t)p->split_off[i];
     sa.ws = p->d_ws, sa.nchunk_max = p->split_nchunk_max;
   }
-  void *extra = p->choice.split_rows ? (void *)&sa : p->choice.heavy_rows ? (void *)&oa : NULL;
+  void *extra = p->choice.split_rows ? (void *)&sa : uses_order(&p->choice) ? (void *)&oa : NULL;
   void *args[21] = {&pq, &pk, &pv, &po, &p->row_ptr, &p->col_idx, &p->bmp_off, &p->bitmap,
                     &iB, &iH, &iHkv, &iSq, &iSk, &mb, &mh, &scale, &l, &ma};
   int na = 18;

@@ -206,6 +206,35 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
  * instance's mean tiles and KERNELS_ORDER_MIN_TILES. */
 #define KERNELS_ORDER_MEAN_FACTOR 3
 #define KERNELS_ORDER_MIN_TILES 8
+/* The other rows, head by head and last first, leave the launch's last (b, h) pairs running
+ * their long rows after every other pair is done where rows differ in length (causal:
+ * 1 .. nrow tiles; document: its documents' lengths; BigBird's random blocks). Launched
+ * longest first over a group of G pairs at a time (their rank-k rows, pair by pair, then rank
+ * k + 1: list scheduling, longest first), the long rows start early and the short ones fill
+ * the end. A group's K and V should stay in L2 while its rows run (every row of a causal
+ * head reads its prefix of them), hence G pairs whose K and V take at most
+ * KERNELS_ORDER_L2_BYTES (half the 50 MB L2 of an H100 or H200). A simulation of the launch
+ * (528 slots, a tile-row costing its tiles plus 2, bench/NOTES-attention.md session 23)
+ * gave causal at 8 x 12 x 1024, tile 64, 42 -> 33 units and document 35 -> 28; at 16 x 12 x
+ * 2048 237 -> 217 and 173 -> 161. Measured on an H200 (bench/results/s23/call3, against
+ * groups of 1 in one process): at tile 64 causal D 64 0.90x (8 x 1024) and 0.97x (16 x 2048),
+ * BigBird at 8 x 1024 0.95x (D 64) and 0.92x (D 128), document D 64 0.99-1.00x; at tile 128
+ * (the D 128 ping-pong, one CTA an SM, and key64) causal 1.02-1.06x and document 1.03-1.07x
+ * at D 128, causal D 64 key64 0.99x: so tile 64 only (the rows of a (b, h) running together
+ * there keep its K and V hot better than the group does). Taken where the other rows' tile
+ * counts span at least KERNELS_ORDER_GROUP_SPREAD (so not for dense, sliding or longformer's
+ * window rows). */
+#define KERNELS_ORDER_GROUP_SPREAD 4
+#define KERNELS_ORDER_L2_BYTES ((int64_t)24 << 20)
+
+int64_t kernels_attn_order_group_max(int64_t BH, int64_t Sk, int64_t D, int T) {
+  if (BH < 1 || Sk < 1 || D < 1 || T > 64) return 1;
+  /* K and V of one pair, 2-byte elements (as if every query head had its own: GQA shares) */
+  int64_t kv;
+  if (!mul_ok(Sk, D, &kv) || !mul_ok(kv, 4, &kv)) return 1;
+  int64_t g = KERNELS_ORDER_L2_BYTES / kv;
+  return g < 1 ? 1 : g > BH ? BH : g;
+}
 
 void kernels_attn_order_free(stof_ctx *ctx, kernels_attn_order *o) {
   if (!o) return;
@@ -225,36 +254,53 @@ static int key_down(const void *a, const void *b) {
 }
 
 stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
-                                    kernels_attn_order *out) {
+                                    int64_t group_max, int group_forced, kernels_attn_order *out) {
   memset(out, 0, sizeof *out);
+  out->group = 1;
   if (nmask <= 0 || nrow <= 0)
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: launch order of %d instances x %d rows", nmask, nrow);
   /* the most heavy rows of an instance: the kernel launches that many rows of every (b, h)
-   * first; an instance with fewer fills the rest with its other rows, in their order */
-  int64_t nh = 0, most = 0;
+   * first; an instance with fewer fills the rest with its other rows, in their order. The
+   * other rows' tile counts (lo .. hi over every instance) decide the grouping. */
+  int64_t nh = 0, most = 0, lo = INT64_MAX, hi = 0;
   for (int32_t m = 0; m < nmask; m++) {
     const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
     int64_t total = (int64_t)rp[nrow] - rp[0], k = 0;
     for (int32_t r = 0; r < nrow; r++) {
       int64_t n = (int64_t)rp[r + 1] - rp[r];
       if (n > most) most = n;
-      k += order_heavy(n, total, nrow);
+      if (order_heavy(n, total, nrow)) {
+        k++;
+      } else {
+        if (n < lo) lo = n;
+        if (n > hi) hi = n;
+      }
     }
     if (k > nh) nh = k;
   }
-  if (nh == 0) {
-    snprintf(out->why, sizeof out->why, "last tile-row first (none has %dx its mean tiles and >= %d)",
-             KERNELS_ORDER_MEAN_FACTOR, KERNELS_ORDER_MIN_TILES);
+  int spread = hi >= lo && hi - lo >= KERNELS_ORDER_GROUP_SPREAD;
+  int64_t group = group_max > 1 && (spread || group_forced) ? group_max : 1;
+  if (group > INT32_MAX) group = INT32_MAX;
+  char gwhy[112] = "";
+  if (group > 1)
+    snprintf(gwhy, sizeof gwhy, "longest first, %lld (b, h) at a time (%lld .. %lld tiles%s)", (long long)group,
+             (long long)(hi >= lo ? lo : 0), (long long)hi, group_forced ? ", asked for" : "");
+  if (nh == 0 && group == 1) {
+    snprintf(out->why, sizeof out->why, "last tile-row first (none has %dx its mean tiles and >= %d; %s)",
+             KERNELS_ORDER_MEAN_FACTOR, KERNELS_ORDER_MIN_TILES,
+             group_forced ? "one (b, h) at a time, asked for"
+             : spread     ? "one (b, h) at a time: groups need tile 64 or less, a pair's K and V within 24 MB"
+                          : "rows of about equal length");
     return STOF_OK;
   }
   int64_t nt;
   if (!mul_ok(nmask, nrow, &nt) || (uint64_t)nt > SIZE_MAX / sizeof *out->table)
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: launch order of %d x %d tile-rows", nmask, nrow);
   int32_t *t = stof_ctx_alloc(ctx, sizeof *t * (size_t)nt);
-  int64_t *key = stof_ctx_alloc(ctx, sizeof *key * (size_t)nh);
+  int64_t *key = stof_ctx_alloc(ctx, sizeof *key * (size_t)nrow);
   if (!t || !key) {
     stof_ctx_dealloc(ctx, t, t ? sizeof *t * (size_t)nt : 0);
-    stof_ctx_dealloc(ctx, key, key ? sizeof *key * (size_t)nh : 0);
+    stof_ctx_dealloc(ctx, key, key ? sizeof *key * (size_t)nrow : 0);
     return STOF_ERR_NOMEM;
   }
   for (int32_t m = 0; m < nmask; m++) {
@@ -270,16 +316,35 @@ stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
     qsort(key, (size_t)h, sizeof *key, key_down);
     for (int64_t i = 0; i < h; i++) row[i] = INT32_MAX - (int32_t)(key[i] & INT32_MAX);
     int64_t l = h;
-    /* the others as before: last first */
-    for (int32_t r = nrow - 1; r >= 0; r--)
-      if (!order_heavy((int64_t)rp[r + 1] - rp[r], total, nrow)) row[l++] = r;
+    if (group > 1) {
+      /* the others longest first, ties the higher row first (the default order's): keys
+       * n 2^31 + r, sorted down */
+      int64_t o = 0;
+      for (int32_t r = 0; r < nrow; r++) {
+        int64_t n = (int64_t)rp[r + 1] - rp[r];
+        if (!order_heavy(n, total, nrow)) key[o++] = n * ((int64_t)1 << 31) + r;
+      }
+      qsort(key, (size_t)o, sizeof *key, key_down);
+      for (int64_t i = 0; i < o; i++) row[l++] = (int32_t)(key[i] & INT32_MAX);
+    } else {
+      /* the others as before: last first */
+      for (int32_t r = nrow - 1; r >= 0; r--)
+        if (!order_heavy((int64_t)rp[r + 1] - rp[r], total, nrow)) row[l++] = r;
+    }
   }
-  stof_ctx_dealloc(ctx, key, sizeof *key * (size_t)nh);
+  stof_ctx_dealloc(ctx, key, sizeof *key * (size_t)nrow);
   out->table = t;
   out->ntable = (size_t)nt;
   out->nheavy = (int32_t)nh;
-  snprintf(out->why, sizeof out->why,
-           "%lld long tile-row%s a (b, h) launched first (>= %dx the mean tiles; the longest %lld)", (long long)nh,
-           nh > 1 ? "s" : "", KERNELS_ORDER_MEAN_FACTOR, (long long)most);
+  out->group = (int32_t)group;
+  if (nh && group > 1)
+    snprintf(out->why, sizeof out->why, "%lld long tile-row%s a (b, h) launched first (>= %dx the mean tiles; the "
+             "longest %lld), then the others %s", (long long)nh, nh > 1 ? "s" : "", KERNELS_ORDER_MEAN_FACTOR,
+             (long long)most, gwhy);
+  else if (nh)
+    snprintf(out->why, sizeof out->why, "%lld long tile-row%s a (b, h) launched first (>= %dx the mean tiles; the "
+             "longest %lld)", (long long)nh, nh > 1 ? "s" : "", KERNELS_ORDER_MEAN_FACTOR, (long long)most);
+  else
+    snprintf(out->why, sizeof out->why, "tile-rows %s", gwhy);
   return STOF_OK;
 }

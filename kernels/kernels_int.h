@@ -314,17 +314,25 @@ int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_cho
 /* The launch order of a Hopper plan's tile-rows (STOF_SM90_ORDER in attention_block_sm90.cu;
  * the rule in kernels/attention_split.c): per instance m its nrow rows at table[m * nrow]:
  * its rows of at least 3x the instance's mean tiles (and 8), longest first, then its other
- * rows last first (the default order); the first nheavy of every instance (nheavy: the most
- * heavy rows of one instance) are launched before any other row of any (b, h). nheavy == 0
- * and no table: the default order (why says why). Owned table. */
+ * rows last first (the default order), or longest first where they are grouped. The first
+ * nheavy of every instance (nheavy: the most heavy rows of one instance) are launched before
+ * any other row of any (b, h); then the others `group` (b, h) pairs at a time: the group's
+ * rank-k rows pair by pair, then rank k + 1 (group 1: pair by pair, each its rows in table
+ * order). Grouped (group = group_max) where group_max > 1 and the other rows' tile counts span
+ * at least 4 or group_forced (group_max: kernels_attn_order_group_max, the pairs whose K and
+ * V fit 24 MB of L2, or what stof_attn_opts.order_group asks for).
+ * nheavy == 0, group 1 and no table: the default order (why says why). Owned table. */
 typedef struct kernels_attn_order {
-  int32_t nheavy;
+  int32_t nheavy, group;
   int32_t *table;
   size_t ntable;
-  char why[160];
+  char why[256];
 } kernels_attn_order;
 stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32_t nmask, int32_t nrow,
-                                    kernels_attn_order *out);
+                                    int64_t group_max, int group_forced, kernels_attn_order *out);
+/* The most (b, h) pairs of B x H = BH whose K and V (Sk x D each, 2-byte elements, as if no
+ * pair shared them) fit 24 MB: 1 .. BH; 1 at tiles above 64 (measured slower there). */
+int64_t kernels_attn_order_group_max(int64_t BH, int64_t Sk, int64_t D, int T);
 void kernels_attn_order_free(stof_ctx *ctx, kernels_attn_order *o);
 
 /* The non-empty 128-tiles of a tile-64 format (the work of key64, kernels/attention.c): from

@@ -71,11 +71,11 @@ static slua_engine *push_engine(lua_State *L, const char *fname) {
   return h;
 }
 
-static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "key64", "qshift", NULL};
-static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "key64", "qshift", "gpu",
+static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", NULL};
+static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", "gpu",
                                                "mod", "softcap", "buckets", "max_distance", "bidirectional", NULL};
 /* stof.attention's options: opt_keys and the score modifiers'; te.attention's */
-static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "key64", "qshift", "bias",
+static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", "bias",
                                             "buckets", "max_distance", "bidirectional", "alibi", "softcap", NULL};
 static const char *const te_opt_keys[] = {"scale", "bias", "buckets", "max_distance", "bidirectional", "alibi",
                                           "softcap", NULL};
@@ -165,8 +165,8 @@ static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname, const
     if (!found) slua_error(L, "ValueError", "%s: kernel must be \"auto\", \"block\" or \"row\"", fname);
   }
   lua_pop(L, 1);
-  static const char *const ints[] = {"tile", "warps", "stages", "split", "order", "key64", "qshift"};
-  int *dst[] = {&o.tile, &o.warps, &o.stages, &o.split, &o.order, &o.key64, &o.qshift};
+  static const char *const ints[] = {"tile", "warps", "stages", "split", "order", "order_group", "key64", "qshift"};
+  int *dst[] = {&o.tile, &o.warps, &o.stages, &o.split, &o.order, &o.order_group, &o.key64, &o.qshift};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (lua_getfield(L, idx, ints[i]) != LUA_TNIL) {
       if (!lua_isinteger(L, -1)) slua_error(L, "TypeError", "%s: option %s must be an integer", fname, ints[i]);
@@ -435,6 +435,8 @@ static void push_choice(lua_State *L, const stof_attn_choice *c) {
   lua_setfield(L, -2, "qshift");
   lua_pushinteger(L, (lua_Integer)c->heavy_rows);
   lua_setfield(L, -2, "heavy_rows");
+  lua_pushinteger(L, (lua_Integer)(c->order_group > 1 ? c->order_group : 1));
+  lua_setfield(L, -2, "order_group");
   lua_pushinteger(L, (lua_Integer)c->split_rows);
   lua_setfield(L, -2, "split_rows");
   lua_pushinteger(L, (lua_Integer)c->split_chunks);

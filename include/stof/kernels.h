@@ -389,9 +389,13 @@ typedef struct stof_attn_opts {
                               -1 never, N > 0 every tile-row of more than N tiles in chunks
                               of at most N (an error where the Hopper kernel is not chosen) */
   int order;               /* Hopper kernel, no split: 0 the automatic rule (tile-rows of >= 3x
-                              their mask's mean tiles launched before all others,
-                              kernels/attention_split.c), -1 the default order (last row of
-                              each (b, h) first) */
+                              their mask's mean tiles launched before all others, the other
+                              rows longest first over groups of (b, h) pairs where their
+                              lengths differ; kernels/attention_split.c), -1 the default
+                              order (last row of each (b, h) first) */
+  int order_group;         /* with order 0: 0 the rule's groups, N > 0 groups of N (b, h)
+                              pairs (at most B x H), 1 (b, h) by (b, h) (the rule before
+                              session 23) */
   int qshift;              /* Hopper kernel at tile 64: 0 the rule (kernels/attention.c,
                               choose_qshift), 1 the query tiles moved up by 32 rows
                               (STOF_SM90_QSHIFT; an error where it cannot run), -1 not */
@@ -438,6 +442,10 @@ typedef struct stof_attn_choice {
                         split, not by stof_attention_select */
   int heavy_rows;    /* hopper with STOF_SM90_ORDER=1: tile-rows a (b, h) launched before all
                         others (long ones); set with the split, not by stof_attention_select */
+  int order_group;   /* hopper with STOF_SM90_ORDER=1: the other tile-rows launched longest
+                        first over groups of this many (b, h) pairs (where rows differ in
+                        length); 0 or 1: (b, h) by (b, h), each its rows last first; set
+                        with the split, not by stof_attention_select */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
   /* Heavy tile-rows split (a plan's decision; the selector leaves them 0): tile-rows over all

@@ -1196,7 +1196,7 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
   assert_non_null(src);
   assert_non_null(hsrc[0]);
   assert_non_null(strstr(src, "stof_attn_block_fwd_sm90"));
-  static const char *const cases[][9] = {
+  static const char *const cases[][11] = {
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=0", "", ""},
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_TILE_M=128", "-DSTOF_BF16=0", "-DSTOF_SM90_TMA=1", "", ""},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=128", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=1", "", ""},
@@ -1248,12 +1248,18 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
        "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_QSHIFT=32", "-DSTOF_SM90_ORDER=1"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
        "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_QSHIFT=32", "-DSTOF_SM90_SPLIT=2"},
+      /* the grouped launch order (causal, document) as the engine compiles it: the D 128
+       * ping-pong at tile 128, and D 64 at tile 128 in 64-key steps */
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=0", "-DSTOF_TILE_M=128", "-DSTOF_STAGES=3", "-DSTOF_SM90_PINGPONG=1",
+       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_ORDER=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=128", "-DSTOF_STAGES=2", "-DSTOF_SM90_PINGPONG=0",
+       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0", "-DSTOF_MIN_BLOCKS=2", "-DSTOF_SM90_KEY64=1", "-DSTOF_SM90_ORDER=1"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *cubin = NULL;
     size_t size = 0;
     int nopt = 0;
-    while (nopt < 9 && cases[k][nopt] && cases[k][nopt][0]) nopt++;
+    while (nopt < 11 && cases[k][nopt] && cases[k][nopt][0]) nopt++;
     stof_status st = stof_cuda_compile_ex(ctx, src, "attention_block_sm90.cu", "sm_90a", nopt, cases[k], 1,
                                           hname, hsrc, &cubin, &size);
     if (st) fail_msg("%s %s %s %s %s %s: %s", cases[k][0], cases[k][1], cases[k][2], cases[k][3], cases[k][4],

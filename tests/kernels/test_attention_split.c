@@ -362,7 +362,7 @@ static void order_rule_puts_longformer_global_rows_first(void **state) {
   TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &m));
   TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 64, &f));
   kernels_attn_order o;
-  TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, &o));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 1, 0, &o));
   assert_int_equal(o.nheavy, 1);
   assert_int_equal(o.ntable, 64);
   assert_int_equal(o.table[0], 0);
@@ -380,7 +380,7 @@ static void order_rule_puts_longformer_global_rows_first(void **state) {
   for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
     TU_OK(ctx, stof_mask_suite(ctx, none[i], 4096, &m));
     TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 64, &f));
-    TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, &o));
+    TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 1, 0, &o));
     if (o.nheavy || o.table) fail_msg("%s: %d rows first", none[i], o.nheavy);
     assert_non_null(strstr(o.why, "last tile-row first (none has 3x its mean tiles"));
     stof_mask_format_free(f);
@@ -398,7 +398,7 @@ static void order_rule_on_made_up_rows(void **state) {
    * 28.7): 12, 2, 9 first, then 15 .. 0 without them */
   int32_t rp[17] = {0};
   for (int r = 0; r < 16; r++) rp[r + 1] = rp[r] + (r == 12 ? 60 : r == 2 || r == 9 ? 40 : 1);
-  TU_OK(ctx, kernels_attn_order_plan(ctx, rp, 1, 16, &o));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp, 1, 16, 1, 0, &o));
   static const int32_t want[16] = {12, 2, 9, 15, 14, 13, 11, 10, 8, 7, 6, 5, 4, 3, 1, 0};
   assert_int_equal(o.nheavy, 3);
   for (int k = 0; k < 16; k++) assert_int_equal(o.table[k], want[k]);
@@ -410,7 +410,7 @@ static void order_rule_on_made_up_rows(void **state) {
   memcpy(rp2, rp, sizeof rp);
   rp2[17] = rp[16];
   for (int r = 0; r < 16; r++) rp2[17 + r + 1] = rp2[17 + r] + (r == 5 ? 60 : 1);
-  TU_OK(ctx, kernels_attn_order_plan(ctx, rp2, 2, 16, &o));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp2, 2, 16, 1, 0, &o));
   assert_int_equal(o.nheavy, 3);
   for (int k = 0; k < 16; k++) assert_int_equal(o.table[k], want[k]);
   static const int32_t want2[16] = {5, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 4, 3, 2, 1, 0};
@@ -419,7 +419,7 @@ static void order_rule_on_made_up_rows(void **state) {
   kernels_attn_order_free(ctx, &o);
   /* the same two counts: both instances ordered, each by its own rows */
   for (int r = 0; r < 16; r++) rp2[17 + r + 1] = rp2[17 + r] + (r == 5 ? 60 : r == 0 || r == 7 ? 45 : 1);
-  TU_OK(ctx, kernels_attn_order_plan(ctx, rp2, 2, 16, &o));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp2, 2, 16, 1, 0, &o));
   assert_int_equal(o.nheavy, 3);
   assert_int_equal(o.table[16], 5);
   assert_int_equal(o.table[17], 0);
@@ -429,18 +429,210 @@ static void order_rule_on_made_up_rows(void **state) {
   /* under the floor of 8 tiles: a lone row of 7 in 16 empty ones is not moved */
   int32_t rp3[17] = {0};
   for (int r = 0; r < 16; r++) rp3[r + 1] = rp3[r] + (r == 3 ? 7 : 0);
-  TU_OK(ctx, kernels_attn_order_plan(ctx, rp3, 1, 16, &o));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp3, 1, 16, 1, 0, &o));
   assert_int_equal(o.nheavy, 0);
   /* an allocation that fails: STOF_ERR_NOMEM, nothing kept (tu_ctx_free checks for leaks) */
   for (int k = 1; k <= 2; k++) { /* the table, then the sort's keys */
     heap.fail_at = heap.nalloc + k;
-    assert_int_equal(kernels_attn_order_plan(ctx, rp, 1, 16, &o), STOF_ERR_NOMEM);
+    assert_int_equal(kernels_attn_order_plan(ctx, rp, 1, 16, 1, 0, &o), STOF_ERR_NOMEM);
     assert_null(o.table);
     assert_int_equal(o.nheavy, 0);
     stof_ctx_clear_error(ctx);
     heap.fail_at = 0;
   }
   tu_ctx_free(ctx, &heap);
+}
+
+/* The grouped order's table (kernels_attn_order_plan with group > 1): every row once per
+ * instance; the long rows first as check_order says; then the others by tile count, longest
+ * first, ties the higher row first. */
+static void check_grouped(const kernels_attn_order *o, const int32_t *row_ptr, int32_t nmask, int32_t nrow) {
+  assert_true(o->group > 1);
+  assert_non_null(o->table);
+  for (int32_t m = 0; m < nmask; m++) {
+    const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1), *row = o->table + (int64_t)m * nrow;
+    char *seen = calloc((size_t)nrow, 1);
+    assert_non_null(seen);
+    for (int32_t k = 0; k < nrow; k++) {
+      int32_t r = row[k];
+      assert_true(r >= 0 && r < nrow && !seen[r]);
+      seen[r] = 1;
+      if (long_row(rp, nrow, r)) assert_true(k < o->nheavy);
+      if (k == 0) continue;
+      int32_t p = row[k - 1];
+      int64_t n = rp[r + 1] - rp[r], np = rp[p + 1] - rp[p];
+      if (long_row(rp, nrow, r))
+        assert_true(long_row(rp, nrow, p) && (np > n || (np == n && p < r)));
+      else if (!long_row(rp, nrow, p)) /* the others longest first, ties the higher row first */
+        assert_true(np > n || (np == n && p > r));
+    }
+    free(seen);
+  }
+}
+
+/* The grouped order's rule: the most (b, h) whose K and V fit 24 MB, at tile 64 or less
+ * (kernels_attn_order_group_max); causal's and document's rows grouped longest first, with
+ * the why naming the group and the span; dense, sliding and longformer's window rows (spans
+ * under 4 tiles) not grouped unless asked for; longformer's global row first, then grouped
+ * rows where the others differ; a group bound of 1 (a long sequence) leaves the order as
+ * before. */
+static void order_rule_groups_rows_of_unequal_length(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  /* 24 MB over K + V of Sk x D x 2 bytes each */
+  assert_int_equal(kernels_attn_order_group_max(96, 1024, 64, 64), 96);   /* 256 KB a pair */
+  assert_int_equal(kernels_attn_order_group_max(192, 2048, 64, 64), 48);  /* 512 KB */
+  assert_int_equal(kernels_attn_order_group_max(192, 4096, 128, 64), 12); /* 2 MB */
+  assert_int_equal(kernels_attn_order_group_max(32, 32768, 128, 64), 1);  /* 16 MB */
+  assert_int_equal(kernels_attn_order_group_max(5, 16, 16, 32), 5);       /* all of B x H */
+  assert_int_equal(kernels_attn_order_group_max(0, 1024, 64, 64), 1);
+  assert_int_equal(kernels_attn_order_group_max(8, INT64_MAX / 2, 64, 64), 1); /* overflow: 1 */
+  assert_int_equal(kernels_attn_order_group_max(96, 1024, 64, 128), 1);     /* tile 128: none */
+  kernels_attn_order o;
+  stof_mask *m = NULL;
+  stof_mask_format *f = NULL;
+  /* causal at 1024, tile 64: rows of 1 .. 16 tiles, longest (the last) first */
+  TU_OK(ctx, stof_mask_causal(ctx, &m));
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 1024, 1024, 64, &f));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 96, 0, &o));
+  assert_int_equal(o.nheavy, 0);
+  assert_int_equal(o.group, 96);
+  for (int k = 0; k < 16; k++) assert_int_equal(o.table[k], 15 - k);
+  check_grouped(&o, f->row_ptr, f->nmask, f->nrow);
+  assert_string_equal(o.why, "tile-rows longest first, 96 (b, h) at a time (1 .. 16 tiles)");
+  kernels_attn_order_free(ctx, &o);
+  /* the same with a bound of 1: the default order, the why saying why */
+  TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 1, 0, &o));
+  assert_null(o.table);
+  assert_int_equal(o.group, 1);
+  assert_non_null(strstr(o.why, "; one (b, h) at a time: groups need tile 64 or less, a pair's K and V within 24 MB)"));
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  /* document at 2048: ties among a document's rows, the higher row first */
+  TU_OK(ctx, stof_mask_suite(ctx, "document", 2048, &m));
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 2048, 2048, 64, &f));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 48, 0, &o));
+  assert_int_equal(o.nheavy, 0);
+  assert_int_equal(o.group, 48);
+  check_grouped(&o, f->row_ptr, f->nmask, f->nrow);
+  assert_non_null(strstr(o.why, "tile-rows longest first, 48 (b, h) at a time ("));
+  kernels_attn_order_free(ctx, &o);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  /* rows of about equal length: no table, unless asked for (then grouped all the same) */
+  static const char *const equal[] = {"dense", "sliding", "causal_sliding"};
+  for (size_t i = 0; i < sizeof equal / sizeof equal[0]; i++) {
+    TU_OK(ctx, stof_mask_suite(ctx, equal[i], 4096, &m));
+    TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 64, &f));
+    TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 24, 0, &o));
+    if (o.table || o.group != 1) fail_msg("%s: grouped by %d", equal[i], o.group);
+    assert_non_null(strstr(o.why, "rows of about equal length"));
+    TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 5, 1, &o));
+    assert_int_equal(o.group, 5);
+    check_grouped(&o, f->row_ptr, f->nmask, f->nrow);
+    assert_non_null(strstr(o.why, " tiles, asked for)"));
+    kernels_attn_order_free(ctx, &o);
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  /* longformer: its global row first; its window rows (3-4 tiles) not grouped */
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &m));
+  TU_OK(ctx, stof_mask_format_build(ctx, m, 1, 1, 4096, 4096, 64, &f));
+  TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 24, 0, &o));
+  assert_int_equal(o.nheavy, 1);
+  assert_int_equal(o.group, 1);
+  check_order(&o, f->row_ptr, f->nmask, f->nrow);
+  kernels_attn_order_free(ctx, &o);
+  stof_mask_format_free(f);
+  stof_mask_free(m);
+  /* made up: 60 tiles at row 12, 40 at rows 2 and 9 (long), the others r % 7 + 1 (1 .. 7):
+   * the long ones first, then the others longest first */
+  int32_t rp[17] = {0};
+  for (int r = 0; r < 16; r++) rp[r + 1] = rp[r] + (r == 12 ? 60 : r == 2 || r == 9 ? 40 : r % 7 + 1);
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rp, 1, 16, 8, 0, &o));
+  static const int32_t want[16] = {12, 2, 9, 13, 6, 5, 11, 4, 10, 3, 15, 8, 1, 14, 7, 0};
+  assert_int_equal(o.nheavy, 3);
+  assert_int_equal(o.group, 8);
+  for (int k = 0; k < 16; k++) assert_int_equal(o.table[k], want[k]);
+  check_grouped(&o, rp, 1, 16);
+  assert_string_equal(o.why, "3 long tile-rows a (b, h) launched first (>= 3x the mean tiles; the longest 60), then "
+                             "the others longest first, 8 (b, h) at a time (1 .. 7 tiles)");
+  kernels_attn_order_free(ctx, &o);
+  /* allocations that fail: STOF_ERR_NOMEM, nothing kept */
+  for (int k = 1; k <= 2; k++) {
+    heap.fail_at = heap.nalloc + k;
+    assert_int_equal(kernels_attn_order_plan(ctx, rp, 1, 16, 8, 0, &o), STOF_ERR_NOMEM);
+    assert_null(o.table);
+    stof_ctx_clear_error(ctx);
+    heap.fail_at = 0;
+  }
+  tu_ctx_free(ctx, &heap);
+}
+
+/* The kernel's walk of the launch (order_cta in attention_block_sm90.cu, copied here: the
+ * GPU test grouped_order_matches_cpu runs the kernel's own): for BH pairs, nrow rows, nheavy
+ * and group, CTA lin (0 .. spare CTAs past BH x nrow) gets its pair (BH: none) and place k. */
+static int64_t walk(int64_t BH, int64_t nrow, int64_t nheavy, int64_t group, int64_t lin, int64_t *k) {
+  int64_t heavy = BH * nheavy, q;
+  if (lin < heavy) {
+    q = lin / nheavy;
+    *k = lin - q * nheavy;
+  } else {
+    int64_t rest = nrow - nheavy, L = lin - heavy, per = group * rest;
+    int64_t gi = L / per, w = L - gi * per, g0 = gi * group;
+    if (g0 >= BH) return BH;
+    int64_t G = group < BH - g0 ? group : BH - g0, kk = w / G;
+    if (kk >= rest) return BH;
+    q = g0 + (w - kk * G);
+    *k = nheavy + kk;
+  }
+  return q < BH ? q : BH;
+}
+
+/* Every (pair, place) once, the spare CTAs none; heavy places first for every pair; within a
+ * group, place k of every pair before place k + 1; group 1 the walk before groups (pair by
+ * pair). */
+static void order_walk_covers_every_row_once(void **state) {
+  (void)state;
+  static const int64_t bhs[] = {1, 7, 24, 25}, nrows[] = {1, 5, 16}, groups[] = {1, 2, 5, 24, 100};
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 3; b++)
+      for (int64_t nheavy = 0; nheavy < nrows[b] && nheavy <= 2; nheavy++)
+        for (size_t c = 0; c < 5; c++) {
+          int64_t BH = bhs[a], nrow = nrows[b], g = groups[c] < BH ? groups[c] : BH;
+          char *seen = calloc((size_t)(BH * nrow), 1);
+          int64_t *when = calloc((size_t)(BH * nrow), sizeof *when);
+          assert_non_null(seen);
+          assert_non_null(when);
+          int64_t total = nrow * (BH + 3); /* 3 pairs' worth of spare CTAs, as a z slice leaves */
+          for (int64_t lin = 0; lin < total; lin++) {
+            int64_t k = -1, q = walk(BH, nrow, nheavy, g, lin, &k);
+            if (q == BH) {
+              assert_true(lin >= BH * nrow);
+              continue;
+            }
+            assert_true(lin < BH * nrow && q >= 0 && k >= 0 && k < nrow && !seen[q * nrow + k]);
+            seen[q * nrow + k] = 1;
+            when[q * nrow + k] = lin;
+            if (g == 1 && lin >= BH * nheavy) { /* the walk before groups */
+              int64_t q1 = (lin - BH * nheavy) / (nrow - nheavy);
+              assert_int_equal(q, q1);
+              assert_int_equal(k, nheavy + (lin - BH * nheavy - q1 * (nrow - nheavy)));
+            }
+          }
+          for (int64_t q = 0; q < BH; q++)
+            for (int64_t k = 0; k < nrow; k++) {
+              assert_true(seen[q * nrow + k]);
+              if (k < nheavy) assert_true(when[q * nrow + k] < BH * nheavy);
+              /* within q's group, every pair's place k before any pair's place k + 1 */
+              int64_t g0 = q / g * g, g1 = g0 + g < BH ? g0 + g : BH;
+              if (k >= nheavy && k + 1 < nrow)
+                for (int64_t p = g0; p < g1; p++) assert_true(when[q * nrow + k] < when[p * nrow + k + 1]);
+            }
+          free(seen);
+          free(when);
+        }
 }
 
 /* A window of 40 on each side, plus whole rows 0-31 in heads h = 1 (mod 3) and none in the
@@ -503,6 +695,8 @@ int run_attention_split_tests(void) {
       cmocka_unit_test(combine_matches_the_unsplit_softmax),
       cmocka_unit_test(order_rule_puts_longformer_global_rows_first),
       cmocka_unit_test(order_rule_on_made_up_rows),
+      cmocka_unit_test(order_rule_groups_rows_of_unequal_length),
+      cmocka_unit_test(order_walk_covers_every_row_once),
       cmocka_unit_test(tiles128_counts_the_tile_128_format),
   };
   return cmocka_run_group_tests_name("attention_split", tests, NULL, NULL);

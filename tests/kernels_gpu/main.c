@@ -87,6 +87,7 @@ typedef struct run_spec {
   int key64;               /* stof_attn_opts.key64 (0: the selector's rule) */
   int qshift;              /* stof_attn_opts.qshift (0: the rule) */
   int rowmask, halfskip;   /* stof_attn_opts' (0: the selector's) */
+  int order_group;         /* stof_attn_opts.order_group (0: the rule's) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -242,7 +243,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .key64 = rs->key64,
                       .qshift = rs->qshift,
                       .rowmask = rs->rowmask,
-                      .halfskip = rs->halfskip};
+                      .halfskip = rs->halfskip,
+                      .order_group = rs->order_group};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -259,6 +261,10 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
            rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages,
            ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma",
            ch->key64 ? " key64" : "", ch->qshift ? " qshift" : "", split);
+  if (ch->order_group > 1) {
+    size_t hn = strlen(head);
+    snprintf(head + hn, sizeof head - hn, " order groups of %d", ch->order_group);
+  }
 
   /* the choice: what was forced is kept; auto is the selector's answer for this device */
   char bad[512] = "";
@@ -276,7 +282,9 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
            (rs->split < 0 && ch->split_rows) || (rs->split > 0 && !ch->hopper) ||
            (rs->key64 && ch->key64 != (rs->key64 > 0)) || ch->key64 != want.key64 ||
            (rs->qshift && (ch->qshift != 0) != (rs->qshift > 0)) || (rs->rowmask && ch->rowmask != (rs->rowmask > 0)) ||
-           (rs->halfskip && ch->halfskip != (rs->halfskip > 0)))
+           (rs->halfskip && ch->halfskip != (rs->halfskip > 0)) ||
+           (rs->order_group > 1 && ch->hopper && !ch->split_rows && rs->order >= 0 &&
+            ch->order_group != (rs->order_group < c->B * c->H ? rs->order_group : c->B * c->H)))
     snprintf(bad, sizeof bad, "forced options not kept");
   else if (stof_attn_plan_nvalid(plan) != p->nvalid)
     snprintf(bad, sizeof bad, "plan_nvalid %lld, the mask keeps %lld",
@@ -737,6 +745,52 @@ static void launch_order_matches_cpu(void **state) {
   check_case(f, &c, runs, 3);
   stof_mask_free(ph);
   stof_mask_free(lf);
+  finish(f);
+}
+
+/* The grouped launch order (stof_attn_opts.order_group; STOF_SM90_ORDER's groups of (b, h)
+ * pairs, their rows longest first): the rule's choice on causal and document (every pair in
+ * one group at these sizes), then forced groups of 5 and 7 over B x H = 24 (the last group
+ * of 4 or 3 pairs), of 1 (pair by pair, the rule before), and on longformer (its global rows
+ * first, then the groups); D 64 at tile 64 (TMA and cp.async) and tile 128 in 64-key steps,
+ * D 128 at tile 128 (the ping-pong) and 64; f16 and bf16, one key/value head for three;
+ * against the CPU, the output poisoned before each run (a row run twice or never shows). */
+static void grouped_order_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: the launch order is the Hopper kernel's (compute capability 9.0)\n");
+    skip();
+  }
+  static const run_spec runs[] = {{.kernel = STOF_ATTN_AUTO},
+                                  {.kernel = STOF_ATTN_AUTO, .order_group = 5},
+                                  {.kernel = STOF_ATTN_AUTO, .order_group = 7, .tma = -1},
+                                  {.kernel = STOF_ATTN_AUTO, .order_group = 1},
+                                  {.kernel = STOF_ATTN_BLOCK, .tile = 128, .key64 = 1, .order_group = 5}};
+  static const run_spec runs128[] = {{.kernel = STOF_ATTN_AUTO},
+                                     {.kernel = STOF_ATTN_BLOCK, .tile = 128, .order_group = 5},
+                                     {.kernel = STOF_ATTN_BLOCK, .tile = 64, .order_group = 7}};
+  static const char *const names[] = {"causal", "document", "longformer"};
+  for (int i = 0; i < 3; i++) {
+    stof_mask *m = NULL;
+    TU_OK(ctx, stof_mask_suite(ctx, names[i], 1000, &m));
+    if (i < 2) { /* the rule groups them: rows of 1 .. 16 tiles, and the documents' */
+      stof_attn_plan *plan = NULL;
+      TU_OK(ctx, stof_attn_plan_new(f->e, m, 2, 12, 12, 1000, 1000, 64, STOF_DTYPE_F16, NULL, &plan));
+      const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+      print_message("     %s: %s\n", names[i], strrchr(ch->why, ';') ? strrchr(ch->why, ';') + 2 : ch->why);
+      assert_int_equal(ch->order_group, 24);
+      assert_non_null(strstr(ch->why, "tile-rows longest first, 24 (b, h) at a time"));
+      stof_attn_plan_free(plan);
+    }
+    gcase c = {m, 2, 12, 12, 1000, 1000, 64, STOF_DTYPE_F16, 0.5f, 3400 + (uint64_t)i};
+    check_case(f, &c, runs, i == 2 ? 4 : 5);
+    gcase g = {m, 2, 12, 4, 1000, 1000, 64, STOF_DTYPE_BF16, 0.5f, 3410 + (uint64_t)i};
+    check_case(f, &g, runs, 2);
+    gcase d = {m, 2, 12, 12, 1000, 1000, 128, STOF_DTYPE_F16, 0.5f, 3420 + (uint64_t)i};
+    check_case(f, &d, runs128, 3);
+    stof_mask_free(m);
+  }
   finish(f);
 }
 
@@ -1478,6 +1532,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(every_kernel_variant_at_small_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(split_rows_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_order_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(grouped_order_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(key64_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(qshift_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
