@@ -833,6 +833,7 @@ int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtyp
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
   else if (hopper && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
+  else if (block && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_ORDER=1");
   return nopt;
 }
 
@@ -1138,14 +1139,15 @@ static void choose_nopartial(const stof_mask_format *f, stof_attn_choice *c) {
     snprintf(c->why + n, sizeof c->why - n, "; no partial tile at tile %d: the kernel without mask code", c->tile);
 }
 
-/* The launch order of a Hopper choice that splits nothing (f at its tile): c->heavy_rows and
- * the why set, *ord's table owned by the caller (none where the default order stays). BH
- * (the plan's B x H) and D bound the groups (kernels_attn_order_group_max). */
+/* The launch order of a Hopper choice that splits nothing, or of the block kernel at tile 32
+ * (the selector's BigBird tile on Hopper; STOF_ORDER), f at its tile: c->heavy_rows,
+ * c->order_group and the why set, *ord's table owned by the caller (none where the default
+ * order stays). BH (the plan's B x H) and D bound the groups (kernels_attn_order_group_max). */
 static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, int64_t BH, int64_t D,
                                 const stof_attn_opts *o, stof_attn_choice *c, kernels_attn_order *ord) {
   memset(ord, 0, sizeof *ord);
   c->heavy_rows = 0, c->order_group = 0;
-  if (!c->hopper || f->T != c->tile) return STOF_OK;
+  if (c->kernel != STOF_ATTN_BLOCK || (!c->hopper && c->tile != 32) || f->T != c->tile) return STOF_OK;
   if (o->order < 0) {
     snprintf(ord->why, sizeof ord->why, "last tile-row first (asked for)");
   } else {

@@ -30,7 +30,10 @@
  *   grid  = (ceil(Sq / T), min(B * H, 65535), ceil(B * H / 65535)); blockIdx.x = x owns
  *           tile-row ceil(Sq/T) - 1 - x of head bh = blockIdx.y + gridDim.y * blockIdx.z
  *           (heavier rows of causal-like masks are scheduled first; a head's tile-rows run
- *           together, so that its K and V stay in L2); CTAs with bh >= B * H return
+ *           together, so that its K and V stay in L2); CTAs with bh >= B * H return. With
+ *           STOF_ORDER=1, a last parameter `const stof_attn::order_t ORD` (after M) sets
+ *           which (b, h) and tile-row each CTA runs instead (order_cta, attention_common.cuh:
+ *           long rows first, the others longest first over groups of (b, h) pairs)
  *   block = 32 * STOF_WARPS threads
  *   dynamic shared memory = T*D*2 + STOF_STAGES * (2*T*D*2 + (T/8)^2 * 8) bytes
  *           (stof_attn::blk::kSmemBytes; above 48 KB the launcher must raise
@@ -44,7 +47,7 @@
  *   before V lands, two barriers per tile), STOF_SUB_UNROLL (1: unroll the sub-tile loop;
  *   0: keep it rolled, fewer registers; default 0 for D=64, 1 for D=128), STOF_MIN_BLOCKS
  *   (CTAs per SM promised to the register allocator; default 3 for D=64 with 16 rows per
- *   warp, else 1).
+ *   warp, else 1), STOF_ORDER (1: the launch order from a table, as above; default 0).
  * Measured best on an H200 (bench/NOTES-attention.md): for dense, causal and document
  * masks T=128 with 4 warps at D=64 (S >= 1024) and T=128 with 8 warps at D=128; for the
  * sparse masks (sliding, longformer, bigbird) T=64 with 4 warps. T=32 with 2 warps (16 query
@@ -69,6 +72,9 @@
 #endif
 #ifndef STOF_KV_SPLIT
 #define STOF_KV_SPLIT 0
+#endif
+#ifndef STOF_ORDER
+#define STOF_ORDER 0
 #endif
 #ifndef STOF_SUB_UNROLL /* H200: rolled 6-16% faster at D=64; unrolled only weakly ahead at D=128 */
 #if STOF_HEAD_DIM == 64
@@ -317,7 +323,11 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
                     const int *__restrict__ row_ptr, const int *__restrict__ col_idx,
                     const int *__restrict__ bmp_off, const unsigned long long *__restrict__ bitmap,
                     int B, int H, int Hkv, int Sq, int Sk, int mask_b, int mask_h, float scale,
-                    const stof_attn::layout_t L, const stof_attn::mod_t M)
+                    const stof_attn::layout_t L, const stof_attn::mod_t M
+#if STOF_ORDER
+                    , const stof_attn::order_t ORD
+#endif
+                    )
 {
   using namespace stof_attn;
   using namespace stof_attn::blk;
@@ -325,12 +335,21 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
+  const int nrow = (Sq + kT - 1) / kT;
+#if STOF_ORDER
+  int ord_k;
+  const int bh = order_cta(B * H, nrow, ORD.nheavy, ORD.group, ord_k);
+#else
   const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
+#endif
   if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
   const int b = bh / H, h = bh - b * H;
-  const int nrow = (Sq + kT - 1) / kT;
-  const int r = nrow - 1 - (int)blockIdx.x;
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
+#if STOF_ORDER
+  const int r = __ldg(ORD.row + (long long)inst * nrow + ord_k);
+#else
+  const int r = nrow - 1 - (int)blockIdx.x;
+#endif
   const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
   const int e0 = __ldg(rp), n = __ldg(rp + 1) - e0;
   const int hk = h / (H / Hkv);

@@ -118,11 +118,11 @@
  *   ORD.nheavy x B x H CTAs run the heavy rows of every (b, h) (instance m's rows ORD.row[m nrow]
  *   .. ORD.row[m nrow + nheavy - 1]), the others the remaining rows in the table's order
  *   (ORD.row[m nrow + nheavy] ..), ORD.group (b, h) at a time: the group's rank-k rows pair by
- *   pair, then rank k + 1 (order_cta below); kernels/attention_split.c decides it, for
+ *   pair, then rank k + 1 (order_cta, attention_common.cuh); kernels/attention_split.c decides it, for
  *   tile-rows far longer than their instance's mean (longformer's global rows), which would
  *   otherwise start when their (b, h) comes up and run alone at the launch's end, and for
  *   rows of unequal lengths (causal, document), longest first over groups of pairs whose K
- *   and V fit in L2. Adds an argument after M (order_t below), not with STOF_SM90_SPLIT;
+ *   and V fit in L2. Adds an argument after M (order_t, attention_common.cuh), not with STOF_SM90_SPLIT;
  *   default 0),
  *   STOF_SM90_KEY64 (1: T = 128, the plain schedule, Q in shared memory, not with
  *   STOF_SM90_ROWMASK: each 128-key tile computed as two steps of 64 keys, S with m64n64 (32
@@ -323,45 +323,6 @@ struct split_t {
   int nchunk_max;
 };
 constexpr int kSplitFloats = kT * (kD + 2); /* one chunk's O [T][D], m [T], l [T] */
-#endif
-#if STOF_SM90_ORDER
-/* The launch order (the host's attn_order_args, by value): per instance m, its nrow tile-rows
- * in launch order at row[m * nrow], the first nheavy of each instance (its long rows, then
- * others where it has fewer) launched before any other row of any (b, h); the others `group`
- * (b, h) at a time (>= 1). */
-struct order_t {
-  const int *row;
-  int nheavy, group;
-};
-/* This CTA's (b, h) (BH for the last z slice's spare CTAs) and its place k in the order:
- * CTA lin of the launch (x fastest) runs heavy row k = lin % nheavy of (b, h) = lin / nheavy
- * while lin < BH x nheavy; then, with L = lin - BH x nheavy and rest = nrow - nheavy, group
- * gi = L / (group x rest) of (b, h) pairs g0 = gi x group .. g0 + G - 1 (G = group, fewer in
- * the last), whose rank-kk rows run pair by pair before rank kk + 1: place w = L - gi x group x
- * rest is row k = nheavy + w / G of pair g0 + w % G (group 1: pair by pair, each its rows in
- * order); 0 <= nheavy < nrow (a heavy row is longer than its instance's mean). */
-__device__ __forceinline__ int order_cta(int BH, int nrow, int nheavy, int group, int &k)
-{
-  unsigned y, z;
-  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
-  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
-  const long long lin = (long long)blockIdx.x + (long long)gridDim.x * ((long long)y + (long long)gridDim.y * z);
-  const long long heavy = (long long)BH * nheavy;
-  long long q;
-  if (lin < heavy) {
-    q = lin / nheavy;
-    k = (int)(lin - q * nheavy);
-  } else {
-    const long long rest = nrow - nheavy, L = lin - heavy, per = (long long)group * rest;
-    const long long gi = L / per, w = L - gi * per, g0 = gi * group;
-    if (g0 >= BH) return BH;
-    const long long G = min((long long)group, (long long)BH - g0), kk = w / G;
-    if (kk >= rest) return BH; /* past the last group's rows */
-    q = g0 + (w - kk * G);
-    k = nheavy + (int)kk;
-  }
-  return q < BH ? (int)q : BH;
-}
 #endif
 
 /* Byte offset of 16-byte chunk ch (0 .. D/8-1) of row r in a tile. */
@@ -866,7 +827,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
                          , const stof_attn::sm90::split_t S
 #endif
 #if STOF_SM90_ORDER
-                         , const stof_attn::sm90::order_t ORD
+                         , const stof_attn::order_t ORD
 #endif
 #if STOF_SM90_TMA
                          , const __grid_constant__ stof_attn::sm90::tmap_t tmK,

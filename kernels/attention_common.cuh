@@ -314,6 +314,45 @@ __device__ __forceinline__ unsigned swz(int r, int c)
   return (unsigned)((r * kCpr + (c ^ (r & 7))) * 16);
 }
 
+/* The launch order (kernels/attention.c's attn_order_args, by value; STOF_SM90_ORDER in the
+ * Hopper kernel, STOF_ORDER in the block kernel): per instance m, its nrow tile-rows
+ * in launch order at row[m * nrow], the first nheavy of each instance (its long rows, then
+ * others where it has fewer) launched before any other row of any (b, h); the others `group`
+ * (b, h) at a time (>= 1). */
+struct order_t {
+  const int *row;
+  int nheavy, group;
+};
+/* This CTA's (b, h) (BH for the last z slice's spare CTAs) and its place k in the order:
+ * CTA lin of the launch (x fastest) runs heavy row k = lin % nheavy of (b, h) = lin / nheavy
+ * while lin < BH x nheavy; then, with L = lin - BH x nheavy and rest = nrow - nheavy, group
+ * gi = L / (group x rest) of (b, h) pairs g0 = gi x group .. g0 + G - 1 (G = group, fewer in
+ * the last), whose rank-kk rows run pair by pair before rank kk + 1: place w = L - gi x group x
+ * rest is row k = nheavy + w / G of pair g0 + w % G (group 1: pair by pair, each its rows in
+ * order); 0 <= nheavy < nrow (a heavy row is longer than its instance's mean). */
+__device__ __forceinline__ int order_cta(int BH, int nrow, int nheavy, int group, int &k)
+{
+  unsigned y, z;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+  const long long lin = (long long)blockIdx.x + (long long)gridDim.x * ((long long)y + (long long)gridDim.y * z);
+  const long long heavy = (long long)BH * nheavy;
+  long long q;
+  if (lin < heavy) {
+    q = lin / nheavy;
+    k = (int)(lin - q * nheavy);
+  } else {
+    const long long rest = nrow - nheavy, L = lin - heavy, per = (long long)group * rest;
+    const long long gi = L / per, w = L - gi * per, g0 = gi * group;
+    if (g0 >= BH) return BH;
+    const long long G = min((long long)group, (long long)BH - g0), kk = w / G;
+    if (kk >= rest) return BH; /* past the last group's rows */
+    q = g0 + (w - kk * G);
+    k = nheavy + (int)kk;
+  }
+  return q < BH ? (int)q : BH;
+}
+
 } /* namespace stof_attn */
 
 #endif /* STOF_ATTENTION_COMMON_CUH */

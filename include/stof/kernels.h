@@ -388,11 +388,12 @@ typedef struct stof_attn_opts {
                               kernel only): 0 the automatic rule (kernels/attention_split.c),
                               -1 never, N > 0 every tile-row of more than N tiles in chunks
                               of at most N (an error where the Hopper kernel is not chosen) */
-  int order;               /* Hopper kernel, no split: 0 the automatic rule (tile-rows of >= 3x
-                              their mask's mean tiles launched before all others, the other
-                              rows longest first over groups of (b, h) pairs where their
-                              lengths differ; kernels/attention_split.c), -1 the default
-                              order (last row of each (b, h) first) */
+  int order;               /* Hopper kernel, no split, or the block kernel at tile 32: 0 the
+                              automatic rule (tile-rows of >= 3x their mask's mean tiles
+                              launched before all others, the other rows longest first over
+                              groups of (b, h) pairs where their lengths differ, at tile 64 or
+                              less; kernels/attention_split.c), -1 the default order (last row
+                              of each (b, h) first) */
   int order_group;         /* with order 0: 0 the rule's groups, N > 0 groups of N (b, h)
                               pairs (at most B x H), 1 (b, h) by (b, h) (the rule before
                               session 23) */
@@ -440,9 +441,10 @@ typedef struct stof_attn_choice {
   int qshift;        /* hopper with STOF_SM90_QSHIFT=32: the plan's format is query-shifted
                         (tile-row r holds queries [64 r - 32, 64 r + 32)); set with the
                         split, not by stof_attention_select */
-  int heavy_rows;    /* hopper with STOF_SM90_ORDER=1: tile-rows a (b, h) launched before all
+  int heavy_rows;    /* the launch order (hopper with STOF_SM90_ORDER=1, or the block kernel
+                        at tile 32 with STOF_ORDER=1): tile-rows a (b, h) launched before all
                         others (long ones); set with the split, not by stof_attention_select */
-  int order_group;   /* hopper with STOF_SM90_ORDER=1: the other tile-rows launched longest
+  int order_group;   /* the launch order, likewise: the other tile-rows launched longest
                         first over groups of this many (b, h) pairs (where rows differ in
                         length); 0 or 1: (b, h) by (b, h), each its rows last first; set
                         with the split, not by stof_attention_select */

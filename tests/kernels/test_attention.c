@@ -1281,7 +1281,8 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
 
 /* Tile 32 (the engine's tile for bigbird on Hopper) compiles with NVRTC, no GPU needed: the
  * portable block kernel at both head dims and element types, 2 warps (the selector's) and 1
- * (32 rows a warp, which the selector accepts), with a score modifier, for sm_90 and sm_80;
+ * (32 rows a warp, which the selector accepts), with a score modifier, with the launch order
+ * (STOF_ORDER), for sm_90 and sm_80;
  * the Hopper kernel refuses it at compile time, naming why. */
 static void tile_32_compiles_on_the_block_kernel_only(void **state) {
   (void)state;
@@ -1297,6 +1298,12 @@ static void tile_32_compiles_on_the_block_kernel_only(void **state) {
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=1", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=1", "-DSTOF_STAGES=3", ""},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=0", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
        "-DSTOF_SCORE_MOD=2"},
+      /* the launch order from a table (BigBird's global rows first, then the others longest
+       * first over groups of (b, h) pairs) */
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
+       "-DSTOF_ORDER=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=1", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
+       "-DSTOF_ORDER=1"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
     for (int a = 0; a < 2; a++) {

@@ -283,7 +283,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
            (rs->key64 && ch->key64 != (rs->key64 > 0)) || ch->key64 != want.key64 ||
            (rs->qshift && (ch->qshift != 0) != (rs->qshift > 0)) || (rs->rowmask && ch->rowmask != (rs->rowmask > 0)) ||
            (rs->halfskip && ch->halfskip != (rs->halfskip > 0)) ||
-           (rs->order_group > 1 && ch->hopper && !ch->split_rows && rs->order >= 0 &&
+           (rs->order_group > 1 && ch->kernel == STOF_ATTN_BLOCK && (ch->hopper || ch->tile == 32) &&
+            !ch->split_rows && rs->order >= 0 &&
             ch->order_group != (rs->order_group < c->B * c->H ? rs->order_group : c->B * c->H)))
     snprintf(bad, sizeof bad, "forced options not kept");
   else if (stof_attn_plan_nvalid(plan) != p->nvalid)
@@ -753,8 +754,10 @@ static void launch_order_matches_cpu(void **state) {
  * one group at these sizes), then forced groups of 5 and 7 over B x H = 24 (the last group
  * of 4 or 3 pairs), of 1 (pair by pair, the rule before), and on longformer (its global rows
  * first, then the groups); D 64 at tile 64 (TMA and cp.async) and tile 128 in 64-key steps,
- * D 128 at tile 128 (the ping-pong) and 64; f16 and bf16, one key/value head for three;
- * against the CPU, the output poisoned before each run (a row run twice or never shows). */
+ * D 128 at tile 128 (the ping-pong) and 64; BigBird on the block kernel at tile 32
+ * (STOF_ORDER: its global row first, then the groups); f16 and bf16, one key/value head for
+ * three; against the CPU, the output poisoned before each run (a row run twice or never
+ * shows). */
 static void grouped_order_matches_cpu(void **state) {
   fixture *f = gpu(state);
   stof_ctx *ctx = f->ctx;
@@ -770,6 +773,27 @@ static void grouped_order_matches_cpu(void **state) {
   static const run_spec runs128[] = {{.kernel = STOF_ATTN_AUTO},
                                      {.kernel = STOF_ATTN_BLOCK, .tile = 128, .order_group = 5},
                                      {.kernel = STOF_ATTN_BLOCK, .tile = 64, .order_group = 7}};
+  /* BigBird on the block kernel at tile 32 (STOF_ORDER): its global row first, then the
+   * groups; forced groups; groups of 1; no order at all */
+  static const run_spec runs32[] = {{.kernel = STOF_ATTN_BLOCK, .tile = 32},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 32, .order_group = 5},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 32, .order_group = 1},
+                                    {.kernel = STOF_ATTN_BLOCK, .tile = 32, .order = -1}};
+  stof_mask *bb = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 1000, &bb));
+  stof_attn_plan *p32 = NULL;
+  TU_OK(ctx, stof_attn_plan_new(f->e, bb, 2, 12, 12, 1000, 1000, 64, STOF_DTYPE_F16, &(stof_attn_opts){.tile = 32},
+                                &p32));
+  const stof_attn_choice *c32 = stof_attn_plan_choice(p32);
+  print_message("     bigbird, tile 32: %s\n", strrchr(c32->why, ';') + 2);
+  assert_int_equal(c32->heavy_rows, 1);
+  assert_int_equal(c32->order_group, 24);
+  stof_attn_plan_free(p32);
+  gcase cb = {bb, 2, 12, 12, 1000, 1000, 64, STOF_DTYPE_F16, 0.5f, 3430};
+  check_case(f, &cb, runs32, 4);
+  gcase cb2 = {bb, 2, 12, 4, 1000, 1000, 128, STOF_DTYPE_BF16, 0.5f, 3431};
+  check_case(f, &cb2, runs32, 2);
+  stof_mask_free(bb);
   static const char *const names[] = {"causal", "document", "longformer"};
   for (int i = 0; i < 3; i++) {
     stof_mask *m = NULL;
