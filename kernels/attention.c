@@ -832,8 +832,8 @@ int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtyp
   if (hopper && c->qshift) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QSHIFT=%d", c->qshift);
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
-  else if (hopper && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=1");
-  else if (block && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_ORDER=1");
+  else if (hopper && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=%d", c->order_group > 1 ? 2 : 1);
+  else if (block && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_ORDER=%d", c->order_group > 1 ? 2 : 1);
   return nopt;
 }
 
@@ -1153,6 +1153,7 @@ static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, int64_
   } else {
     int64_t gmax = o->order_group > 0 ? (o->order_group < BH ? o->order_group : BH)
                                       : kernels_attn_order_group_max(BH, f->Sk, D, c->tile);
+    if (BH * f->nrow > INT32_MAX) gmax = 1; /* the kernel's groups walk in 32 bits (order_cta) */
     stof_status st = kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, gmax, o->order_group > 0, ord);
     if (st) return st;
   }

@@ -31,7 +31,7 @@
  *           tile-row ceil(Sq/T) - 1 - x of head bh = blockIdx.y + gridDim.y * blockIdx.z
  *           (heavier rows of causal-like masks are scheduled first; a head's tile-rows run
  *           together, so that its K and V stay in L2); CTAs with bh >= B * H return. With
- *           STOF_ORDER=1, a last parameter `const stof_attn::order_t ORD` (after M) sets
+ *           STOF_ORDER=1 or 2, a last parameter `const stof_attn::order_t ORD` (after M) sets
  *           which (b, h) and tile-row each CTA runs instead (order_cta, attention_common.cuh:
  *           long rows first, the others longest first over groups of (b, h) pairs)
  *   block = 32 * STOF_WARPS threads
@@ -47,7 +47,8 @@
  *   before V lands, two barriers per tile), STOF_SUB_UNROLL (1: unroll the sub-tile loop;
  *   0: keep it rolled, fewer registers; default 0 for D=64, 1 for D=128), STOF_MIN_BLOCKS
  *   (CTAs per SM promised to the register allocator; default 3 for D=64 with 16 rows per
- *   warp, else 1), STOF_ORDER (1: the launch order from a table, as above; default 0).
+ *   warp, else 1), STOF_ORDER (1: the launch order from a table, as above, (b, h) by (b, h);
+ *   2: in groups of (b, h) pairs; default 0).
  * Measured best on an H200 (bench/NOTES-attention.md): for dense, causal and document
  * masks T=128 with 4 warps at D=64 (S >= 1024) and T=128 with 8 warps at D=128; for the
  * sparse masks (sliding, longformer, bigbird) T=64 with 4 warps. T=32 with 2 warps (16 query
@@ -335,20 +336,21 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-  const int nrow = (Sq + kT - 1) / kT;
 #if STOF_ORDER
+  const int nrow = (Sq + kT - 1) / kT;
   int ord_k;
-  const int bh = order_cta(B * H, nrow, ORD.nheavy, ORD.group, ord_k);
-#else
-  const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
-#endif
-  if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
+  const int bh = order_cta<STOF_ORDER == 2>(B * H, nrow, ORD.nheavy, ORD.group, ord_k);
+  if (bh >= B * H) return; /* the last z slice's spare CTAs */
   const int b = bh / H, h = bh - b * H;
   const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
-#if STOF_ORDER
   const int r = __ldg(ORD.row + (long long)inst * nrow + ord_k);
 #else
+  const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
+  if (bh >= B * H) return;                            /* the last z slice's spare CTAs */
+  const int b = bh / H, h = bh - b * H;
+  const int nrow = (Sq + kT - 1) / kT;
   const int r = nrow - 1 - (int)blockIdx.x;
+  const int inst = (mask_b > 1 ? b : 0) * mask_h + (mask_h > 1 ? h : 0);
 #endif
   const int *rp = row_ptr + (unsigned long long)inst * (nrow + 1) + r;
   const int e0 = __ldg(rp), n = __ldg(rp + 1) - e0;

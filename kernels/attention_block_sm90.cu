@@ -114,11 +114,12 @@
  *   STOF_SM90_NOPARTIAL (1: the format has no partial tile (the selector's plan decides,
  *   kernels/attention.c): every tile is taken as full, the mask code is not compiled, the
  *   producer writes no partial flags; wrong on a format with partial tiles; default 0),
- *   STOF_SM90_ORDER (1: the launch order of tile-rows from a table: the first
+ *   STOF_SM90_ORDER (1 or 2: the launch order of tile-rows from a table: the first
  *   ORD.nheavy x B x H CTAs run the heavy rows of every (b, h) (instance m's rows ORD.row[m nrow]
  *   .. ORD.row[m nrow + nheavy - 1]), the others the remaining rows in the table's order
- *   (ORD.row[m nrow + nheavy] ..), ORD.group (b, h) at a time: the group's rank-k rows pair by
- *   pair, then rank k + 1 (order_cta, attention_common.cuh); kernels/attention_split.c decides it, for
+ *   (ORD.row[m nrow + nheavy] ..), (b, h) by (b, h) (1), or ORD.group (b, h) at a time (2): the
+ *   group's rank-k rows pair by pair, then rank k + 1 (order_cta, attention_common.cuh);
+ *   kernels/attention_split.c decides it, for
  *   tile-rows far longer than their instance's mean (longformer's global rows), which would
  *   otherwise start when their (b, h) comes up and run alone at the launch's end, and for
  *   rows of unequal lengths (causal, document), longest first over groups of pairs whose K
@@ -847,7 +848,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
   const int g = lane >> 2, t4 = lane & 3;
 #if STOF_SM90_ORDER
   int ord_k;
-  const int bh = order_cta(B * H, tile_rows(Sq), ORD.nheavy, ORD.group, ord_k);
+  const int bh = order_cta<STOF_SM90_ORDER == 2>(B * H, tile_rows(Sq), ORD.nheavy, ORD.group, ord_k);
 #else
   const int bh = blockIdx.y + gridDim.y * blockIdx.z; /* B * H may exceed 65535 (grid y) */
 #endif
@@ -1630,7 +1631,7 @@ stof_attn_block_fwd_sm90(const stof_attn::elem_t *__restrict__ Q, const stof_att
    * tile loop */
 #if STOF_SM90_ORDER
   int ord_k2;
-  const int bh2 = order_cta(B * H, nrow, ORD.nheavy, ORD.group, ord_k2);
+  const int bh2 = order_cta<STOF_SM90_ORDER == 2>(B * H, nrow, ORD.nheavy, ORD.group, ord_k2);
   const int bo = bh2 / H, ho = bh2 - bo * H;
 #else
   const int bo = cta_bh_again() / H, ho = cta_bh_again() - bo * H;

@@ -329,7 +329,12 @@ struct order_t {
  * gi = L / (group x rest) of (b, h) pairs g0 = gi x group .. g0 + G - 1 (G = group, fewer in
  * the last), whose rank-kk rows run pair by pair before rank kk + 1: place w = L - gi x group x
  * rest is row k = nheavy + w / G of pair g0 + w % G (group 1: pair by pair, each its rows in
- * order); 0 <= nheavy < nrow (a heavy row is longer than its instance's mean). */
+ * order); 0 <= nheavy < nrow (a heavy row is longer than its instance's mean). kGroups false
+ * (ORDER 1): group is 1, and the walk is the one before groups, instruction for instruction
+ * (session 23: with the groups' code in, longformer's kernels took 4-8% more time on the
+ * grid); true (ORDER 2): groups, in 32-bit arithmetic (the host groups only where BH x nrow
+ * <= 2^31 - 1: kernels/attention.c, choose_order). */
+template <bool kGroups>
 __device__ __forceinline__ int order_cta(int BH, int nrow, int nheavy, int group, int &k)
 {
   unsigned y, z;
@@ -341,12 +346,15 @@ __device__ __forceinline__ int order_cta(int BH, int nrow, int nheavy, int group
   if (lin < heavy) {
     q = lin / nheavy;
     k = (int)(lin - q * nheavy);
+  } else if (!kGroups) {
+    (void)group;
+    q = (lin - heavy) / (nrow - nheavy);
+    k = nheavy + (int)(lin - heavy - q * (nrow - nheavy));
   } else {
-    const long long rest = nrow - nheavy, L = lin - heavy, per = (long long)group * rest;
-    const long long gi = L / per, w = L - gi * per, g0 = gi * group;
-    if (g0 >= BH) return BH;
-    const long long G = min((long long)group, (long long)BH - g0), kk = w / G;
-    if (kk >= rest) return BH; /* past the last group's rows */
+    if (lin >= (long long)BH * nrow) return BH; /* the last z slice's spare CTAs */
+    const unsigned rest = (unsigned)(nrow - nheavy), L = (unsigned)(lin - heavy), per = (unsigned)group * rest;
+    const unsigned gi = L / per, w = L - gi * per, g0 = gi * (unsigned)group;
+    const unsigned G = min((unsigned)group, (unsigned)BH - g0), kk = w / G;
     q = g0 + (w - kk * G);
     k = nheavy + (int)kk;
   }

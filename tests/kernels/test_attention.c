@@ -1248,12 +1248,16 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
        "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_QSHIFT=32", "-DSTOF_SM90_ORDER=1"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_TILE_M=64", "-DSTOF_BF16=1", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
        "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_QSHIFT=32", "-DSTOF_SM90_SPLIT=2"},
-      /* the grouped launch order (causal, document) as the engine compiles it: the D 128
-       * ping-pong at tile 128, and D 64 at tile 128 in 64-key steps */
+      /* the grouped launch order (ORDER 2) as the engine compiles it: causal and document at
+       * tile 64 (TMA), and where asked for (order_group) the D 128 ping-pong at tile 128 and D 64
+       * at tile 128 in 64-key steps */
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=64", "-DSTOF_STAGES=2", "-DSTOF_SM90_PINGPONG=0",
+       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_QREG=0", "-DSTOF_MIN_BLOCKS=4",
+       "-DSTOF_SM90_ORDER=2"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=0", "-DSTOF_TILE_M=128", "-DSTOF_STAGES=3", "-DSTOF_SM90_PINGPONG=1",
-       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_ORDER=1"},
+       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_ORDER=2"},
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=128", "-DSTOF_STAGES=2", "-DSTOF_SM90_PINGPONG=0",
-       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0", "-DSTOF_MIN_BLOCKS=2", "-DSTOF_SM90_KEY64=1", "-DSTOF_SM90_ORDER=1"},
+       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0", "-DSTOF_MIN_BLOCKS=2", "-DSTOF_SM90_KEY64=1", "-DSTOF_SM90_ORDER=2"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *cubin = NULL;
@@ -1303,7 +1307,7 @@ static void tile_32_compiles_on_the_block_kernel_only(void **state) {
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
        "-DSTOF_ORDER=1"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=1", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
-       "-DSTOF_ORDER=1"},
+       "-DSTOF_ORDER=2"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
     for (int a = 0; a < 2; a++) {

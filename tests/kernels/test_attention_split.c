@@ -578,12 +578,14 @@ static int64_t walk(int64_t BH, int64_t nrow, int64_t nheavy, int64_t group, int
   if (lin < heavy) {
     q = lin / nheavy;
     *k = lin - q * nheavy;
+  } else if (group <= 1) {
+    q = (lin - heavy) / (nrow - nheavy);
+    *k = nheavy + (lin - heavy - q * (nrow - nheavy));
   } else {
-    int64_t rest = nrow - nheavy, L = lin - heavy, per = group * rest;
-    int64_t gi = L / per, w = L - gi * per, g0 = gi * group;
-    if (g0 >= BH) return BH;
-    int64_t G = group < BH - g0 ? group : BH - g0, kk = w / G;
-    if (kk >= rest) return BH;
+    if (lin >= BH * nrow) return BH;
+    uint32_t rest = (uint32_t)(nrow - nheavy), L = (uint32_t)(lin - heavy), per = (uint32_t)group * rest;
+    uint32_t gi = L / per, w = L - gi * per, g0 = gi * (uint32_t)group;
+    uint32_t G = (uint32_t)group < (uint32_t)BH - g0 ? (uint32_t)group : (uint32_t)BH - g0, kk = w / G;
     q = g0 + (w - kk * G);
     *k = nheavy + kk;
   }
