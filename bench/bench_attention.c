@@ -31,7 +31,8 @@
  * (auto, but the other tile-rows (b, h) by (b, h), not longest first over groups of pairs:
  * stof_attn_opts.order_group = 1, the rule before session 23), halfskip
  * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1),
- * key64 (D 64 at tile 128 in 64-key steps, forced: stof_attn_opts.key64 = 1, tile 128),
+ * key64 (D 64 at tile 128 in 64-key steps, forced: stof_attn_opts.key64 = 1, tile 128, so
+ * that with several --tiles it runs once per tile value, at 128 each time),
  * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1),
  * noqshift (auto, but the query tiles never moved by 32 rows: stof_attn_opts.qshift = -1).
  * --splits: heavy tile-rows split over

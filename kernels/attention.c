@@ -761,14 +761,16 @@ typedef struct attn_split_args {
 } attn_split_args;
 _Static_assert(sizeof(attn_split_args) == 56, "split_t is 56 bytes");
 
-/* The kernels' order_t (attention_block_sm90.cu, STOF_SM90_ORDER), by value. */
+/* The kernels' order_t (attention_common.cuh: STOF_SM90_ORDER in the Hopper kernel,
+ * STOF_ORDER in the block kernel), by value. */
 typedef struct attn_order_args {
   uint64_t row;
   int32_t nheavy, group;
 } attn_order_args;
 _Static_assert(sizeof(attn_order_args) == 16, "order_t is 16 bytes");
 
-/* Whether a choice launches its tile-rows from an order table (STOF_SM90_ORDER). */
+/* Whether a choice launches its tile-rows from an order table (STOF_SM90_ORDER / STOF_ORDER:
+ * 2 where it has groups, else 1). */
 static int uses_order(const stof_attn_choice *c) { return c->heavy_rows > 0 || c->order_group > 1; }
 
 stof_status stof_attn_engine_new(stof_ctx *ctx, stof_attn_engine **out) {
@@ -1140,14 +1142,24 @@ static void choose_nopartial(const stof_mask_format *f, stof_attn_choice *c) {
 }
 
 /* The launch order of a Hopper choice that splits nothing, or of the block kernel at tile 32
- * (the selector's BigBird tile on Hopper; STOF_ORDER), f at its tile: c->heavy_rows,
- * c->order_group and the why set, *ord's table owned by the caller (none where the default
- * order stays). BH (the plan's B x H) and D bound the groups (kernels_attn_order_group_max). */
+ * on a Hopper GPU (the selector's BigBird tile there; STOF_ORDER), f at its tile:
+ * c->heavy_rows, c->order_group and the why set, *ord's table owned by the caller (none where
+ * the default order stays). BH (the plan's B x H), D and the tile bound the groups
+ * (kernels_attn_order_group_max). A group asked for (o->order_group > 0) where no order is
+ * taken is an error, as a forced split is. */
 static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, int64_t BH, int64_t D,
-                                const stof_attn_opts *o, stof_attn_choice *c, kernels_attn_order *ord) {
+                                const stof_cuda_props *dev, const stof_attn_opts *o, stof_attn_choice *c,
+                                kernels_attn_order *ord) {
   memset(ord, 0, sizeof *ord);
   c->heavy_rows = 0, c->order_group = 0;
-  if (c->kernel != STOF_ATTN_BLOCK || (!c->hopper && c->tile != 32) || f->T != c->tile) return STOF_OK;
+  int hopper_gpu = dev && dev->cc_major == 9 && dev->cc_minor == 0;
+  int takes = c->kernel == STOF_ATTN_BLOCK && (c->hopper || (c->tile == 32 && hopper_gpu)) && f->T == c->tile;
+  if (o->order_group > 0 && (!takes || o->order < 0))
+    return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: order_group %d asked for, but %s", o->order_group,
+                          o->order < 0 ? "order -1 asks for the default order"
+                                       : "the launch order needs the Hopper kernel, or the block kernel at tile 32 on "
+                                         "a Hopper GPU");
+  if (!takes) return STOF_OK;
   if (o->order < 0) {
     snprintf(ord->why, sizeof ord->why, "last tile-row first (asked for)");
   } else {
@@ -1179,7 +1191,10 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   int split = sp.nsplit > 0;
   kernels_attn_split_free(ctx, &sp);
   kernels_attn_order ord = {0};
-  if (!st && !split) st = choose_order(ctx, f, B * H, D, &o, c, &ord);
+  if (!st && split && o.order_group > 0)
+    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: order_group %d asked for, but the plan splits its long "
+                        "tile-rows (split plans keep the default order; split -1 to order them)", o.order_group);
+  if (!st && !split) st = choose_order(ctx, f, B * H, D, dev, &o, c, &ord);
   kernels_attn_order_free(ctx, &ord);
   stof_mask_format_free(fs);
   return st;
@@ -1215,13 +1230,14 @@ static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
   return STOF_OK;
 }
 
-/* The launch order for a Hopper plan that splits nothing: the choice's heavy_rows and why,
- * the table on the device. Before get_variant, which compiles the kernel with
- * STOF_SM90_ORDER where heavy_rows > 0 or order_group > 1 (uses_order). */
+/* The launch order for a plan that splits nothing (choose_order: the Hopper kernel, or the
+ * block kernel at tile 32 on a Hopper GPU): the choice's heavy_rows, order_group and why, the
+ * table on the device. Before get_variant, which compiles the kernel with STOF_SM90_ORDER /
+ * STOF_ORDER where heavy_rows > 0 or order_group > 1 (uses_order). */
 static stof_status plan_order(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
   stof_ctx *ctx = p->e->ctx;
   kernels_attn_order ord;
-  stof_status st = choose_order(ctx, f, p->B * p->H, p->D, o, &p->choice, &ord);
+  stof_status st = choose_order(ctx, f, p->B * p->H, p->D, &p->e->props, o, &p->choice, &ord);
   if (!st && uses_order(&p->choice)) st = upload(ctx, ord.table, sizeof *ord.table * ord.ntable, &p->d_order);
   kernels_attn_order_free(ctx, &ord);
   return st;
@@ -1280,9 +1296,9 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
    * cache, as for another tile above (the plan copies the shifted one) */
   if ((st = choose_qshift(ctx, f, fdev, D, &o, &p->choice, &fshift))) goto fail;
   if (fshift) {
-    int on_device = fdev != NULL;
+    int on_device = fdev != NULL, T_unshifted = f->T;
     f = fshift, fdev = NULL;
-    if (on_device && (st = kernels_format_gpu_drop(e->gpu_formats, mask, B, H, Sq, Sk, 64))) goto fail;
+    if (on_device && (st = kernels_format_gpu_drop(e->gpu_formats, mask, B, H, Sq, Sk, T_unshifted))) goto fail;
   }
   p->B = B, p->H = H, p->Hkv = Hkv, p->Sq = Sq, p->Sk = Sk, p->D = D, p->dtype = dtype;
   p->mask_b = f->mask_b, p->mask_h = f->mask_h;
@@ -1302,8 +1318,14 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   /* the plan's decisions from the format at its tile, before anything is compiled: mask code,
    * the split of heavy tile-rows (then the main kernel skips them: split 1), else the order */
   choose_nopartial(f, &p->choice);
-  if ((st = choose_split(ctx, f, B * H, D, &e->props, &o, &p->choice, &sp)) ||
-      (!sp.nsplit && (st = plan_order(p, f, &o))))
+  if ((st = choose_split(ctx, f, B * H, D, &e->props, &o, &p->choice, &sp)))
+    goto fail;
+  if (sp.nsplit && o.order_group > 0) {
+    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: order_group %d asked for, but the plan splits its long "
+                        "tile-rows (split plans keep the default order; split -1 to order them)", o.order_group);
+    goto fail;
+  }
+  if (!sp.nsplit && (st = plan_order(p, f, &o)))
     goto fail;
   int split = sp.nsplit ? 1 : 0;
   if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, split, &p->fn, NULL))) goto fail;
@@ -1580,6 +1602,9 @@ stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_t
                           STOF_ATTN_TIME_MAX_WARMUP_MS);
   if (!q || !k || !v || !ts)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention time: no %s array", !ts ? "times" : !q ? "q" : !k ? "k" : "v");
+  /* the median's sorted copy, made before the runs (no allocation to fail after them) */
+  float *sorted = median_ms ? stof_ctx_alloc(ctx, sizeof *sorted * (size_t)reps) : NULL;
+  if (median_ms && !sorted) return STOF_ERR_NOMEM;
   stof_cuda_timer *timer = NULL;
   stof_status st = stof_cuda_timer_new(ctx, &timer);
   /* 5 launches timed together, then as many more as fill warmup_ms at their pace */
@@ -1598,12 +1623,10 @@ stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_t
   }
   stof_cuda_timer_free(timer);
   if (!st && median_ms) { /* sorted in a copy: ts stays in run order */
-    float *sorted = stof_ctx_alloc(ctx, sizeof *sorted * (size_t)reps);
-    if (!sorted) return STOF_ERR_NOMEM;
     memcpy(sorted, ts, sizeof *sorted * (size_t)reps);
     qsort(sorted, (size_t)reps, sizeof *sorted, cmp_ms);
     *median_ms = sorted[reps / 2];
-    stof_ctx_dealloc(ctx, sorted, sizeof *sorted * (size_t)reps);
   }
+  if (sorted) stof_ctx_dealloc(ctx, sorted, sizeof *sorted * (size_t)reps);
   return st;
 }

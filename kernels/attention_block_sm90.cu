@@ -115,16 +115,15 @@
  *   kernels/attention.c): every tile is taken as full, the mask code is not compiled, the
  *   producer writes no partial flags; wrong on a format with partial tiles; default 0),
  *   STOF_SM90_ORDER (1 or 2: the launch order of tile-rows from a table: the first
- *   ORD.nheavy x B x H CTAs run the heavy rows of every (b, h) (instance m's rows ORD.row[m nrow]
- *   .. ORD.row[m nrow + nheavy - 1]), the others the remaining rows in the table's order
- *   (ORD.row[m nrow + nheavy] ..), (b, h) by (b, h) (1), or ORD.group (b, h) at a time (2): the
- *   group's rank-k rows pair by pair, then rank k + 1 (order_cta, attention_common.cuh);
- *   kernels/attention_split.c decides it, for
- *   tile-rows far longer than their instance's mean (longformer's global rows), which would
- *   otherwise start when their (b, h) comes up and run alone at the launch's end, and for
- *   rows of unequal lengths (causal, document), longest first over groups of pairs whose K
- *   and V fit in L2. Adds an argument after M (order_t, attention_common.cuh), not with STOF_SM90_SPLIT;
- *   default 0),
+ *   ORD.nheavy x B x H CTAs run the heavy rows of every (b, h) (instance m's rows
+ *   ORD.row[m nrow] .. ORD.row[m nrow + nheavy - 1]), the others the remaining rows in the
+ *   table's order (ORD.row[m nrow + nheavy] ..), (b, h) by (b, h) (1), or ORD.group (b, h) at
+ *   a time (2): the group's rank-k rows pair by pair, then rank k + 1 (order_cta,
+ *   attention_common.cuh). kernels/attention_split.c decides it: for tile-rows far longer
+ *   than their instance's mean (longformer's global rows), which would otherwise start when
+ *   their (b, h) comes up and run alone at the launch's end, and for rows of unequal lengths
+ *   (causal, document), longest first over groups of pairs whose K and V fit in L2. Adds an
+ *   argument after M (order_t, attention_common.cuh), not with STOF_SM90_SPLIT; default 0),
  *   STOF_SM90_KEY64 (1: T = 128, the plain schedule, Q in shared memory, not with
  *   STOF_SM90_ROWMASK: each 128-key tile computed as two steps of 64 keys, S with m64n64 (32
  *   accumulators, as at T = 64), so that the two warpgroups of a 128-row tile share its K/V

@@ -220,10 +220,11 @@ stof_status kernels_attn_split_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
  * groups of 1 in one process): at tile 64 causal D 64 0.90x (8 x 1024) and 0.97x (16 x 2048),
  * BigBird at 8 x 1024 0.95x (D 64) and 0.92x (D 128), document D 64 0.99-1.00x; at tile 128
  * (the D 128 ping-pong, one CTA an SM, and key64) causal 1.02-1.06x and document 1.03-1.07x
- * at D 128, causal D 64 key64 0.99x: so tile 64 only (the rows of a (b, h) running together
- * there keep its K and V hot better than the group does). Taken where the other rows' tile
- * counts span at least KERNELS_ORDER_GROUP_SPREAD (so not for dense, sliding or longformer's
- * window rows). */
+ * at D 128, causal D 64 key64 0.99x: so tile 64 or less (the rows of a (b, h) running together
+ * there keep its K and V hot better than the group does; at tile 32, BigBird's on the block
+ * kernel, the groups gave 0.98-1.00x on top of its long rows first, call 4). Taken where the
+ * other rows' tile counts span at least KERNELS_ORDER_GROUP_SPREAD within an instance (so
+ * not for dense, sliding or longformer's window rows). */
 #define KERNELS_ORDER_GROUP_SPREAD 4
 #define KERNELS_ORDER_L2_BYTES ((int64_t)24 << 20)
 
@@ -261,35 +262,38 @@ stof_status kernels_attn_order_plan(stof_ctx *ctx, const int32_t *row_ptr, int32
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "attention: launch order of %d instances x %d rows", nmask, nrow);
   /* the most heavy rows of an instance: the kernel launches that many rows of every (b, h)
    * first; an instance with fewer fills the rest with its other rows, in their order. The
-   * other rows' tile counts (lo .. hi over every instance) decide the grouping. */
-  int64_t nh = 0, most = 0, lo = INT64_MAX, hi = 0;
+   * other rows' tile counts decide the grouping: the widest span within one instance (lo ..
+   * hi, that instance's), since the groups reorder rows within each pair only. */
+  int64_t nh = 0, most = 0, lo = 0, hi = 0;
   for (int32_t m = 0; m < nmask; m++) {
     const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1);
-    int64_t total = (int64_t)rp[nrow] - rp[0], k = 0;
+    int64_t total = (int64_t)rp[nrow] - rp[0], k = 0, mlo = INT64_MAX, mhi = -1;
     for (int32_t r = 0; r < nrow; r++) {
       int64_t n = (int64_t)rp[r + 1] - rp[r];
       if (n > most) most = n;
       if (order_heavy(n, total, nrow)) {
         k++;
       } else {
-        if (n < lo) lo = n;
-        if (n > hi) hi = n;
+        if (n < mlo) mlo = n;
+        if (n > mhi) mhi = n;
       }
     }
     if (k > nh) nh = k;
+    if (mhi >= mlo && mhi - mlo > hi - lo) lo = mlo, hi = mhi;
   }
-  int spread = hi >= lo && hi - lo >= KERNELS_ORDER_GROUP_SPREAD;
+  int spread = hi - lo >= KERNELS_ORDER_GROUP_SPREAD;
   int64_t group = group_max > 1 && (spread || group_forced) ? group_max : 1;
   if (group > INT32_MAX) group = INT32_MAX;
   char gwhy[112] = "";
   if (group > 1)
     snprintf(gwhy, sizeof gwhy, "longest first, %lld (b, h) at a time (%lld .. %lld tiles%s)", (long long)group,
-             (long long)(hi >= lo ? lo : 0), (long long)hi, group_forced ? ", asked for" : "");
+             (long long)lo, (long long)hi, group_forced ? ", asked for" : "");
   if (nh == 0 && group == 1) {
     snprintf(out->why, sizeof out->why, "last tile-row first (none has %dx its mean tiles and >= %d; %s)",
              KERNELS_ORDER_MEAN_FACTOR, KERNELS_ORDER_MIN_TILES,
              group_forced ? "one (b, h) at a time, asked for"
-             : spread     ? "one (b, h) at a time: groups need tile 64 or less, a pair's K and V within 24 MB"
+             : spread     ? "one (b, h) at a time: no group (they need tile 64 or less, more than one (b, h) and "
+                            "a pair's K and V within 24 MB)"
                           : "rows of about equal length");
     return STOF_OK;
   }

@@ -311,8 +311,9 @@ int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtyp
 int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_choice *c, int64_t D,
                                  const stof_attn_mod *mod);
 
-/* The launch order of a Hopper plan's tile-rows (STOF_SM90_ORDER in attention_block_sm90.cu;
- * the rule in kernels/attention_split.c): per instance m its nrow rows at table[m * nrow]:
+/* The launch order of a plan's tile-rows (STOF_SM90_ORDER in the Hopper kernel, STOF_ORDER in
+ * the block kernel at tile 32; the walk, order_cta, in attention_common.cuh; the rule in
+ * kernels/attention_split.c): per instance m its nrow rows at table[m * nrow]:
  * its rows of at least 3x the instance's mean tiles (and 8), longest first, then its other
  * rows last first (the default order), or longest first where they are grouped. The first
  * nheavy of every instance (nheavy: the most heavy rows of one instance) are launched before

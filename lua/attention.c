@@ -266,10 +266,10 @@ static int l_attention(lua_State *L) {
   /* GPU: a plan per (mask handle, dims, dtype, options), cached */
   if (bias) o.bias_dtype = bias->dtype;
   char key[256]; /* the modifier too: a plan never runs without the modifier it was asked with */
-  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g s%d o%d k%d q%d m%d %d %d %d %g %d",
+  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g s%d o%d g%d k%d q%d m%d %d %d %d %g %d",
            (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5],
            (int)q->dtype, (int)o.kernel, o.tile, o.warps, o.stages, o.portable, (double)o.scale, o.split, o.order,
-           o.key64, o.qshift, (int)o.mod.kind, o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap,
+           o.order_group, o.key64, o.qshift, (int)o.mod.kind, o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap,
            (int)o.bias_dtype);
   slua_registry_table(L, REG_PLANS, "k");
   int pidx = lua_gettop(L);

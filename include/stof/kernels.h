@@ -395,8 +395,9 @@ typedef struct stof_attn_opts {
                               less; kernels/attention_split.c), -1 the default order (last row
                               of each (b, h) first) */
   int order_group;         /* with order 0: 0 the rule's groups, N > 0 groups of N (b, h)
-                              pairs (at most B x H), 1 (b, h) by (b, h) (the rule before
-                              session 23) */
+                              pairs (N above B x H taken as B x H), 1 (b, h) by (b, h), each
+                              its rows last first; an error where no launch order is taken
+                              (order -1, a split plan, another kernel) */
   int qshift;              /* Hopper kernel at tile 64: 0 the rule (kernels/attention.c,
                               choose_qshift), 1 the query tiles moved up by 32 rows
                               (STOF_SM90_QSHIFT; an error where it cannot run), -1 not */
@@ -578,7 +579,8 @@ size_t stof_attn_plan_format_bytes(const stof_attn_plan *p);
  *  ts[0 .. reps-1] in run order, and their median (the upper one for an even count) in
  *  *median_ms where median_ms is not NULL. Run r (and warm-up launch r) reads input set r %
  *  nset of q[], k[], v[] (1 to 8 sets: rotating the inputs, so that caches do not flatter);
- *  every run writes out. Synchronises. STOF_ERR_ARG for counts out of range; whatever
+ *  every run writes out. Synchronises. STOF_ERR_ARG for counts out of range; STOF_ERR_NOMEM
+ *  where the median's sorted copy cannot be allocated (before any run); whatever
  *  stof_attn_plan_run returns (naming a wrong tensor) otherwise. Runs without a modifier's
  *  tensor: a T5-bias plan (which needs its table) fails with that error. */
 stof_status stof_attn_plan_time(stof_attn_plan *p, stof_tensor *const *q, stof_tensor *const *k,

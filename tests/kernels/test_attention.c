@@ -873,7 +873,7 @@ static void variant_options_agree_with_the_selector(void **state) {
   const stof_attn_mod mods[] = {{0}, {.softcap = 30}, {.kind = STOF_ATTN_MOD_ALIBI}, {.kind = STOF_ATTN_MOD_T5_BIAS,
                                                                                     .num_buckets = 32,
                                                                                     .max_distance = 128}};
-  int nthree = 0, nchecked = 0, nshift = 0;
+  int nthree = 0, nchecked = 0, nshift = 0, norder = 0;
   for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; mi++)
     for (int64_t S = 1024; S <= 4096; S *= 4) {
       stof_mask *m;
@@ -899,6 +899,17 @@ static void variant_options_agree_with_the_selector(void **state) {
             char opt[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
             int n = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, 0, opt);
             assert_true(n > 0 && n <= KERNELS_ATTN_MAX_OPTS);
+            /* the launch order's macro exactly where the launch passes its table (uses_order,
+             * no split): 2 with groups, 1 without */
+            int order_opt = 0;
+            for (int i = 0; i < n; i++)
+              if (!strncmp(opt[i], "-DSTOF_SM90_ORDER=", 18) || !strncmp(opt[i], "-DSTOF_ORDER=", 13))
+                order_opt = atoi(strchr(opt[i], '=') + 1);
+            int want_order = c.split_rows ? 0 : c.order_group > 1 ? 2 : c.heavy_rows > 0 ? 1 : 0;
+            if (order_opt != want_order)
+              fail_msg("%s S %lld D %lld: order option %d, want %d (heavy %d, group %d): %s", masks[mi], (long long)S,
+                       (long long)D, order_opt, want_order, c.heavy_rows, c.order_group, c.why);
+            norder += order_opt > 0;
             for (int split = 0; split <= 2; split++) { /* get_variant's key fits, split kernels too */
               char sopt[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
               int sn = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, split, sopt);
@@ -941,8 +952,9 @@ static void variant_options_agree_with_the_selector(void **state) {
       stof_mask_format_free(f);
       stof_mask_free(m);
     }
-  print_message("     %d choices checked, %d with three CTAs an SM, %d query-shifted\n", nchecked, nthree, nshift);
-  assert_true(nthree > 0 && nshift > 0 && nchecked > 100);
+  print_message("     %d choices checked, %d with three CTAs an SM, %d query-shifted, %d with a launch order\n",
+                nchecked, nthree, nshift, norder);
+  assert_true(nthree > 0 && nshift > 0 && norder > 0 && nchecked > 100);
   tu_ctx_free(ctx, &heap);
 }
 
@@ -982,7 +994,48 @@ static void select_split_orders_long_rows_first(void **state) {
   TU_OK(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &a100, NULL, &c));
   TU_OK(ctx, stof_attention_select_split(ctx, f64, 16, 12, 64, &a100, NULL, &c));
   assert_false(c.hopper || c.heavy_rows);
+  /* groups asked for: taken with the long rows first, refused where no order runs (a split
+   * plan, order -1, the portable kernel, another GPU), negative ones refused */
+  o = (stof_attn_opts){.order_group = 5};
+  TU_OK(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &h100, &o, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, f64, 16, 12, 64, &h100, &o, &c));
+  assert_int_equal(c.heavy_rows, 1);
+  assert_int_equal(c.order_group, 5);
+  expect_in_why(&c, "then the others longest first, 5 (b, h) at a time (");
+  static const stof_attn_opts refused[] = {{.order_group = 5, .split = 16}, {.order_group = 5, .order = -1},
+                                           {.order_group = 5, .portable = 1}};
+  static const char *const because[] = {"the plan splits its long tile-rows", "order -1 asks for the default order",
+                                        "needs the Hopper kernel, or the block kernel at tile 32"};
+  for (int i = 0; i < 3; i++) {
+    TU_OK(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &h100, &refused[i], &c));
+    TU_ERR(ctx, stof_attention_select_split(ctx, f64, 16, 12, 64, &h100, &refused[i], &c), STOF_ERR_UNSUPPORTED,
+           because[i]);
+  }
+  TU_ERR(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &h100, &(stof_attn_opts){.order_group = -1}, &c),
+         STOF_ERR_ARG, "order_group -1");
   stof_mask_format_free(f64);
+  /* the block kernel at tile 32 (BigBird's on Hopper): its global rows first and groups on a
+   * Hopper GPU; no order on another (refused where asked for) */
+  stof_mask *bb;
+  TU_OK(ctx, stof_mask_suite(ctx, "bigbird", 4096, &bb));
+  stof_mask_format *f32 = NULL;
+  TU_OK(ctx, stof_mask_format_build(ctx, bb, 16, 12, 4096, 4096, 32, &f32));
+  o = (stof_attn_opts){.tile = 32};
+  TU_OK(ctx, stof_attention_select(ctx, f32, 16, 12, 64, &h100, &o, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, f32, 16, 12, 64, &h100, &o, &c));
+  assert_false(c.hopper);
+  assert_int_equal(c.heavy_rows, 1);
+  assert_int_equal(c.order_group, 24); /* 24 MB / (4096 x 64 x 4 bytes) */
+  TU_OK(ctx, stof_attention_select(ctx, f32, 16, 12, 64, &a100, &o, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, f32, 16, 12, 64, &a100, &o, &c));
+  assert_int_equal(c.heavy_rows, 0);
+  assert_int_equal(c.order_group, 0);
+  o.order_group = 3;
+  TU_OK(ctx, stof_attention_select(ctx, f32, 16, 12, 64, &a100, &o, &c));
+  TU_ERR(ctx, stof_attention_select_split(ctx, f32, 16, 12, 64, &a100, &o, &c), STOF_ERR_UNSUPPORTED,
+         "order_group 3 asked for");
+  stof_mask_format_free(f32);
+  stof_mask_free(bb);
   stof_mask_free(m);
   tu_ctx_free(ctx, &heap);
 }

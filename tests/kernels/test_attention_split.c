@@ -506,7 +506,8 @@ static void order_rule_groups_rows_of_unequal_length(void **state) {
   TU_OK(ctx, kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, 1, 0, &o));
   assert_null(o.table);
   assert_int_equal(o.group, 1);
-  assert_non_null(strstr(o.why, "; one (b, h) at a time: groups need tile 64 or less, a pair's K and V within 24 MB)"));
+  assert_non_null(strstr(o.why, "; one (b, h) at a time: no group (they need tile 64 or less, more than one (b, h) "
+                                "and a pair's K and V within 24 MB))"));
   stof_mask_format_free(f);
   stof_mask_free(m);
   /* document at 2048: ties among a document's rows, the higher row first */
@@ -559,6 +560,16 @@ static void order_rule_groups_rows_of_unequal_length(void **state) {
   assert_string_equal(o.why, "3 long tile-rows a (b, h) launched first (>= 3x the mean tiles; the longest 60), then "
                              "the others longest first, 8 (b, h) at a time (1 .. 7 tiles)");
   kernels_attn_order_free(ctx, &o);
+  /* two instances, each of equal rows (2 tiles, and 9): no group (the span is within an
+   * instance: the groups reorder each pair's own rows) */
+  int32_t rq[34] = {0};
+  for (int r = 0; r < 16; r++) rq[r + 1] = rq[r] + 2;
+  rq[17] = rq[16];
+  for (int r = 0; r < 16; r++) rq[17 + r + 1] = rq[17 + r] + 9;
+  TU_OK(ctx, kernels_attn_order_plan(ctx, rq, 2, 16, 8, 0, &o));
+  assert_null(o.table);
+  assert_int_equal(o.group, 1);
+  assert_non_null(strstr(o.why, "rows of about equal length"));
   /* allocations that fail: STOF_ERR_NOMEM, nothing kept */
   for (int k = 1; k <= 2; k++) {
     heap.fail_at = heap.nalloc + k;
@@ -570,9 +581,10 @@ static void order_rule_groups_rows_of_unequal_length(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
-/* The kernel's walk of the launch (order_cta in attention_block_sm90.cu, copied here: the
- * GPU test grouped_order_matches_cpu runs the kernel's own): for BH pairs, nrow rows, nheavy
- * and group, CTA lin (0 .. spare CTAs past BH x nrow) gets its pair (BH: none) and place k. */
+/* The kernel's walk of the launch (order_cta in attention_common.cuh, copied here with its
+ * two forms, ORDER 1 for group 1 and ORDER 2 for groups; the GPU test grouped_order_matches_cpu
+ * runs the kernel's own): for BH pairs, nrow rows, nheavy and group, CTA lin (0 .. spare CTAs
+ * past BH x nrow) gets its pair (BH: none) and place k. */
 static int64_t walk(int64_t BH, int64_t nrow, int64_t nheavy, int64_t group, int64_t lin, int64_t *k) {
   int64_t heavy = BH * nheavy, q;
   if (lin < heavy) {
