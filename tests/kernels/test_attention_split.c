@@ -322,7 +322,7 @@ static void combine_matches_the_unsplit_softmax(void **state) {
 
 /* The launch order (kernels_attn_order_plan): every row once per instance, the heavy ones
  * (>= 3x the instance's mean tiles and >= 8) first, longest first, ties by row; the others
- * last first. */
+ * last first, or longest first (ties the higher row first) where they are grouped. */
 /* Whether row r of an instance (rp its row pointers) is long: >= 8 tiles and 3x the mean. */
 static int long_row(const int32_t *rp, int32_t nrow, int32_t r) {
   int64_t n = rp[r + 1] - rp[r], total = rp[nrow] - rp[0];
@@ -345,6 +345,8 @@ static void check_order(const kernels_attn_order *o, const int32_t *row_ptr, int
       int64_t n = rp[r + 1] - rp[r], np = rp[p + 1] - rp[p];
       if (long_row(rp, nrow, r)) /* after long rows only, longest first, ties by row */
         assert_true(long_row(rp, nrow, p) && (np > n || (np == n && p < r)));
+      else if (!long_row(rp, nrow, p) && o->group > 1) /* grouped: longest first, ties the higher row */
+        assert_true(np > n || (np == n && p > r));
       else if (!long_row(rp, nrow, p)) /* the others last first */
         assert_true(p > r);
     }
@@ -443,31 +445,11 @@ static void order_rule_on_made_up_rows(void **state) {
   tu_ctx_free(ctx, &heap);
 }
 
-/* The grouped order's table (kernels_attn_order_plan with group > 1): every row once per
- * instance; the long rows first as check_order says; then the others by tile count, longest
- * first, ties the higher row first. */
+/* The grouped order's table (kernels_attn_order_plan with group > 1): check_order's, the
+ * others longest first, ties the higher row first. */
 static void check_grouped(const kernels_attn_order *o, const int32_t *row_ptr, int32_t nmask, int32_t nrow) {
   assert_true(o->group > 1);
-  assert_non_null(o->table);
-  for (int32_t m = 0; m < nmask; m++) {
-    const int32_t *rp = row_ptr + (int64_t)m * (nrow + 1), *row = o->table + (int64_t)m * nrow;
-    char *seen = calloc((size_t)nrow, 1);
-    assert_non_null(seen);
-    for (int32_t k = 0; k < nrow; k++) {
-      int32_t r = row[k];
-      assert_true(r >= 0 && r < nrow && !seen[r]);
-      seen[r] = 1;
-      if (long_row(rp, nrow, r)) assert_true(k < o->nheavy);
-      if (k == 0) continue;
-      int32_t p = row[k - 1];
-      int64_t n = rp[r + 1] - rp[r], np = rp[p + 1] - rp[p];
-      if (long_row(rp, nrow, r))
-        assert_true(long_row(rp, nrow, p) && (np > n || (np == n && p < r)));
-      else if (!long_row(rp, nrow, p)) /* the others longest first, ties the higher row first */
-        assert_true(np > n || (np == n && p > r));
-    }
-    free(seen);
-  }
+  check_order(o, row_ptr, nmask, nrow);
 }
 
 /* The grouped order's rule: the most (b, h) whose K and V fit 24 MB, at tile 64 or less
