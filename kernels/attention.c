@@ -1165,7 +1165,12 @@ static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, int64_
   } else {
     int64_t gmax = o->order_group > 0 ? (o->order_group < BH ? o->order_group : BH)
                                       : kernels_attn_order_group_max(BH, f->Sk, D, c->tile);
-    if (BH * f->nrow > INT32_MAX) gmax = 1; /* the kernel's groups walk in 32 bits (order_cta) */
+    if (BH * f->nrow > INT32_MAX) { /* the kernel's groups walk in 32 bits (order_cta) */
+      if (o->order_group > 1)
+        return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: order_group %d asked for, but B x H x tile-rows = "
+                              "%lld is past the groups' 2^31 - 1", o->order_group, (long long)(BH * f->nrow));
+      gmax = 1;
+    }
     stof_status st = kernels_attn_order_plan(ctx, f->row_ptr, f->nmask, f->nrow, gmax, o->order_group > 0, ord);
     if (st) return st;
   }

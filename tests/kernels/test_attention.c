@@ -1013,6 +1013,23 @@ static void select_split_orders_long_rows_first(void **state) {
   }
   TU_ERR(ctx, stof_attention_select(ctx, f64, 16, 12, 64, &h100, &(stof_attn_opts){.order_group = -1}, &c),
          STOF_ERR_ARG, "order_group -1");
+  /* past the groups' 32-bit walk (B x H x tile-rows over 2^31 - 1): refused where asked for,
+   * none by the rule */
+  stof_mask *cm;
+  TU_OK(ctx, stof_mask_causal(ctx, &cm));
+  stof_mask_format *fc = format_of(ctx, cm, 4096, 4096);
+  o = (stof_attn_opts){.tile = 64, .order_group = 5};
+  TU_OK(ctx, stof_attention_select(ctx, fc, 33554432, 1, 64, &h100, &o, &c));
+  TU_ERR(ctx, stof_attention_select_split(ctx, fc, 33554432, 1, 64, &h100, &o, &c), STOF_ERR_UNSUPPORTED,
+         "past the groups' 2^31 - 1");
+  o.order_group = 0;
+  TU_OK(ctx, stof_attention_select(ctx, fc, 33554432, 1, 64, &h100, &o, &c));
+  TU_OK(ctx, stof_attention_select_split(ctx, fc, 33554432, 1, 64, &h100, &o, &c));
+  assert_int_equal(c.order_group, 0);
+  TU_OK(ctx, stof_attention_select_split(ctx, fc, 16, 12, 64, &h100, &o, &c));
+  assert_int_equal(c.order_group, 24);
+  stof_mask_format_free(fc);
+  stof_mask_free(cm);
   stof_mask_format_free(f64);
   /* the block kernel at tile 32 (BigBird's on Hopper): its global rows first and groups on a
    * Hopper GPU; no order on another (refused where asked for) */
