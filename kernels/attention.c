@@ -1072,12 +1072,14 @@ static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const
     stof_ctx_dealloc(ctx, fh.bitmap, nbits_b ? nbits_b : 8);
     return st;
   }
-  /* counted first: built only where taken */
+  /* counted first (or bounded from the full tiles alone, where that already passes the limit):
+   * built only where taken */
   int64_t n0 = f->ntile_full + f->ntile_partial, n1 = 0, nm = f->nmask ? f->nmask : 1;
   if (!n0 && o->qshift == 0) return STOF_OK; /* nothing to run */
   int64_t limit = o->qshift == 1 ? -1 : (int64_t)floor(QSHIFT_MAX_TILES * (double)n0);
   stof_mask_format *g = NULL;
-  stof_status st = kernels_format_qshift(ctx, f, limit, &n1, &g);
+  int counted = 1;
+  stof_status st = kernels_format_qshift(ctx, f, limit, &n1, &counted, &g);
   if (st == STOF_ERR_UNSUPPORTED && o->qshift == 0) { /* too large to shift: the grid as it is */
     stof_ctx_clear_error(ctx);
     st = STOF_OK;
@@ -1086,8 +1088,8 @@ static stof_status choose_qshift(stof_ctx *ctx, const stof_mask_format *f, const
   size_t n = strlen(c->why);
   if (!g) {
     if (n + 2 < sizeof c->why)
-      snprintf(c->why + n, sizeof c->why - n, "; queries not shifted (%lld tiles an instance against %lld, > %.0f%%)",
-               (long long)(n1 / nm), (long long)(n0 / nm), 100 * QSHIFT_MAX_TILES);
+      snprintf(c->why + n, sizeof c->why - n, "; queries not shifted (%s%lld tiles an instance against %lld, > %.0f%%)",
+               counted ? "" : "at least ", (long long)(n1 / nm), (long long)(n0 / nm), 100 * QSHIFT_MAX_TILES);
     return STOF_OK;
   }
   /* the shifted tiles decide the masking again (their partial and half-empty shares) */

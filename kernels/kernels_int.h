@@ -132,10 +132,12 @@ static inline void kernels_row_set(uint64_t *row, int64_t a, int64_t b) {
  * were). A mask whose rows need keys 32 off the tile grid (a window of 32 each side) takes
  * fewer 64-key steps so. f's arrays must be on the host; nvalid, density and frac16 are f's.
  * The tiles are counted first (*ntiles, where not NULL): past max_tiles (>= 0) nothing is
- * built and *out is NULL (no error). Owned: stof_mask_format_free. For the Hopper kernel's
- * STOF_SM90_QSHIFT only (the CPU attention refuses it). */
+ * built and *out is NULL (no error). With max_tiles >= 0 a bound from the full tiles alone
+ * comes first: where it is already past max_tiles, *ntiles is that bound and *counted (where
+ * not NULL) 0, else 1 and *ntiles the count. Owned: stof_mask_format_free. For the Hopper
+ * kernel's STOF_SM90_QSHIFT only (the CPU attention refuses it). */
 stof_status kernels_format_qshift(stof_ctx *ctx, const stof_mask_format *f, int64_t max_tiles, int64_t *ntiles,
-                                  stof_mask_format **out);
+                                  int *counted, stof_mask_format **out);
 
 /* ---------------------------------------------------------------- the format on the GPU */
 

@@ -418,17 +418,53 @@ static void qshift_pass(const stof_mask_format *f, int64_t nrow, stof_mask_forma
   *ne_out = ne, *nw_out = nw;
 }
 
+/* A lower bound on the shifted format's tiles from f's full tiles alone (no bitmap read): a
+ * full tile (r, c) puts key tile c in new rows r (its upper half) and r + 1 (its lower half,
+ * where those rows are all below Sq); a column's run of full rows r0 .. r1 gives r1 - r0 + 2
+ * new tiles. -1 where the scratch cannot be allocated. */
+static int64_t qshift_full_bound(stof_ctx *ctx, const stof_mask_format *f, int64_t nrow) {
+  int32_t *last = stof_ctx_alloc(ctx, sizeof *last * (size_t)(f->ncol ? f->ncol : 1));
+  if (!last) return -1;
+  int64_t n = 0;
+  for (int64_t m = 0; m < f->nmask; m++) {
+    const int32_t *rp = f->row_ptr + m * (f->nrow + 1);
+    for (int32_t c = 0; c < f->ncol; c++) last[c] = -2;
+    for (int64_t r = 0; r < f->nrow; r++)
+      for (int32_t e = rp[r]; e < rp[r + 1]; e++) {
+        if (f->bmp_off[e] >= 0) continue; /* partial */
+        int32_t c = f->col_idx[e];
+        n += last[c] == r - 1 ? 0 : 1;                           /* new row r, unless row r - 1 gave it */
+        n += r + 1 < nrow && 64 * (r + 1) <= f->Sq ? 1 : 0; /* new row r + 1 */
+        last[c] = (int32_t)r;
+      }
+  }
+  stof_ctx_dealloc(ctx, last, sizeof *last * (size_t)(f->ncol ? f->ncol : 1));
+  return n;
+}
+
 stof_status kernels_format_qshift(stof_ctx *ctx, const stof_mask_format *f, int64_t max_tiles, int64_t *ntiles,
-                                  stof_mask_format **out) {
+                                  int *counted, stof_mask_format **out) {
   const char *who = "mask format query shift";
   *out = NULL;
   if (ntiles) *ntiles = 0;
+  if (counted) *counted = 1;
   if (!f || f->T != 64 || f->qshift || (f->nentry && (!f->col_idx || !f->bmp_off)) || !f->row_ptr ||
       (f->nword && !f->bitmap))
     return stof_ctx_error(ctx, STOF_ERR_INTERNAL, "%s: needs an unshifted tile-64 format with its arrays on the host", who);
   enum { T = 64, SH = 32 };
   double t0 = kernels_now_ms();
   int64_t nrow = (f->Sq + SH + T - 1) / T, nmask = f->nmask, ne = 0, nw = 0;
+  /* past the limit by the full tiles alone (document's blocks of full tiles, dense): no
+   * counting pass over the bitmaps */
+  if (max_tiles >= 0) {
+    int64_t lb = qshift_full_bound(ctx, f, nrow);
+    if (lb < 0) return STOF_ERR_NOMEM;
+    if (lb > max_tiles) {
+      if (ntiles) *ntiles = lb;
+      if (counted) *counted = 0;
+      return STOF_OK;
+    }
+  }
   /* the counting pass: at most every old entry twice (a new tile takes the lower half of an
    * old one and the upper half of the next row's), so ne <= 2^32, nw <= 2^38 */
   qshift_pass(f, nrow, NULL, &ne, &nw);

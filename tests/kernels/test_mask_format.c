@@ -507,10 +507,21 @@ static void format_query_shift_matches_the_mask(void **state) {
       stof_mask_format *f, *g;
       int64_t nt = -1;
       KT_OK(ctx, stof_mask_format_build(ctx, m, 1, 2, Sq, Sk, 64, &f));
-      KT_OK(ctx, kernels_format_qshift(ctx, f, -1, &nt, &g));
+      KT_OK(ctx, kernels_format_qshift(ctx, f, -1, &nt, NULL, &g));
       assert_non_null(g);
       assert_int_equal(g->qshift, 32);
       assert_int_equal(nt, g->ntile_full + g->ntile_partial);
+      /* the bound from full tiles (limit 0): never above the count; where it passes the
+       * limit, nothing is built */
+      int64_t lb = -1;
+      int counted = -1;
+      stof_mask_format *g0 = (stof_mask_format *)(uintptr_t)1;
+      KT_OK(ctx, kernels_format_qshift(ctx, f, 0, &lb, &counted, &g0));
+      assert_true(counted == 0 || counted == 1);
+      assert_true(lb >= 0 && lb <= nt);
+      if (!counted) assert_true(lb > 0 && !g0);
+      if (counted) assert_int_equal(lb, nt);
+      if (g0) stof_mask_format_free(g0);
       kt_check_format(g, m);
       assert_int_equal(g->nvalid, f->nvalid);
       stof_mask_format_free(g);
@@ -523,7 +534,7 @@ static void format_query_shift_matches_the_mask(void **state) {
   stof_mask_format *f, *g;
   KT_OK(ctx, stof_mask_format_build(ctx, ph, 2, 4, 352, 200, 64, &f));
   assert_int_equal(f->nmask, 4);
-  KT_OK(ctx, kernels_format_qshift(ctx, f, -1, NULL, &g));
+  KT_OK(ctx, kernels_format_qshift(ctx, f, -1, NULL, NULL, &g));
   kt_check_format(g, ph);
   assert_int_equal(g->nrow, 6);
   stof_tensor *ex;
@@ -540,16 +551,37 @@ static void format_query_shift_matches_the_mask(void **state) {
   stof_mask_format_free(g);
   stof_mask_format_free(f);
   stof_mask_free(ph);
+  /* document and dense at 4096: the full tiles alone pass 85% of the tiles (the rule's limit),
+   * so the bitmaps are not counted; sliding has no full tile there, and is counted */
+  static const char *const blocky[] = {"document", "dense", "sliding"};
+  stof_mask_format *g2 = NULL;
+  for (int i = 0; i < 3; i++) {
+    stof_mask *bm;
+    KT_OK(ctx, stof_mask_suite(ctx, blocky[i], 4096, &bm));
+    KT_OK(ctx, stof_mask_format_build(ctx, bm, 1, 1, 4096, 4096, 64, &f));
+    int64_t n0 = f->ntile_full + f->ntile_partial, lb = -1, exact = -1;
+    int counted = -1;
+    g = (stof_mask_format *)(uintptr_t)1;
+    KT_OK(ctx, kernels_format_qshift(ctx, f, (int64_t)(0.85 * (double)n0), &lb, &counted, &g));
+    KT_OK(ctx, kernels_format_qshift(ctx, f, -1, &exact, NULL, &g2));
+    assert_int_equal(counted, i == 2);
+    assert_true(lb <= exact && (i == 2 ? lb == exact : lb > (int64_t)(0.85 * (double)n0)));
+    if (i < 2) assert_null(g);
+    if (i == 2) stof_mask_format_free(g);
+    stof_mask_format_free(g2);
+    stof_mask_format_free(f);
+    stof_mask_free(bm);
+  }
   /* sliding(32) at S = 4096: 64 rows of 3 tiles (2 at the ends) against 65 of at most 2 */
   stof_mask *sl;
   KT_OK(ctx, stof_mask_suite(ctx, "sliding", 4096, &sl));
   KT_OK(ctx, stof_mask_format_build(ctx, sl, 1, 1, 4096, 4096, 64, &f));
   int64_t nt = 0;
-  stof_mask_format *g2 = (stof_mask_format *)(uintptr_t)1;
-  KT_OK(ctx, kernels_format_qshift(ctx, f, 127, &nt, &g2)); /* over the limit: counted, not built */
+  g2 = (stof_mask_format *)(uintptr_t)1;
+  KT_OK(ctx, kernels_format_qshift(ctx, f, 127, &nt, NULL, &g2)); /* over the limit: counted, not built */
   assert_null(g2);
   assert_int_equal(nt, 128);
-  KT_OK(ctx, kernels_format_qshift(ctx, f, 128, &nt, &g));
+  KT_OK(ctx, kernels_format_qshift(ctx, f, 128, &nt, NULL, &g));
   assert_non_null(g);
   assert_int_equal(f->ntile_full + f->ntile_partial, 190);
   assert_int_equal(g->nrow, 65);
@@ -557,7 +589,7 @@ static void format_query_shift_matches_the_mask(void **state) {
   for (int32_t r = 0; r < g->nrow; r++) assert_true(g->row_ptr[r + 1] - g->row_ptr[r] <= 2);
   /* not the CPU attention's, and not shifted twice */
   g2 = (stof_mask_format *)(uintptr_t)1;
-  kt_expect_error(ctx, kernels_format_qshift(ctx, g, -1, NULL, &g2), STOF_ERR_INTERNAL,
+  kt_expect_error(ctx, kernels_format_qshift(ctx, g, -1, NULL, NULL, &g2), STOF_ERR_INTERNAL,
                   "needs an unshifted tile-64 format");
   assert_null(g2);
   int64_t sh[4] = {1, 1, 4096, 64};
@@ -569,7 +601,7 @@ static void format_query_shift_matches_the_mask(void **state) {
   /* only from tile 64 */
   stof_mask_format *f32;
   KT_OK(ctx, stof_mask_format_build(ctx, sl, 1, 1, 256, 256, 32, &f32));
-  kt_expect_error(ctx, kernels_format_qshift(ctx, f32, -1, NULL, &g2), STOF_ERR_INTERNAL, "tile-64");
+  kt_expect_error(ctx, kernels_format_qshift(ctx, f32, -1, NULL, NULL, &g2), STOF_ERR_INTERNAL, "tile-64");
   stof_mask_format_free(f32);
   stof_mask_format_free(f);
   stof_mask_free(sl);
