@@ -1147,20 +1147,23 @@ static void choose_nopartial(const stof_mask_format *f, stof_attn_choice *c) {
  * on a Hopper GPU (the selector's BigBird tile there; STOF_ORDER), f at its tile:
  * c->heavy_rows, c->order_group and the why set, *ord's table owned by the caller (none where
  * the default order stays). BH (the plan's B x H), D and the tile bound the groups
- * (kernels_attn_order_group_max). A group asked for (o->order_group > 0) where no order is
- * taken is an error, as a forced split is. */
+ * (kernels_attn_order_group_max). A split plan (split 1) keeps the default order. A group
+ * asked for (o->order_group > 0) where no order is taken is an error, as a forced split is. */
 static stof_status choose_order(stof_ctx *ctx, const stof_mask_format *f, int64_t BH, int64_t D,
-                                const stof_cuda_props *dev, const stof_attn_opts *o, stof_attn_choice *c,
+                                const stof_cuda_props *dev, int split, const stof_attn_opts *o, stof_attn_choice *c,
                                 kernels_attn_order *ord) {
   memset(ord, 0, sizeof *ord);
   c->heavy_rows = 0, c->order_group = 0;
   int hopper_gpu = dev && dev->cc_major == 9 && dev->cc_minor == 0;
-  int takes = c->kernel == STOF_ATTN_BLOCK && (c->hopper || (c->tile == 32 && hopper_gpu)) && f->T == c->tile;
+  int takes = !split && c->kernel == STOF_ATTN_BLOCK && (c->hopper || (c->tile == 32 && hopper_gpu)) &&
+              f->T == c->tile;
   if (o->order_group > 0 && (!takes || o->order < 0))
     return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: order_group %d asked for, but %s", o->order_group,
-                          o->order < 0 ? "order -1 asks for the default order"
-                                       : "the launch order needs the Hopper kernel, or the block kernel at tile 32 on "
-                                         "a Hopper GPU");
+                          split            ? "the plan splits its long tile-rows (split plans keep the default order; "
+                                             "split -1 to order them)"
+                          : o->order < 0 ? "order -1 asks for the default order"
+                                         : "the launch order needs the Hopper kernel, or the block kernel at tile 32 "
+                                           "on a Hopper GPU");
   if (!takes) return STOF_OK;
   if (o->order < 0) {
     snprintf(ord->why, sizeof ord->why, "last tile-row first (asked for)");
@@ -1198,10 +1201,7 @@ stof_status stof_attention_select_split(stof_ctx *ctx, const stof_mask_format *f
   int split = sp.nsplit > 0;
   kernels_attn_split_free(ctx, &sp);
   kernels_attn_order ord = {0};
-  if (!st && split && o.order_group > 0)
-    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: order_group %d asked for, but the plan splits its long "
-                        "tile-rows (split plans keep the default order; split -1 to order them)", o.order_group);
-  if (!st && !split) st = choose_order(ctx, f, B * H, D, dev, &o, c, &ord);
+  if (!st) st = choose_order(ctx, f, B * H, D, dev, split, &o, c, &ord);
   kernels_attn_order_free(ctx, &ord);
   stof_mask_format_free(fs);
   return st;
@@ -1237,14 +1237,14 @@ static stof_status plan_split(stof_attn_plan *p, const kernels_attn_split *sp) {
   return STOF_OK;
 }
 
-/* The launch order for a plan that splits nothing (choose_order: the Hopper kernel, or the
- * block kernel at tile 32 on a Hopper GPU): the choice's heavy_rows, order_group and why, the
- * table on the device. Before get_variant, which compiles the kernel with STOF_SM90_ORDER /
- * STOF_ORDER where heavy_rows > 0 or order_group > 1 (uses_order). */
-static stof_status plan_order(stof_attn_plan *p, const stof_mask_format *f, const stof_attn_opts *o) {
+/* The launch order of a plan (choose_order: the Hopper kernel, or the block kernel at tile 32
+ * on a Hopper GPU; none where it splits, split 1): the choice's heavy_rows, order_group and
+ * why, the table on the device. Before get_variant, which compiles the kernel with
+ * STOF_SM90_ORDER / STOF_ORDER where heavy_rows > 0 or order_group > 1 (uses_order). */
+static stof_status plan_order(stof_attn_plan *p, const stof_mask_format *f, int split, const stof_attn_opts *o) {
   stof_ctx *ctx = p->e->ctx;
   kernels_attn_order ord;
-  stof_status st = choose_order(ctx, f, p->B * p->H, p->D, &p->e->props, o, &p->choice, &ord);
+  stof_status st = choose_order(ctx, f, p->B * p->H, p->D, &p->e->props, split, o, &p->choice, &ord);
   if (!st && uses_order(&p->choice)) st = upload(ctx, ord.table, sizeof *ord.table * ord.ntable, &p->d_order);
   kernels_attn_order_free(ctx, &ord);
   return st;
@@ -1325,14 +1325,8 @@ stof_status stof_attn_plan_new(stof_attn_engine *e, const stof_mask *mask, int64
   /* the plan's decisions from the format at its tile, before anything is compiled: mask code,
    * the split of heavy tile-rows (then the main kernel skips them: split 1), else the order */
   choose_nopartial(f, &p->choice);
-  if ((st = choose_split(ctx, f, B * H, D, &e->props, &o, &p->choice, &sp)))
-    goto fail;
-  if (sp.nsplit && o.order_group > 0) {
-    st = stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED, "attention: order_group %d asked for, but the plan splits its long "
-                        "tile-rows (split plans keep the default order; split -1 to order them)", o.order_group);
-    goto fail;
-  }
-  if (!sp.nsplit && (st = plan_order(p, f, &o)))
+  if ((st = choose_split(ctx, f, B * H, D, &e->props, &o, &p->choice, &sp)) ||
+      (st = plan_order(p, f, sp.nsplit > 0, &o)))
     goto fail;
   int split = sp.nsplit ? 1 : 0;
   if ((st = get_variant(e, &p->choice, D, dtype, &p->mod, p->bias_dtype, split, &p->fn, NULL))) goto fail;

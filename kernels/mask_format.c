@@ -419,9 +419,9 @@ static void qshift_pass(const stof_mask_format *f, int64_t nrow, stof_mask_forma
 }
 
 /* A lower bound on the shifted format's tiles from f's full tiles alone (no bitmap read): a
- * full tile (r, c) puts key tile c in new rows r (its upper half) and r + 1 (its lower half,
- * where those rows are all below Sq); a column's run of full rows r0 .. r1 gives r1 - r0 + 2
- * new tiles. -1 where the scratch cannot be allocated. */
+ * full tile (r, c) puts key tile c in new rows r (its upper half) and r + 1 (its lower half;
+ * qshift_pass counts both, inside its nrow rows); a column's run of full rows r0 .. r1 gives
+ * r1 - r0 + 2 new tiles. -1 where the scratch cannot be allocated. */
 static int64_t qshift_full_bound(stof_ctx *ctx, const stof_mask_format *f, int64_t nrow) {
   int32_t *last = stof_ctx_alloc(ctx, sizeof *last * (size_t)(f->ncol ? f->ncol : 1));
   if (!last) return -1;
@@ -433,8 +433,8 @@ static int64_t qshift_full_bound(stof_ctx *ctx, const stof_mask_format *f, int64
       for (int32_t e = rp[r]; e < rp[r + 1]; e++) {
         if (f->bmp_off[e] >= 0) continue; /* partial */
         int32_t c = f->col_idx[e];
-        n += last[c] == r - 1 ? 0 : 1;                           /* new row r, unless row r - 1 gave it */
-        n += r + 1 < nrow && 64 * (r + 1) <= f->Sq ? 1 : 0; /* new row r + 1 */
+        /* new row r, unless row r - 1 gave it; new row r + 1 */
+        n += (last[c] == r - 1 ? 0 : 1) + (r + 1 < nrow);
         last[c] = (int32_t)r;
       }
   }

@@ -518,8 +518,9 @@ end
 --- check_rows rows checked per sampled (b, h) (16; all when Sq is at most that). Returns {ms,
 --- tflops, roofline (nil for a GPU without ceilings in bench.PEAKS), floor_ms, bound, density,
 --- nvalid, kernel, tile, warps, stages, hopper, why, prepare_ms, max_rel_err, rel_err,
---- checked_rows, checked_pairs, gpu, mask, the dims, times (each run's ms), warmup_ms}. Raises a DeviceError without a GPU, a CheckError when the
---- result is wrong, a ValueError / TypeError for bad arguments.
+--- checked_rows, checked_pairs, gpu, mask, the dims, times (each run's ms), warmup_ms}.
+--- Raises a DeviceError without a GPU, a CheckError when the result is wrong, a ValueError /
+--- TypeError for bad arguments (reps and warmup_ms past stof.attention_time_limits too).
 bench.attention = public(run)
 
 return bench
