@@ -50,6 +50,7 @@ namespace ATTN_NS {
 #undef STOF_SM90_NOPARTIAL
 #undef STOF_SM90_KEY64
 #undef STOF_SM90_PEEL
+#undef STOF_LAZY_RESCALE
 #undef stof_attn_block_fwd_sm90
 #elif defined(ATTN_DEV_INSTANTIATE)
 /* ---- one kernel configuration: the includer sets ATTN_NS, the STOF_* macros and the
@@ -72,6 +73,7 @@ namespace ATTN_NS {
 #undef STOF_KV_SPLIT
 #undef STOF_SUB_UNROLL
 #undef STOF_MIN_BLOCKS
+#undef STOF_LAZY_RESCALE
 #undef stof_attn_block_fwd
 #undef stof_attn_row_fwd
 #else /* the harness */
@@ -339,6 +341,53 @@ struct stof_attn_mod_dev {
 #define STOF_ROW_KEYS 4
 #define stof_attn_block_fwd h128_t32_w2_s2_m5_block
 #define stof_attn_row_fwd h128_t32_w2_s2_m5_row
+#include "attn_dev.cu"
+
+/* tile 32 variants (session 24): _lz STOF_LAZY_RESCALE=1 (O rescaled only when a row's max
+ * grows by more than 2^8), w1: one warp of 32 query rows */
+#define ATTN_NS h64_t32_w2_s2_lz
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_LAZY_RESCALE 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t32_w2_s2_lz_block
+#define stof_attn_row_fwd h64_t32_w2_s2_lz_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h64_t32_w1_s2
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_WARPS 1
+#define STOF_STAGES 2
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_LAZY_RESCALE 0
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h64_t32_w1_s2_block
+#define stof_attn_row_fwd h64_t32_w1_s2_row
+#include "attn_dev.cu"
+
+#define ATTN_NS h128_t32_w2_s2_lz
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 32
+#define STOF_WARPS 2
+#define STOF_STAGES 2
+#define STOF_SUB_N 32
+#define STOF_KV_SPLIT 0
+#define STOF_LAZY_RESCALE 1
+#define STOF_ROW_WARPS 4
+#define STOF_ROW_KEYS 4
+#define stof_attn_block_fwd h128_t32_w2_s2_lz_block
+#define stof_attn_row_fwd h128_t32_w2_s2_lz_row
 #include "attn_dev.cu"
 
 #undef ATTN_DEV_INSTANTIATE
@@ -1020,6 +1069,60 @@ struct stof_attn_mod_dev {
 #define stof_attn_block_fwd_sm90 g128_t128_s2_k_tma_k64_np_block
 #include "attn_dev.cu"
 
+/* _lz: the same with STOF_LAZY_RESCALE=1 (session 24) */
+#define ATTN_NS g64_t64_s2_k_m4_tma_rm_lz
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 4
+#define STOF_SM90_QREG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_rm_lz_block
+#define STOF_LAZY_RESCALE 1
+#include "attn_dev.cu"
+
+#define ATTN_NS g64_t64_s2_k_m4_tma_hs_rm_lz
+#define STOF_HEAD_DIM 64
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 4
+#define STOF_SM90_QREG 0
+#define STOF_SM90_TMA 1
+#define STOF_SM90_HALFSKIP 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g64_t64_s2_k_m4_tma_hs_rm_lz_block
+#define STOF_LAZY_RESCALE 1
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t64_s2_rm_m3_lz
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 64
+#define STOF_STAGES 2
+#define STOF_MIN_BLOCKS 3
+#define STOF_SM90_QREG 1
+#define STOF_SM90_PV_SPLIT 0
+#define STOF_SM90_OVERLAP 0
+#define STOF_SM90_PINGPONG 0
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t64_s2_rm_m3_lz_block
+#define STOF_LAZY_RESCALE 1
+#include "attn_dev.cu"
+
+#define ATTN_NS g128_t128_s3_pp_tma_rm_lz
+#define STOF_HEAD_DIM 128
+#define STOF_BF16 0
+#define STOF_TILE_M 128
+#define STOF_STAGES 3
+#define STOF_SM90_TMA 1
+#define STOF_SM90_ROWMASK 1
+#define stof_attn_block_fwd_sm90 g128_t128_s3_pp_tma_rm_lz_block
+#define STOF_LAZY_RESCALE 1
+#include "attn_dev.cu"
+
 #undef ATTN_DEV_INSTANTIATE_SM90
 
 struct Cfg {
@@ -1055,6 +1158,9 @@ static const Cfg g_cfgs[] = {
     CFG(h64_t32_w2_s2_m8, 64, 32, 0, 2, 2, 0, -1, 8, 4, 4),
     CFG(h128_t32_w2_s2, 128, 32, 0, 2, 2, 0, -1, -1, 4, 4),
     CFG(h128_t32_w2_s2_m5, 128, 32, 0, 2, 2, 0, -1, 5, 4, 4),
+    CFG(h64_t32_w2_s2_lz, 64, 32, 0, 2, 2, 0, -1, -1, 4, 4),
+    CFG(h64_t32_w1_s2, 64, 32, 0, 1, 2, 0, -1, -1, 4, 4),
+    CFG(h128_t32_w2_s2_lz, 128, 32, 0, 2, 2, 0, -1, -1, 4, 4),
     CFG(h64_t64_w4_s2_m4, 64, 64, 0, 4, 2, 0, -1, 4, 8, 2),
     CFG(h64_t64_w4_s2_s, 64, 64, 0, 4, 2, 1, -1, -1, 8, 4),
     CFG(h64_t64_w2_s2, 64, 64, 0, 2, 2, 0, -1, -1, 4, 8),
@@ -1119,6 +1225,10 @@ static const Cfg g_cfgs[] = {
     CFG90(g64_t128_s2_k_m2_tma_k64, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g64_t128_s2_k_m2_tma_k64_np, 64, 128, 0, 2, 2, 0, 0, 0, 0),
     CFG90(g128_t128_s2_k_tma_k64_np, 128, 128, 0, 2, 1, 0, 0, 0, 0),
+    CFG90(g64_t64_s2_k_m4_tma_rm_lz, 64, 64, 0, 2, 4, 0, 0, 0, 0),
+    CFG90(g64_t64_s2_k_m4_tma_hs_rm_lz, 64, 64, 0, 2, 4, 0, 0, 0, 0),
+    CFG90(g128_t64_s2_rm_m3_lz, 128, 64, 0, 2, 3, 1, 0, 0, 0),
+    CFG90(g128_t128_s3_pp_tma_rm_lz, 128, 128, 0, 3, 1, 1, 0, 0, 1),
 };
 static const int g_ncfg = sizeof(g_cfgs) / sizeof(g_cfgs[0]);
 

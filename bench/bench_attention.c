@@ -17,7 +17,7 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
- *                   noorder,nogroup,halfskip,key64,nokey64,noqshift]
+ *                   noorder,nogroup,halfskip,key64,nokey64,noqshift,lazy,nolazy]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warmup-ms 0]
  *                   [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
@@ -34,7 +34,9 @@
  * key64 (D 64 at tile 128 in 64-key steps, forced: stof_attn_opts.key64 = 1, tile 128, so
  * that with several --tiles it runs once per tile value, at 128 each time),
  * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1),
- * noqshift (auto, but the query tiles never moved by 32 rows: stof_attn_opts.qshift = -1).
+ * noqshift (auto, but the query tiles never moved by 32 rows: stof_attn_opts.qshift = -1),
+ * lazy / nolazy (auto, with O rescaled only when a row's max grows past 2^8, forced on / off:
+ * stof_attn_opts.lazy = 1 / -1).
  * --splits: heavy tile-rows split over
  * CTAs (Hopper kernel): auto (the rule, the default), off, or N (every tile-row of more than
  * N tiles in chunks of at most N): stof_attn_opts.split = 0 / -1 / N; each case runs once per
@@ -316,6 +318,8 @@ int main(int argc, char **argv) {
           if (!strcmp(kernels[ki], "halfskip")) o.halfskip = 1;
           if (!strcmp(kernels[ki], "nokey64")) o.key64 = -1;
           if (!strcmp(kernels[ki], "noqshift")) o.qshift = -1;
+          if (!strcmp(kernels[ki], "nolazy")) o.lazy = -1;
+          if (!strcmp(kernels[ki], "lazy")) o.lazy = 1;
           o.tile = atoi(tiles[ti / nsplit]);
           if (!strcmp(kernels[ki], "key64")) o.key64 = 1, o.tile = 128;
           o.stages = stages;
@@ -402,6 +406,7 @@ int main(int argc, char **argv) {
           json_object_set_new(j, "split_rows", json_integer(c->split_rows));
           json_object_set_new(j, "split_chunks", json_integer(c->split_chunks));
           json_object_set_new(j, "qshift", json_integer(c->qshift));
+          json_object_set_new(j, "lazy", json_integer(c->lazy));
           json_object_set_new(j, "order_group", json_integer(c->order_group > 1 ? c->order_group : 1));
           json_object_set_new(j, "format_ms", json_real(fmt_ms));
           json_object_set_new(j, "format_mb", json_real(fmt_mb));

@@ -500,6 +500,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: key64 %d (1 on, -1 off, 0 the selector's)", o.key64);
   if (o.qshift < -1 || o.qshift > 1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: qshift %d (1 on, -1 off, 0 the rule)", o.qshift);
+  if (o.lazy < -1 || o.lazy > 1)
+    return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: lazy %d (1 on, -1 off, 0 the selector's)", o.lazy);
   if (o.split < -1)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: split %d (-1 never, 0 automatic, N > 0 chunks of at "
                           "most N tiles)", o.split);
@@ -660,6 +662,23 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                           stof_attn_kernel_name(out->kernel), out->tile,
                           !dev || dev->cc_major != 9 || dev->cc_minor != 0 ? ", not compute capability 9.0" : "",
                           o.portable ? ", portable asked for" : "");
+  /* The lazy rescale (STOF_LAZY_RESCALE, attention_common.cuh): O rescaled only when a row's
+   * running max grows by more than 2^8. Measured on an H200 (session 24, bench/attn_dev.cu,
+   * bench/results/s24/call1): at D 128 0.96-0.99x the time on the Hopper kernel at tile 64
+   * (sliding, causal_sliding, longformer, document) and on the tile-32 mma.sync kernel
+   * (BigBird); at D 64 0.99-1.03x, and 1.01-1.03x in the ping-pong kernel, whose softmax already
+   * runs behind the other warpgroup's MMA. Not measured with a score modifier. */
+  const char *lazy_why = "";
+  if (o.lazy == 1) {
+    if (out->kernel != STOF_ATTN_BLOCK)
+      return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
+                            "attention: lazy asked for, but it is the block-wise kernels' (row-wise chosen)");
+    out->lazy = 1, lazy_why = "; O rescaled lazily (asked for)";
+  } else if (o.lazy == 0 && out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 &&
+             D == 128 && mod_plain(&o.mod) &&
+             (out->hopper ? !hopper_pingpong(out->tile, out->stages) : out->tile == 32)) {
+    out->lazy = 1, lazy_why = "; O rescaled lazily (Hopper GPU, D = 128, no ping-pong)";
+  }
   if (out->kernel == STOF_ATTN_BLOCK && out->tile / out->warps != 16 && out->tile / out->warps != 32)
     return stof_ctx_error(ctx, STOF_ERR_ARG,
                           "attention: %d warps for tile %d (block-wise needs 16 or 32 query rows per warp)",
@@ -678,6 +697,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
              out->hopper && hopper_min_blocks(out->tile, D, out->stages, out->tma, out->key64, mod_plain(&o.mod)) == 3
                  ? ", three CTAs an SM (168 registers)" : "",
              mask_why, (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
+  size_t wl = strlen(out->why);
+  if (*lazy_why && wl < sizeof out->why) snprintf(out->why + wl, sizeof out->why - wl, "%s", lazy_why);
   return STOF_OK;
 }
 
@@ -832,6 +853,7 @@ int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtyp
   if (min_blocks) snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=%d", min_blocks);
   if (hopper && c->key64) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_KEY64=1");
   if (hopper && c->qshift) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QSHIFT=%d", c->qshift);
+  if (block && c->lazy) snprintf(o[nopt++], sizeof o[0], "-DSTOF_LAZY_RESCALE=1");
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
   if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
   else if (hopper && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=%d", c->order_group > 1 ? 2 : 1);

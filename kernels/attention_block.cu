@@ -172,6 +172,188 @@ __device__ __forceinline__ void load_v(unsigned sbase, int st, const elem_t *Vg,
   load_tile(sbase + kTileBytes + st * kStageBytes + kTileBytes, Vg, rs, Sk, col, tid);
 }
 
+/* S = Q K^T over sub-tile `sub`'s kNS keys (K tile at ks_base), into s. */
+__device__ __forceinline__ void qk_sub(float (&s)[kMF][kNB][4], unsigned ks_base, int sub,
+                                       const unsigned (&qf)[kMF][kKD][4], int lane)
+{
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) s[mf][nb][k] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < kKD; ++ks)
+#pragma unroll
+    for (int np = 0; np < kNB / 2; ++np) {
+      const int q = lane >> 3;
+      const int kr = sub * kNS + np * 16 + (q >> 1) * 8 + (lane & 7);
+      unsigned b0, b1, b2, b3;
+      ldsm_x4(ks_base + swz(kr, 2 * ks + (q & 1)), b0, b1, b2, b3);
+#pragma unroll
+      for (int mf = 0; mf < kMF; ++mf) {
+        mma16816(s[mf][2 * np], qf[mf][ks], b0, b1);
+        mma16816(s[mf][2 * np + 1], qf[mf][ks], b2, b3);
+      }
+    }
+}
+
+/* The score modifier, the mask (kPartial: keys whose bit is 0 get -inf) and the online
+ * softmax of sub-tile `sub`'s scores s, which become exponentials; O is rescaled (with
+ * STOF_LAZY_RESCALE only when a row's max grew too far: attention_common.cuh). */
+template <bool kPartial>
+__device__ __forceinline__ void softmax_sub(float (&s)[kMF][kNB][4], const unsigned *bmp, int sub,
+                                            float (&o)[kMF][kDB][4], float (&mrow)[kMF][2],
+                                            float (&lrow)[kMF][2], int wrow, int bsh, int bhi, float sl2,
+                                            const mod_cta &mc, int rel0, float scale)
+{
+#if STOF_HAS_MOD
+  /* The score modifier on the scaled scores (sl2 is then log2 e alone); rel0 is this
+   * lane's offset j - i at (row g, column 2 t4) of the tile. */
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        const int rel = rel0 + sub * kNS + nb * 8 - mf * 16 - hh * 8;
+        s[mf][nb][2 * hh] = mod_score(s[mf][nb][2 * hh] * scale, rel, mc);
+        s[mf][nb][2 * hh + 1] = mod_score(s[mf][nb][2 * hh + 1] * scale, rel + 1, mc);
+      }
+#endif
+
+  if (kPartial) {
+#pragma unroll
+    for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int rb = (wrow + mf * 16 + hh * 8) >> 3;
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb) {
+          const int cb = sub * kNB + nb;
+          const unsigned w = bmp[2 * (cb * kT8 + rb) + bhi] >> bsh;
+          if (!(w & 1u)) s[mf][nb][2 * hh] = neg_inf();
+          if (!(w & 2u)) s[mf][nb][2 * hh + 1] = neg_inf();
+        }
+      }
+  }
+
+#if STOF_LAZY_RESCALE
+  /* Every row's max first; the warp moves its maxima only if one of them grew too far. */
+  float mxr[kMF][2];
+  bool grow = false;
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float mx = mrow[mf][hh];
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+        mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mxr[mf][hh] = mx;
+      /* -inf > -inf + margin is false: no valid key yet keeps the stand-in; a first valid
+       * key is always growth */
+      grow |= mx * sl2 > mrow[mf][hh] * sl2 + kLazyMargin;
+    }
+  if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+    for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float mx = mxr[mf][hh];
+        const float alpha = ex2(mrow[mf][hh] * sl2 - (mx == neg_inf() ? 0.f : mx) * sl2);
+        mrow[mf][hh] = mx;
+        lrow[mf][hh] *= alpha;
+#pragma unroll
+        for (int db = 0; db < kDB; ++db) {
+          o[mf][db][2 * hh] *= alpha;
+          o[mf][db][2 * hh + 1] *= alpha;
+        }
+      }
+  }
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float ms = (mrow[mf][hh] == neg_inf() ? 0.f : mrow[mf][hh]) * sl2;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        const float p0 = ex2(fmaf(s[mf][nb][2 * hh], sl2, -ms));
+        const float p1 = ex2(fmaf(s[mf][nb][2 * hh + 1], sl2, -ms));
+        s[mf][nb][2 * hh] = p0;
+        s[mf][nb][2 * hh + 1] = p1;
+        sum += p0 + p1;
+      }
+      lrow[mf][hh] += sum;
+    }
+#else
+  /* Online softmax: rows g and g+8 of each fragment; a quad shares a row. */
+#pragma unroll
+  for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float mx = mrow[mf][hh];
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+        mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      /* While no valid key has been seen the max is -inf: use 0 as its stand-in, so that
+       * exp2(-inf - 0) = 0 and the (empty) accumulators are scaled by 0. */
+      const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+      const float alpha = ex2(mrow[mf][hh] * sl2 - ms);
+      mrow[mf][hh] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        const float p0 = ex2(fmaf(s[mf][nb][2 * hh], sl2, -ms));
+        const float p1 = ex2(fmaf(s[mf][nb][2 * hh + 1], sl2, -ms));
+        s[mf][nb][2 * hh] = p0;
+        s[mf][nb][2 * hh + 1] = p1;
+        sum += p0 + p1;
+      }
+      lrow[mf][hh] = lrow[mf][hh] * alpha + sum;
+#pragma unroll
+      for (int db = 0; db < kDB; ++db) {
+        o[mf][db][2 * hh] *= alpha;
+        o[mf][db][2 * hh + 1] *= alpha;
+      }
+    }
+#endif
+}
+
+/* O += P V over sub-tile `sub`'s keys (V tile at vs_base; s holds P's exponentials). */
+__device__ __forceinline__ void pv_sub(const float (&s)[kMF][kNB][4], unsigned vs_base, int sub,
+                                       float (&o)[kMF][kDB][4], int lane)
+{
+#pragma unroll
+  for (int kk = 0; kk < kNS / 16; ++kk) {
+    unsigned a[kMF][4];
+#pragma unroll
+    for (int mf = 0; mf < kMF; ++mf) {
+      a[mf][0] = pack2(s[mf][2 * kk][0], s[mf][2 * kk][1]);
+      a[mf][1] = pack2(s[mf][2 * kk][2], s[mf][2 * kk][3]);
+      a[mf][2] = pack2(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
+      a[mf][3] = pack2(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < kDB / 2; ++dp) {
+      const int q = lane >> 3;
+      const int vr = sub * kNS + kk * 16 + (q & 1) * 8 + (lane & 7);
+      unsigned b0, b1, b2, b3;
+      ldsm_x4_t(vs_base + swz(vr, 2 * dp + (q >> 1)), b0, b1, b2, b3);
+#pragma unroll
+      for (int mf = 0; mf < kMF; ++mf) {
+        mma16816(o[mf][2 * dp], a[mf], b0, b1);
+        mma16816(o[mf][2 * dp + 1], a[mf], b2, b3);
+      }
+    }
+  }
+}
+
 /* One K/V tile for one warp: S = Q K^T, mask (partial tiles), online softmax, O += P V.
  * kPartial = false: no mask work. kPartial = true: the bitmap sets invalid scores to -inf,
  * and a sub-tile with no valid key for any of this warp's rows (its bits in gm, one per 16
@@ -192,93 +374,8 @@ __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, co
     const unsigned gs = kPartial ? (gm >> (sub * (kNS / 16))) & ((1u << (kNS / 16)) - 1u) : 1u;
     float s[kMF][kNB][4];
     if (!kPartial || gs) {
-#pragma unroll
-      for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-        for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-          for (int k = 0; k < 4; ++k) s[mf][nb][k] = 0.f;
-
-      /* S = Q K^T over this sub-tile's kNS keys. */
-#pragma unroll
-      for (int ks = 0; ks < kKD; ++ks)
-#pragma unroll
-        for (int np = 0; np < kNB / 2; ++np) {
-          const int q = lane >> 3;
-          const int kr = sub * kNS + np * 16 + (q >> 1) * 8 + (lane & 7);
-          unsigned b0, b1, b2, b3;
-          ldsm_x4(ks_base + swz(kr, 2 * ks + (q & 1)), b0, b1, b2, b3);
-#pragma unroll
-          for (int mf = 0; mf < kMF; ++mf) {
-            mma16816(s[mf][2 * np], qf[mf][ks], b0, b1);
-            mma16816(s[mf][2 * np + 1], qf[mf][ks], b2, b3);
-          }
-        }
-
-#if STOF_HAS_MOD
-      /* The score modifier on the scaled scores (sl2 is then log2 e alone); rel0 is this
-       * lane's offset j - i at (row g, column 2 t4) of the tile. */
-#pragma unroll
-      for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-          for (int nb = 0; nb < kNB; ++nb) {
-            const int rel = rel0 + sub * kNS + nb * 8 - mf * 16 - hh * 8;
-            s[mf][nb][2 * hh] = mod_score(s[mf][nb][2 * hh] * scale, rel, mc);
-            s[mf][nb][2 * hh + 1] = mod_score(s[mf][nb][2 * hh + 1] * scale, rel + 1, mc);
-          }
-#endif
-
-      /* Partial tile: keys whose bit is 0 get -inf. */
-      if (kPartial) {
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int rb = (wrow + mf * 16 + hh * 8) >> 3;
-#pragma unroll
-            for (int nb = 0; nb < kNB; ++nb) {
-              const int cb = sub * kNB + nb;
-              const unsigned w = bmp[2 * (cb * kT8 + rb) + bhi] >> bsh;
-              if (!(w & 1u)) s[mf][nb][2 * hh] = neg_inf();
-              if (!(w & 2u)) s[mf][nb][2 * hh + 1] = neg_inf();
-            }
-          }
-      }
-
-      /* Online softmax: rows g and g+8 of each fragment; a quad shares a row. */
-#pragma unroll
-      for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          float mx = mrow[mf][hh];
-#pragma unroll
-          for (int nb = 0; nb < kNB; ++nb)
-            mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          /* While no valid key has been seen the max is -inf: use 0 as its stand-in, so that
-           * exp2(-inf - 0) = 0 and the (empty) accumulators are scaled by 0. */
-          const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
-          const float alpha = ex2(mrow[mf][hh] * sl2 - ms);
-          mrow[mf][hh] = mx;
-          float sum = 0.f;
-#pragma unroll
-          for (int nb = 0; nb < kNB; ++nb) {
-            const float p0 = ex2(fmaf(s[mf][nb][2 * hh], sl2, -ms));
-            const float p1 = ex2(fmaf(s[mf][nb][2 * hh + 1], sl2, -ms));
-            s[mf][nb][2 * hh] = p0;
-            s[mf][nb][2 * hh + 1] = p1;
-            sum += p0 + p1;
-          }
-          lrow[mf][hh] = lrow[mf][hh] * alpha + sum;
-#pragma unroll
-          for (int db = 0; db < kDB; ++db) {
-            o[mf][db][2 * hh] *= alpha;
-            o[mf][db][2 * hh + 1] *= alpha;
-          }
-        }
+      qk_sub(s, ks_base, sub, qf, lane);
+      softmax_sub<kPartial>(s, bmp, sub, o, mrow, lrow, wrow, bsh, bhi, sl2, mc, rel0, scale);
     }
 
     if (kSplit && sub == 0) {
@@ -286,32 +383,7 @@ __device__ __forceinline__ void tile_body(unsigned ks_base, unsigned vs_base, co
       __syncthreads();
     }
 
-    if (!kPartial || gs) {
-      /* O += P V over this sub-tile's keys. */
-#pragma unroll
-      for (int kk = 0; kk < kNS / 16; ++kk) {
-        unsigned a[kMF][4];
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf) {
-          a[mf][0] = pack2(s[mf][2 * kk][0], s[mf][2 * kk][1]);
-          a[mf][1] = pack2(s[mf][2 * kk][2], s[mf][2 * kk][3]);
-          a[mf][2] = pack2(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
-          a[mf][3] = pack2(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int dp = 0; dp < kDB / 2; ++dp) {
-          const int q = lane >> 3;
-          const int vr = sub * kNS + kk * 16 + (q & 1) * 8 + (lane & 7);
-          unsigned b0, b1, b2, b3;
-          ldsm_x4_t(vs_base + swz(vr, 2 * dp + (q >> 1)), b0, b1, b2, b3);
-#pragma unroll
-          for (int mf = 0; mf < kMF; ++mf) {
-            mma16816(o[mf][2 * dp], a[mf], b0, b1);
-            mma16816(o[mf][2 * dp + 1], a[mf], b2, b3);
-          }
-        }
-      }
-    }
+    if (!kPartial || gs) pv_sub(s, vs_base, sub, o, lane);
   }
 }
 
@@ -433,7 +505,6 @@ stof_attn_block_fwd(const stof_attn::elem_t *__restrict__ Q, const stof_attn::el
 
   const unsigned long long *bmp64_all =
       reinterpret_cast<const unsigned long long *>(smem + kTileBytes + 2 * kTileBytes);
-
   for (int i = 0; i < n; ++i) {
     const int st = i % kStages;
     /* K (+bitmap) of tile i landed (and V too unless split) for all threads; everyone is done

@@ -677,6 +677,11 @@ template <int kNb, int kN>
 __device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2], float (&lrow)[2], float (&alpha)[2],
                                                float sl2)
 {
+#if STOF_LAZY_RESCALE
+  /* both rows' maxima first; the warp moves them only if one grew too far (alpha is then 1
+   * exactly for all, and rescale_pack skips O) */
+  float mxr[2];
+  bool grow = false;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     float mx = mrow[hh];
@@ -684,8 +689,28 @@ __device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2],
     for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mxr[hh] = mx;
+    grow |= mx * sl2 > mrow[hh] * sl2 + kLazyMargin; /* false while both are -inf */
+  }
+  const bool upd = __any_sync(0xffffffffu, grow);
+#endif
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+#if STOF_LAZY_RESCALE
+    const float mx = upd ? mxr[hh] : mrow[hh];
+#else
+    float mx = mrow[hh];
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#endif
     const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+#if STOF_LAZY_RESCALE
+    alpha[hh] = upd ? ex2(mrow[hh] * sl2 - ms) : 1.f;
+#else
     alpha[hh] = ex2(mrow[hh] * sl2 - ms);
+#endif
     mrow[hh] = mx;
     float sum = 0.f;
 #pragma unroll
@@ -707,6 +732,9 @@ template <int kSteps, int kN>
 __device__ __forceinline__ void rescale_pack(float (&o)[kNO], unsigned (&p)[kT / 16][4], const float (&s)[kN],
                                              const float (&alpha)[2])
 {
+#if STOF_LAZY_RESCALE
+  if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+#endif
 #pragma unroll
   for (int db = 0; db < kD / 8; ++db) {
     o[4 * db + 0] *= alpha[0];

@@ -69,6 +69,14 @@
 #define STOF_MOD_F32 1
 #endif
 #define STOF_HAS_MOD (STOF_SCORE_MOD != 0 || STOF_SOFTCAP != 0)
+/* STOF_LAZY_RESCALE=1: a warp moves its rows' running maxima (and rescales O and l) only when
+ * one of them grows by more than kLazyMargin in log2 units; otherwise the exponentials are
+ * taken against the old max, each at most 2^kLazyMargin (exact in f16 and bf16, far from
+ * f32's range), and the D / 2 multiplies of O a row pair are skipped. O and l always share
+ * the max they were summed against, so the result is the same up to rounding. */
+#ifndef STOF_LAZY_RESCALE
+#define STOF_LAZY_RESCALE 0
+#endif
 
 namespace stof_attn {
 
@@ -76,6 +84,10 @@ namespace stof_attn {
 typedef __nv_bfloat16 elem_t;
 #else
 typedef __half elem_t;
+#endif
+
+#if STOF_LAZY_RESCALE
+constexpr float kLazyMargin = 8.f;
 #endif
 
 constexpr int kD = STOF_HEAD_DIM;  /* head dim */

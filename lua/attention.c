@@ -71,11 +71,11 @@ static slua_engine *push_engine(lua_State *L, const char *fname) {
   return h;
 }
 
-static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", NULL};
-static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", "gpu",
+static const char *const opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", "lazy", NULL};
+static const char *const explain_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", "lazy", "gpu",
                                                "mod", "softcap", "buckets", "max_distance", "bidirectional", NULL};
 /* stof.attention's options: opt_keys and the score modifiers'; te.attention's */
-static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", "bias",
+static const char *const attn_opt_keys[] = {"kernel", "tile", "warps", "stages", "portable", "scale", "split", "order", "order_group", "key64", "qshift", "lazy", "bias",
                                             "buckets", "max_distance", "bidirectional", "alibi", "softcap", NULL};
 static const char *const te_opt_keys[] = {"scale", "bias", "buckets", "max_distance", "bidirectional", "alibi",
                                           "softcap", NULL};
@@ -165,8 +165,8 @@ static stof_attn_opts check_opts(lua_State *L, int idx, const char *fname, const
     if (!found) slua_error(L, "ValueError", "%s: kernel must be \"auto\", \"block\" or \"row\"", fname);
   }
   lua_pop(L, 1);
-  static const char *const ints[] = {"tile", "warps", "stages", "split", "order", "order_group", "key64", "qshift"};
-  int *dst[] = {&o.tile, &o.warps, &o.stages, &o.split, &o.order, &o.order_group, &o.key64, &o.qshift};
+  static const char *const ints[] = {"tile", "warps", "stages", "split", "order", "order_group", "key64", "qshift", "lazy"};
+  int *dst[] = {&o.tile, &o.warps, &o.stages, &o.split, &o.order, &o.order_group, &o.key64, &o.qshift, &o.lazy};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (lua_getfield(L, idx, ints[i]) != LUA_TNIL) {
       if (!lua_isinteger(L, -1)) slua_error(L, "TypeError", "%s: option %s must be an integer", fname, ints[i]);
@@ -266,10 +266,10 @@ static int l_attention(lua_State *L) {
   /* GPU: a plan per (mask handle, dims, dtype, options), cached */
   if (bias) o.bias_dtype = bias->dtype;
   char key[256]; /* the modifier too: a plan never runs without the modifier it was asked with */
-  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g s%d o%d g%d k%d q%d m%d %d %d %d %g %d",
+  snprintf(key, sizeof key, "%lld %lld %lld %lld %lld %lld %d %d %d %d %d %d %g s%d o%d g%d k%d q%d l%d m%d %d %d %d %g %d",
            (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5],
            (int)q->dtype, (int)o.kernel, o.tile, o.warps, o.stages, o.portable, (double)o.scale, o.split, o.order,
-           o.order_group, o.key64, o.qshift, (int)o.mod.kind, o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap,
+           o.order_group, o.key64, o.qshift, o.lazy, (int)o.mod.kind, o.mod.bidirectional, o.mod.num_buckets, o.mod.max_distance, (double)o.mod.softcap,
            (int)o.bias_dtype);
   slua_registry_table(L, REG_PLANS, "k");
   int pidx = lua_gettop(L);
@@ -433,6 +433,8 @@ static void push_choice(lua_State *L, const stof_attn_choice *c) {
   lua_setfield(L, -2, "key64");
   lua_pushinteger(L, c->qshift);
   lua_setfield(L, -2, "qshift");
+  lua_pushboolean(L, c->lazy);
+  lua_setfield(L, -2, "lazy");
   lua_pushinteger(L, (lua_Integer)c->heavy_rows);
   lua_setfield(L, -2, "heavy_rows");
   lua_pushinteger(L, (lua_Integer)(c->order_group > 1 ? c->order_group : 1));

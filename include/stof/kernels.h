@@ -405,6 +405,11 @@ typedef struct stof_attn_opts {
                               causal-like masks), 1 tile 128 computed 64 keys a step, its two
                               warpgroups sharing each K/V tile (STOF_SM90_KEY64; an error
                               where it cannot run), -1 not */
+  int lazy;                /* block-wise kernels: 0 the selector's rule (D 128 on a Hopper GPU,
+                              no score modifier: the tile-32 kernel and the Hopper kernel
+                              without ping-pong), 1 O rescaled only when a row's running max
+                              grows by more than 2^8 (STOF_LAZY_RESCALE; an error for the
+                              row-wise kernel), -1 never */
 } stof_attn_opts;
 
 /** The CPU implementation (the intrinsic's, and a reference): walks only the kept
@@ -449,6 +454,8 @@ typedef struct stof_attn_choice {
                         first over groups of this many (b, h) pairs (where rows differ in
                         length); 0 or 1: (b, h) by (b, h), each its rows last first; set
                         with the split, not by stof_attention_select */
+  int lazy;          /* block-wise with STOF_LAZY_RESCALE=1: O rescaled only when a row's
+                        running max grows by more than 2^8 */
   double frac16;     /* the format statistic the rule reads */
   double threshold;  /* block-wise iff frac16 >= threshold (or forced) */
   /* Heavy tile-rows split (a plan's decision; the selector leaves them 0): tile-rows over all

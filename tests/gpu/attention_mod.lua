@@ -18,7 +18,7 @@ local hopper = select(2, stof.explain(M.dense(), {S = 1024, D = 64})).hopper
 -- tile 128), the other tile (the Hopper kernel with cp.async), the portable block-wise
 -- kernel (mma.sync) at tiles 64 and 32, and the row-wise kernel; the Hopper kernel with
 -- every tile-row of more than 2 tiles split over CTAs (the chunks' modifiers must match the
--- main kernel's); on Hopper also key64 (D 64) and the query shift
+-- main kernel's); on Hopper also key64 (D 64) and the query shift; the lazy rescale, forced
 local function kernels(D)
   local list = {
     {name = "auto", o = {}},
@@ -41,6 +41,11 @@ local function kernels(D)
     list[#list + 1] = {name = "qshift", o = {tile = 64, qshift = 1}}
     list[#list + 1] = {name = "qshift, split 2", o = {tile = 64, qshift = 1, split = 2}}
   end
+  -- O rescaled lazily (the rule leaves modified attention without it, as it was measured
+  -- without modifiers; forced here): the selector's kernel, tile 64 and the tile-32 kernel
+  list[#list + 1] = {name = "lazy", o = {lazy = 1}}
+  list[#list + 1] = {name = "lazy, tile 32", o = {tile = 32, lazy = 1}}
+  if hopper then list[#list + 1] = {name = "lazy, tile 64, split 2", o = {tile = 64, lazy = 1, split = 2}} end
   return list
 end
 local shapes = {

@@ -873,7 +873,7 @@ static void variant_options_agree_with_the_selector(void **state) {
   const stof_attn_mod mods[] = {{0}, {.softcap = 30}, {.kind = STOF_ATTN_MOD_ALIBI}, {.kind = STOF_ATTN_MOD_T5_BIAS,
                                                                                     .num_buckets = 32,
                                                                                     .max_distance = 128}};
-  int nthree = 0, nchecked = 0, nshift = 0, norder = 0;
+  int nthree = 0, nchecked = 0, nshift = 0, norder = 0, nlazy = 0;
   for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; mi++)
     for (int64_t S = 1024; S <= 4096; S *= 4) {
       stof_mask *m;
@@ -910,6 +910,18 @@ static void variant_options_agree_with_the_selector(void **state) {
               fail_msg("%s S %lld D %lld: order option %d, want %d (heavy %d, group %d): %s", masks[mi], (long long)S,
                        (long long)D, order_opt, want_order, c.heavy_rows, c.order_group, c.why);
             norder += order_opt > 0;
+            /* the lazy rescale's macro exactly where the choice has it; the rule (an H100-sized
+             * device, compute capability 9.0): D 128, no modifier, the Hopper kernel without
+             * ping-pong or the tile-32 kernel */
+            int lazy_opt = 0;
+            for (int i = 0; i < n; i++) lazy_opt |= !strcmp(opt[i], "-DSTOF_LAZY_RESCALE=1");
+            int plain_mod = o.mod.kind == STOF_ATTN_MOD_NONE && !(o.mod.softcap > 0);
+            int want_lazy = c.kernel == STOF_ATTN_BLOCK && D == 128 && plain_mod &&
+                            (c.hopper ? !(c.tile == 128 && c.stages >= 3) : c.tile == 32);
+            if (lazy_opt != c.lazy || c.lazy != want_lazy || (strstr(c.why, "O rescaled lazily") != NULL) != want_lazy)
+              fail_msg("%s S %lld D %lld forced %zu mod %zu: lazy option %d, choice %d, want %d: %s", masks[mi],
+                       (long long)S, (long long)D, fi, di, lazy_opt, c.lazy, want_lazy, c.why);
+            nlazy += want_lazy;
             for (int split = 0; split <= 2; split++) { /* get_variant's key fits, split kernels too */
               char sopt[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
               int sn = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, split, sopt);
@@ -952,9 +964,62 @@ static void variant_options_agree_with_the_selector(void **state) {
       stof_mask_format_free(f);
       stof_mask_free(m);
     }
-  print_message("     %d choices checked, %d with three CTAs an SM, %d query-shifted, %d with a launch order\n",
-                nchecked, nthree, nshift, norder);
-  assert_true(nthree > 0 && nshift > 0 && norder > 0 && nchecked > 100);
+  print_message("     %d choices checked, %d with three CTAs an SM, %d query-shifted, %d with a launch order, "
+                "%d rescaled lazily\n", nchecked, nthree, nshift, norder, nlazy);
+  assert_true(nthree > 0 && nshift > 0 && norder > 0 && nlazy > 0 && nchecked > 100);
+  tu_ctx_free(ctx, &heap);
+}
+
+/* The lazy rescale (stof_attn_opts.lazy): the rule takes it on a Hopper GPU at D 128 without a
+ * modifier, for the tile-32 kernel (BigBird) and the Hopper kernel without ping-pong (sliding
+ * at tile 64), not for the ping-pong (dense at tile 128), D 64, another GPU or a modifier;
+ * forced on, it is taken on any block-wise kernel and refused for the row-wise one; forced
+ * off, it is never taken; out-of-range values are refused. */
+static void select_lazy_rescale_rule(void **state) {
+  (void)state;
+  tu_heap heap;
+  stof_ctx *ctx = tu_ctx_new(&heap);
+  static const char *const names[] = {"bigbird", "sliding", "dense"};
+  static const int rule128[] = {1, 1, 0};
+  stof_attn_choice c;
+  for (int i = 0; i < 3; i++) {
+    stof_mask *m;
+    TU_OK(ctx, stof_mask_suite(ctx, names[i], 4096, &m));
+    stof_mask_format *f = format_of(ctx, m, 4096, 4096);
+    TU_OK(ctx, stof_attention_select(ctx, f, 16, 12, 128, &h100, NULL, &c));
+    assert_int_equal(c.lazy, rule128[i]);
+    if (rule128[i]) expect_in_why(&c, "O rescaled lazily (Hopper GPU, D = 128, no ping-pong)");
+    else assert_null(strstr(c.why, "lazily"));
+    assert_int_equal(c.tile, i == 0 ? 32 : i == 1 ? 64 : 128);
+    TU_OK(ctx, stof_attention_select(ctx, f, 16, 12, 64, &h100, NULL, &c));
+    assert_int_equal(c.lazy, 0); /* D 64 */
+    TU_OK(ctx, stof_attention_select(ctx, f, 16, 12, 128, &a100, NULL, &c));
+    assert_int_equal(c.lazy, 0); /* not a Hopper GPU */
+    stof_attn_opts o = {.mod = {.kind = STOF_ATTN_MOD_ALIBI}};
+    TU_OK(ctx, stof_attention_select(ctx, f, 16, 12, 128, &h100, &o, &c));
+    assert_int_equal(c.lazy, 0); /* a modifier: not measured */
+    o = (stof_attn_opts){.lazy = -1};
+    TU_OK(ctx, stof_attention_select(ctx, f, 16, 12, 128, &h100, &o, &c));
+    assert_int_equal(c.lazy, 0);
+    o = (stof_attn_opts){.lazy = 1};
+    TU_OK(ctx, stof_attention_select(ctx, f, 16, 12, 64, &a100, &o, &c));
+    assert_int_equal(c.lazy, 1);
+    expect_in_why(&c, "O rescaled lazily (asked for)");
+    stof_mask_format_free(f);
+    stof_mask_free(m);
+  }
+  stof_mask *m;
+  TU_OK(ctx, stof_mask_sliding(ctx, 32, &m));
+  stof_mask_format *f = format_of(ctx, m, 4096, 4096);
+  stof_attn_opts o = {.lazy = 1, .kernel = STOF_ATTN_ROW};
+  kt_expect_error(ctx, stof_attention_select(ctx, f, 1, 1, 128, &h100, &o, &c), STOF_ERR_UNSUPPORTED,
+                  "block-wise kernels'");
+  o = (stof_attn_opts){.lazy = 2};
+  kt_expect_error(ctx, stof_attention_select(ctx, f, 1, 1, 128, &h100, &o, &c), STOF_ERR_ARG, "lazy 2");
+  o = (stof_attn_opts){.lazy = -2};
+  kt_expect_error(ctx, stof_attention_select(ctx, f, 1, 1, 128, &h100, &o, &c), STOF_ERR_ARG, "lazy -2");
+  stof_mask_format_free(f);
+  stof_mask_free(m);
   tu_ctx_free(ctx, &heap);
 }
 
@@ -1328,6 +1393,18 @@ static void hopper_kernel_compiles_for_sm90a_with_and_without_tma(void **state) 
        "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_SM90_ORDER=2"},
       {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=128", "-DSTOF_STAGES=2", "-DSTOF_SM90_PINGPONG=0",
        "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0", "-DSTOF_MIN_BLOCKS=2", "-DSTOF_SM90_KEY64=1", "-DSTOF_SM90_ORDER=2"},
+      /* the lazy rescale as the rule takes it (D 128, tile 64, cp.async, three CTAs, shifted or
+       * split), and forced where the rule does not (the ping-pong, D 64 with TMA, in 64-key steps) */
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=0", "-DSTOF_TILE_M=64", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_ROWMASK=1",
+       "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_QSHIFT=32", "-DSTOF_SM90_ORDER=1", "-DSTOF_LAZY_RESCALE=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=1", "-DSTOF_TILE_M=64", "-DSTOF_SM90_TMA=0", "-DSTOF_SM90_HALFSKIP=1",
+       "-DSTOF_MIN_BLOCKS=3", "-DSTOF_SM90_SPLIT=2", "-DSTOF_LAZY_RESCALE=1"},
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=0", "-DSTOF_TILE_M=128", "-DSTOF_STAGES=3", "-DSTOF_SM90_PINGPONG=1",
+       "-DSTOF_SM90_TMA=1", "-DSTOF_LAZY_RESCALE=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=1", "-DSTOF_TILE_M=64", "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0",
+       "-DSTOF_MIN_BLOCKS=4", "-DSTOF_SM90_ROWMASK=1", "-DSTOF_LAZY_RESCALE=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=0", "-DSTOF_TILE_M=128", "-DSTOF_STAGES=2", "-DSTOF_SM90_PINGPONG=0",
+       "-DSTOF_SM90_TMA=1", "-DSTOF_SM90_QREG=0", "-DSTOF_MIN_BLOCKS=2", "-DSTOF_SM90_KEY64=1", "-DSTOF_LAZY_RESCALE=1"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *cubin = NULL;
@@ -1378,6 +1455,11 @@ static void tile_32_compiles_on_the_block_kernel_only(void **state) {
        "-DSTOF_ORDER=1"},
       {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=1", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
        "-DSTOF_ORDER=2"},
+      /* the lazy rescale (the rule's at D 128; forced at D 64, 32 rows a warp) */
+      {"-DSTOF_HEAD_DIM=128", "-DSTOF_BF16=0", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=2", "-DSTOF_STAGES=2",
+       "-DSTOF_LAZY_RESCALE=1"},
+      {"-DSTOF_HEAD_DIM=64", "-DSTOF_BF16=1", "-DSTOF_TILE_M=32", "-DSTOF_WARPS=1", "-DSTOF_STAGES=2",
+       "-DSTOF_LAZY_RESCALE=1"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
     for (int a = 0; a < 2; a++) {
@@ -1862,6 +1944,7 @@ int run_attention_tests(void) {
       cmocka_unit_test(select_split_marks_formats_without_partial_tiles),
       cmocka_unit_test(select_picks_key64_for_dense_and_causal),
       cmocka_unit_test(select_split_orders_long_rows_first),
+      cmocka_unit_test(select_lazy_rescale_rule),
       cmocka_unit_test(select_three_ctas_at_d128_tile64),
       cmocka_unit_test(select_split_shifts_window_masks),
       cmocka_unit_test(variant_options_agree_with_the_selector),

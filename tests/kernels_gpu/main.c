@@ -88,6 +88,7 @@ typedef struct run_spec {
   int qshift;              /* stof_attn_opts.qshift (0: the rule) */
   int rowmask, halfskip;   /* stof_attn_opts' (0: the selector's) */
   int order_group;         /* stof_attn_opts.order_group (0: the rule's) */
+  int lazy;                /* stof_attn_opts.lazy (0: the selector's rule) */
 } run_spec;
 
 static const run_spec all_runs[] = {
@@ -244,7 +245,8 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
                       .qshift = rs->qshift,
                       .rowmask = rs->rowmask,
                       .halfskip = rs->halfskip,
-                      .order_group = rs->order_group};
+                      .order_group = rs->order_group,
+                      .lazy = rs->lazy};
   stof_attn_plan *plan = NULL;
   stof_status st = stof_attn_plan_new(f->e, c->mask, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D,
                                       c->dtype, &o, &plan);
@@ -261,6 +263,10 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
            rs->tile, stof_attn_kernel_name(ch->kernel), ch->tile, ch->warps, ch->stages,
            ch->kernel != STOF_ATTN_BLOCK ? "" : !ch->hopper ? " mma.sync" : ch->tma ? " wgmma+tma" : " wgmma",
            ch->key64 ? " key64" : "", ch->qshift ? " qshift" : "", split);
+  if (ch->lazy) {
+    size_t hn = strlen(head);
+    snprintf(head + hn, sizeof head - hn, " lazy");
+  }
   if (ch->order_group > 1) {
     size_t hn = strlen(head);
     snprintf(head + hn, sizeof head - hn, " order groups of %d", ch->order_group);
@@ -283,6 +289,7 @@ static void run_case(fixture *f, const gcase *c, const prepared *p, const run_sp
            (rs->key64 && ch->key64 != (rs->key64 > 0)) || ch->key64 != want.key64 ||
            (rs->qshift && (ch->qshift != 0) != (rs->qshift > 0)) || (rs->rowmask && ch->rowmask != (rs->rowmask > 0)) ||
            (rs->halfskip && ch->halfskip != (rs->halfskip > 0)) ||
+           (rs->lazy && ch->lazy != (rs->lazy > 0)) || ch->lazy != want.lazy ||
            (rs->order_group > 1 && ch->kernel == STOF_ATTN_BLOCK && (ch->hopper || ch->tile == 32) &&
             !ch->split_rows && rs->order >= 0 &&
             ch->order_group != (rs->order_group < c->B * c->H ? rs->order_group : c->B * c->H)))
@@ -957,6 +964,61 @@ static void qshift_matches_cpu(void **state) {
   finish(f);
 }
 
+/* The lazy rescale (STOF_LAZY_RESCALE): O and l moved to a new max only when a row's max grows
+ * by more than 2^8, else the exponentials taken against the old one. Scales 0.5 and 1 at
+ * D 128 (score spreads of about 11 and 22 in log2 units) make rows grow past the margin at later
+ * tiles as well as not, so both branches run; the default scale mostly takes the old max.
+ * Forced on and off, and the rule's choice, on every suite mask at S 1000 and 2048 (BigBird
+ * on the tile-32 kernel there), the kernels the rule takes it on (tile 64 without ping-pong,
+ * cp.async and TMA, split, shifted) and forced where it does not (the ping-pong, D 64, tile 32
+ * with 1 warp of 32 rows), f16 and bf16, GQA, Sq != Sk, fully masked rows (with score modifiers:
+ * tests/gpu/attention_mod.lua). */
+static void lazy_rescale_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: the lazy rescale's rule is the Hopper GPU's (compute capability 9.0)\n");
+    skip();
+  }
+  static const run_spec runs[] = {
+      {.kernel = STOF_ATTN_AUTO},
+      {.kernel = STOF_ATTN_AUTO, .lazy = 1},
+      {.kernel = STOF_ATTN_AUTO, .lazy = -1},
+      {.kernel = STOF_ATTN_BLOCK, .tile = 64, .lazy = 1, .tma = -1},
+      {.kernel = STOF_ATTN_BLOCK, .tile = 64, .lazy = 1, .tma = 1},
+      {.kernel = STOF_ATTN_BLOCK, .tile = 64, .lazy = 1, .split = 2},
+      {.kernel = STOF_ATTN_BLOCK, .tile = 64, .lazy = 1, .qshift = 1},
+      {.kernel = STOF_ATTN_BLOCK, .tile = 128, .lazy = 1},
+      {.kernel = STOF_ATTN_BLOCK, .tile = 32, .lazy = 1},
+      {.kernel = STOF_ATTN_BLOCK, .tile = 32, .warps = 1, .lazy = 1}};
+  enum { NRUNS = sizeof runs / sizeof runs[0] };
+  for (int i = 0; stof_mask_suite_name(i); i++)
+    for (int si = 0; si < 2; si++) {
+      int64_t S = si ? 2048 : 1000;
+      stof_mask *m = suite_mask(f, i, S);
+      gcase c = {m, 1, 4, 2, S, S, si || i % 2 ? 128 : 64, (i + si) % 2 ? STOF_DTYPE_BF16 : STOF_DTYPE_F16,
+                 si ? 1.0f : 0.5f, 3700 + 10 * (uint64_t)si + (uint64_t)i};
+      check_case(f, &c, runs, NRUNS);
+      stof_mask_free(m);
+    }
+  stof_mask *lf = NULL, *a = NULL, *b = NULL, *holes = NULL;
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lf));
+  TU_OK(ctx, stof_mask_causal(ctx, &a)); /* causal() - window(100, 0): rows 0..100 keep nothing */
+  TU_OK(ctx, stof_mask_window(ctx, 100, 0, &b));
+  TU_OK(ctx, stof_mask_difference(a, b, &holes));
+  const gcase cases[] = {
+      {lf, 1, 2, 2, 129, 700, 128, STOF_DTYPE_F16, 1.0f, 3730},     /* Sq < Sk */
+      {lf, 1, 2, 2, 700, 129, 128, STOF_DTYPE_BF16, 0.5f, 3731},    /* Sq > Sk */
+      {holes, 1, 2, 2, 300, 300, 128, STOF_DTYPE_F16, 1.0f, 3732},  /* fully masked rows */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(f, &cases[i], runs, NRUNS);
+  stof_mask_free(lf);
+  stof_mask_free(a);
+  stof_mask_free(b);
+  stof_mask_free(holes);
+  finish(f);
+}
+
 /* Forced pipeline options: each plan either fails at once with an error, or runs
  * correctly (a plan that cannot run is a bug). Shapes the kernels reject must fail. */
 static void forced_pipeline_options_run_or_fail_cleanly(void **state) {
@@ -1559,6 +1621,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(grouped_order_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(key64_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(qshift_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(lazy_rescale_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),

@@ -121,6 +121,21 @@ expect_error("ValueError", "qshift 2 (1 on, -1 off, 0 the rule)", stof.explain, 
              {gpu = "h100", qshift = 2})
 local _, cqs = stof.explain(M.suite("document", 4096), {S = 4096, D = 64}, {gpu = "h100", tile = 64, qshift = 1})
 assert(cqs.qshift == 32 and cqs.why:find("queries shifted by 32 %(%d+ tiles an instance against %d+, asked for%)"), cqs.why)
+-- the lazy rescale: the rule's at D 128 on Hopper without ping-pong (BigBird's tile 32,
+-- sliding's tile 64), not for dense's ping-pong or at D 64; forced on and off; the row-wise
+-- kernel refuses it
+local _, clz = stof.explain(M.suite("bigbird", 4096), {S = 4096, B = 16, H = 12, D = 128}, {gpu = "h200"})
+assert(clz.tile == 32 and clz.lazy and clz.why:find("O rescaled lazily (Hopper GPU, D = 128, no ping-pong)", 1, true), clz.why)
+local _, clz2 = stof.explain(M.suite("sliding", 4096), {S = 4096, D = 128}, {gpu = "h200", lazy = -1})
+assert(clz2.tile == 64 and not clz2.lazy and not clz2.why:find("lazily"), clz2.why)
+local _, clz3 = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "h200"})
+assert(clz3.tile == 128 and not clz3.lazy, clz3.why)
+local _, clz4 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "h200", lazy = 1})
+assert(clz4.lazy and clz4.why:find("O rescaled lazily (asked for)", 1, true), clz4.why)
+expect_error("UnsupportedError", "lazy asked for, but it is the block-wise kernels'", stof.explain,
+             M.suite("sliding", 4096), {S = 4096, D = 128}, {gpu = "h200", kernel = "row", lazy = 1})
+expect_error("ValueError", "lazy 3 (1 on, -1 off, 0 the selector's)", stof.explain, M.dense(), {S = 4096, D = 64},
+             {gpu = "h200", lazy = 3})
 local _, ca = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "a100"})
 assert(not ca.hopper and ca.tile == 64 and ca.why:find("would need 167936 bytes", 1, true), ca.why)
 local _, ca64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "a100"})
