@@ -1019,6 +1019,117 @@ static void lazy_rescale_matches_cpu(void **state) {
   finish(f);
 }
 
+/* The launch order's walk (order_cta) over grid z: B x H = 65600 pairs (grid y 65535, so z 2
+ * and 65470 spare pairs' CTAs in the last slice), on the Hopper kernel at tile 64 with the
+ * rule's groups (ORDER 2; causal, 5 tile-rows of 1-5 tiles), forced groups of 7 (a last group
+ * of 3), the long rows first (ORDER 1; longformer at 1024: its global row, with the query
+ * shift), and the block kernel at tile 32 (STOF_ORDER 2). Inputs made on the GPU; the output
+ * poisoned with NaN, guard zones on both sides: every element written (its NaN count on the
+ * device is 0), nothing outside, and sampled pairs (the first, either side of 65535, the last
+ * and some between) against the CPU reference made from the same random streams. */
+static void ordered_walk_over_grid_z_matches_cpu(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: the launch order is the Hopper GPU's (compute capability 9.0)\n");
+    skip();
+  }
+  const int64_t B = 2, H = 32800, BH = B * H, D = 64;
+  const uint64_t seed_q = 4101, seed_k = 4102, seed_v = 4103;
+  stof_mask *causal = NULL, *lf = NULL;
+  TU_OK(ctx, stof_mask_causal(ctx, &causal));
+  TU_OK(ctx, stof_mask_longformer(ctx, 32, 32, &lf));
+  struct {
+    const stof_mask *m;
+    int64_t S;
+    stof_attn_opts o;
+    int tile, heavy, group; /* expected: the tile, long rows first, group size (0: > 1, any) */
+  } cases[] = {
+      {causal, 320, {.tile = 64}, 64, 0, 0},
+      {causal, 320, {.tile = 64, .order_group = 7}, 64, 0, 7},
+      {causal, 320, {.tile = 32, .kernel = STOF_ATTN_BLOCK}, 32, 0, 0},
+      {lf, 1024, {0}, 64, 1, -1},
+  };
+  const int64_t sample[] = {0, 1, 32799, 32800, 65534, 65535, 65536, 65599, 12345, 50001};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const int64_t S = cases[ci].S, n = BH * S * D;
+    f->nrun++;
+    stof_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL;
+    TU_OK(ctx, stof_tensor_rand_on(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), seed_q, STOF_DEVICE_CUDA, &q));
+    TU_OK(ctx, stof_tensor_rand_on(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), seed_k, STOF_DEVICE_CUDA, &k));
+    TU_OK(ctx, stof_tensor_rand_on(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), seed_v, STOF_DEVICE_CUDA, &v));
+    stof_attn_plan *plan = NULL;
+    TU_OK(ctx, stof_attn_plan_new(f->e, cases[ci].m, B, H, H, S, S, D, STOF_DTYPE_F16, &cases[ci].o, &plan));
+    const stof_attn_choice *ch = stof_attn_plan_choice(plan);
+    print_message("     %s S %lld: %s\n", stof_mask_description(cases[ci].m), (long long)S, ch->why);
+    assert_int_equal(ch->tile, cases[ci].tile);
+    assert_int_equal(ch->heavy_rows > 0, cases[ci].heavy);
+    if (cases[ci].group > 0) assert_int_equal(ch->order_group, cases[ci].group);
+    else if (cases[ci].group == 0) assert_true(ch->order_group > 1);
+    else assert_true(ch->order_group <= 1);
+    assert_int_equal(ch->split_rows, 0);
+    /* the output between two poisoned guard zones */
+    size_t bytes = (size_t)(n + 2 * GUARD) * 2;
+    uint64_t buf = 0;
+    TU_OK(ctx, stof_cuda_malloc(ctx, bytes, &buf));
+    TU_OK(ctx, stof_cuda_memset16(ctx, buf, nan16(STOF_DTYPE_F16), (size_t)(n + 2 * GUARD)));
+    TU_OK(ctx, stof_tensor_wrap(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(B, H, S, D), NULL, (void *)(uintptr_t)(buf + 2 * GUARD),
+                                STOF_DEVICE_CUDA, &out));
+    TU_OK(ctx, stof_attn_plan_run(plan, q, k, v, out));
+    TU_OK(ctx, stof_cuda_synchronize(ctx));
+    int64_t nnan = -1;
+    TU_OK(ctx, stof_tensor_count_nan(out, &nnan));
+    if (nnan) fail_msg("case %zu: %lld output elements never written (NaN)", ci, (long long)nnan);
+    uint16_t guard[2][GUARD];
+    TU_OK(ctx, stof_cuda_dtoh(ctx, guard[0], buf, sizeof guard[0]));
+    TU_OK(ctx, stof_cuda_dtoh(ctx, guard[1], buf + 2 * (GUARD + (uint64_t)n), sizeof guard[1]));
+    for (int g = 0; g < GUARD; g++)
+      if (guard[0][g] != nan16(STOF_DTYPE_F16) || guard[1][g] != nan16(STOF_DTYPE_F16))
+        fail_msg("case %zu: written outside the output (guard element %d)", ci, g);
+    /* sampled (b, h) pairs against the CPU, from the same random streams */
+    stof_mask_format *fmt = NULL;
+    TU_OK(ctx, stof_mask_format_build(ctx, cases[ci].m, 1, 1, S, S, 64, &fmt));
+    uint16_t *got = malloc((size_t)(S * D) * 2);
+    assert_non_null(got);
+    double worst = 0;
+    for (size_t si = 0; si < sizeof sample / sizeof sample[0]; si++) {
+      const int64_t bh = sample[si], first = bh * S * D;
+      stof_tensor *part[3] = {NULL, NULL, NULL}, *full[3] = {NULL, NULL, NULL}, *ref = NULL;
+      const uint64_t seeds[3] = {seed_q, seed_k, seed_v};
+      for (int t = 0; t < 3; t++) {
+        TU_OK(ctx, stof_tensor_rand_range(ctx, STOF_DTYPE_F16, seeds[t], first, S * D, &part[t]));
+        TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(1, 1, S, D), STOF_DEVICE_CPU, &full[t]));
+        for (int64_t i = 0; i < S * D; i++) stof_tensor_store(full[t], i, stof_tensor_load(part[t], i));
+      }
+      TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F64, 4, TU_SHAPE(1, 1, S, D), STOF_DEVICE_CPU, &ref));
+      stof_tensor_fill(ref, NAN);
+      TU_OK(ctx, stof_attention_cpu(ctx, full[0], full[1], full[2], fmt, 0, ref));
+      TU_OK(ctx, stof_cuda_dtoh(ctx, got, buf + 2 * (GUARD + (uint64_t)first), (size_t)(S * D) * 2));
+      for (int64_t i = 0; i < S * D; i++) {
+        double e = fabs(value16(STOF_DTYPE_F16, got[i]) - stof_tensor_load(ref, i));
+        if (!(e <= 1e-2))
+          fail_msg("case %zu: (b %lld, h %lld) row %lld d %lld: %g, want %g", ci, (long long)(bh / H),
+                   (long long)(bh % H), (long long)(i / D), (long long)(i % D), value16(STOF_DTYPE_F16, got[i]),
+                   stof_tensor_load(ref, i));
+        if (e > worst) worst = e;
+      }
+      for (int t = 0; t < 3; t++) stof_tensor_free(part[t]), stof_tensor_free(full[t]);
+      stof_tensor_free(ref);
+    }
+    print_message("ok   case %zu: %lld pairs, every element written, %zu pairs against the CPU: max abs error %.1e\n",
+                  ci, (long long)BH, sizeof sample / sizeof sample[0], worst);
+    free(got);
+    stof_mask_format_free(fmt);
+    stof_tensor_free(out);
+    stof_cuda_mem_free(ctx, buf);
+    stof_attn_plan_free(plan);
+    stof_tensor_free(q), stof_tensor_free(k), stof_tensor_free(v);
+  }
+  stof_mask_free(causal);
+  stof_mask_free(lf);
+  finish(f);
+}
+
 /* Forced pipeline options: each plan either fails at once with an error, or runs
  * correctly (a plan that cannot run is a bug). Shapes the kernels reject must fail. */
 static void forced_pipeline_options_run_or_fail_cleanly(void **state) {
@@ -1622,6 +1733,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(key64_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(qshift_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(lazy_rescale_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(ordered_walk_over_grid_z_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_runs_again_on_new_inputs, setup, teardown),
       cmocka_unit_test_setup_teardown(strided_layouts_match_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(launch_strided_rejects_bad_layouts, setup, teardown),
