@@ -257,54 +257,31 @@ __device__ __forceinline__ void softmax_sub(float (&s)[kMF][kNB][4], const unsig
        * key is always growth */
       grow |= mx * sl2 > mrow[mf][hh] * sl2 + kLazyMargin;
     }
-  if (__any_sync(0xffffffffu, grow)) {
-#pragma unroll
-    for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const float mx = mxr[mf][hh];
-        const float alpha = ex2(mrow[mf][hh] * sl2 - (mx == neg_inf() ? 0.f : mx) * sl2);
-        mrow[mf][hh] = mx;
-        lrow[mf][hh] *= alpha;
-#pragma unroll
-        for (int db = 0; db < kDB; ++db) {
-          o[mf][db][2 * hh] *= alpha;
-          o[mf][db][2 * hh + 1] *= alpha;
-        }
-      }
-  }
-#pragma unroll
-  for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const float ms = (mrow[mf][hh] == neg_inf() ? 0.f : mrow[mf][hh]) * sl2;
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kNB; ++nb) {
-        const float p0 = ex2(fmaf(s[mf][nb][2 * hh], sl2, -ms));
-        const float p1 = ex2(fmaf(s[mf][nb][2 * hh + 1], sl2, -ms));
-        s[mf][nb][2 * hh] = p0;
-        s[mf][nb][2 * hh + 1] = p1;
-        sum += p0 + p1;
-      }
-      lrow[mf][hh] += sum;
-    }
-#else
+  const bool upd = __any_sync(0xffffffffu, grow);
+#endif
   /* Online softmax: rows g and g+8 of each fragment; a quad shares a row. */
 #pragma unroll
   for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
+#if STOF_LAZY_RESCALE
+      const float mx = upd ? mxr[mf][hh] : mrow[mf][hh];
+#else
       float mx = mrow[mf][hh];
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb)
         mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#endif
       /* While no valid key has been seen the max is -inf: use 0 as its stand-in, so that
        * exp2(-inf - 0) = 0 and the (empty) accumulators are scaled by 0. */
       const float ms = (mx == neg_inf() ? 0.f : mx) * sl2;
+#if STOF_LAZY_RESCALE
+      const float alpha = upd ? ex2(mrow[mf][hh] * sl2 - ms) : 1.f;
+#else
       const float alpha = ex2(mrow[mf][hh] * sl2 - ms);
+#endif
       mrow[mf][hh] = mx;
       float sum = 0.f;
 #pragma unroll
@@ -316,13 +293,15 @@ __device__ __forceinline__ void softmax_sub(float (&s)[kMF][kNB][4], const unsig
         sum += p0 + p1;
       }
       lrow[mf][hh] = lrow[mf][hh] * alpha + sum;
-#pragma unroll
-      for (int db = 0; db < kDB; ++db) {
-        o[mf][db][2 * hh] *= alpha;
-        o[mf][db][2 * hh + 1] *= alpha;
-      }
-    }
+#if STOF_LAZY_RESCALE
+      if (upd) /* warp-uniform: alpha is 1 for every row otherwise */
 #endif
+#pragma unroll
+        for (int db = 0; db < kDB; ++db) {
+          o[mf][db][2 * hh] *= alpha;
+          o[mf][db][2 * hh + 1] *= alpha;
+        }
+    }
 }
 
 /* O += P V over sub-tile `sub`'s keys (V tile at vs_base; s holds P's exponentials). */
