@@ -672,7 +672,8 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (o.lazy == 1) {
     if (out->kernel != STOF_ATTN_BLOCK)
       return stof_ctx_error(ctx, STOF_ERR_UNSUPPORTED,
-                            "attention: lazy asked for, but it is the block-wise kernels' (row-wise chosen)");
+                            "attention: lazy asked for, but it is the block-wise kernels' (row-wise chosen: ask "
+                            "for kernel = block, or leave lazy at 0)");
     out->lazy = 1, lazy_why = "; O rescaled lazily (asked for)";
   } else if (o.lazy == 0 && out->kernel == STOF_ATTN_BLOCK && dev && dev->cc_major == 9 && dev->cc_minor == 0 &&
              D == 128 && mod_plain(&o.mod) &&

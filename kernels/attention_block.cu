@@ -48,7 +48,8 @@
  *   0: keep it rolled, fewer registers; default 0 for D=64, 1 for D=128), STOF_MIN_BLOCKS
  *   (CTAs per SM promised to the register allocator; default 3 for D=64 with 16 rows per
  *   warp, else 1), STOF_ORDER (1: the launch order from a table, as above, (b, h) by (b, h);
- *   2: in groups of (b, h) pairs; default 0).
+ *   2: in groups of (b, h) pairs; default 0), STOF_LAZY_RESCALE (1: O rescaled only when a row's
+ *   max grows past 2^8, attention_common.cuh; default 0).
  * Measured best on an H200 (bench/NOTES-attention.md): for dense, causal and document
  * masks T=128 with 4 warps at D=64 (S >= 1024) and T=128 with 8 warps at D=128; for the
  * sparse masks (sliding, longformer, bigbird) T=64 with 4 warps. T=32 with 2 warps (16 query

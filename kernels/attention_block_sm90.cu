@@ -74,7 +74,8 @@
  *
  * Macros: STOF_HEAD_DIM (64|128), STOF_BF16 (0|1), STOF_TILE_M = STOF_TILE_N (64|128),
  *   STOF_STAGES (default 3 with ping-pong, else 2; 2..4 within 227 KB), STOF_MIN_BLOCKS
- *   (default 1),
+ *   (default 1), STOF_LAZY_RESCALE (1: O rescaled only when a row's max grows past 2^8,
+ *   attention_common.cuh; default 0),
  *   STOF_SM90_QREG (1: Q as A fragments in registers, S via the RS variant, loaded once with
  *   ldmatrix; 0: Q read from shared memory by every S wgmma; default 1; the engine passes 0
  *   with STOF_MIN_BLOCKS=4 at D = 64, T = 64 with TMA: 96 registers, 4 CTAs per SM),

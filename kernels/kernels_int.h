@@ -303,7 +303,7 @@ void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
  * into o; returns their count (at most KERNELS_ATTN_MAX_OPTS). Exposed so that tests check
  * them against the selector's view without compiling, e.g. -DSTOF_MIN_BLOCKS=3 exactly where
  * kernels_attn_ctas_per_sm counts three. */
-#define KERNELS_ATTN_MAX_OPTS 18
+#define KERNELS_ATTN_MAX_OPTS 20 /* 18 at most today (a Hopper split plan with a modifier) */
 #define KERNELS_ATTN_OPT_LEN 48
 #define KERNELS_ATTN_KEY_LEN 448 /* the engine's cache key: the kernel's kind and its options */
 int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtype dtype, const stof_attn_mod *mod,
