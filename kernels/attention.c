@@ -6,6 +6,7 @@
  * compilation and upload (reported apart) stay out of the timed launch.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -687,7 +688,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
   if (out->kernel == STOF_ATTN_ROW && out->warps > 8)
     return stof_ctx_error(ctx, STOF_ERR_ARG, "attention: %d warps (row-wise takes 1 to 8)", out->warps);
   if (n > 0 && (size_t)n < sizeof out->why)
-    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s%s%s (B*H = %lld, D = %lld%s)",
+    snprintf(out->why + n, sizeof out->why - (size_t)n, "; tile %d (%s), %d warps, %d stages%s%s%s%s (B*H = %lld, D = %lld%s)",
              out->tile, tile_why, out->warps, out->kernel == STOF_ATTN_BLOCK ? out->stages : 1,
              out->key64 && out->tma ? ", wgmma (sm_90a), TMA, 64-key steps"
              : out->key64  ? ", wgmma (sm_90a), 64-key steps"
@@ -697,9 +698,7 @@ stof_status stof_attention_select(stof_ctx *ctx, const stof_mask_format *f, int6
                                                 : "",
              out->hopper && hopper_min_blocks(out->tile, D, out->stages, out->tma, out->key64, mod_plain(&o.mod)) == 3
                  ? ", three CTAs an SM (168 registers)" : "",
-             mask_why, (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
-  size_t wl = strlen(out->why);
-  if (*lazy_why && wl < sizeof out->why) snprintf(out->why + wl, sizeof out->why - wl, "%s", lazy_why);
+             mask_why, lazy_why, (long long)(B * H), (long long)D, sm_count ? "" : ", no GPU seen");
   return STOF_OK;
 }
 
@@ -724,6 +723,17 @@ struct stof_attn_engine {
   attn_variant *variant;
 };
 
+/* One K / V layout's TMA maps: the addresses and strides they were encoded for, state 1
+ * (encoded) or -1 (the driver refused that layout, so the twin runs), and the maps
+ * (stof_cuda_tmap's bytes; the plan is not 64-byte aligned). */
+typedef struct attn_tmap_entry {
+  uint64_t k, v;
+  int64_t ks[3], vs[3];
+  int state;
+  uint64_t map[2][16];
+} attn_tmap_entry;
+#define ATTN_TMAP_CACHE 64 /* layouts a plan keeps the maps of (about 21 KB) */
+
 struct stof_attn_plan {
   stof_attn_engine *e;
   stof_attn_choice choice;
@@ -732,13 +742,12 @@ struct stof_attn_plan {
   int mask_b, mask_h;
   float scale;
   uint64_t row_ptr, col_idx, bmp_off, bitmap; /* device copies of the format */
-  /* TMA: the K and V (addresses and strides) the maps were encoded for (tmap_state 0: none
-   * yet, 1: encoded, -1: the driver refused that layout, so the twin runs), and the maps
-   * (stof_cuda_tmap's bytes; the plan is not 64-byte aligned) */
-  uint64_t tmap_k, tmap_v;
-  int64_t tmap_ks[3], tmap_vs[3];
-  int tmap_state;
-  uint64_t tmap[2][16];
+  /* TMA: the K / V maps of the last ATTN_TMAP_CACHE layouts run (a model's layers share
+   * one plan, each with its own K and V; benchmarks rotate input sets), so that a run
+   * encodes them only for a layout it has not seen lately */
+  attn_tmap_entry tmaps[ATTN_TMAP_CACHE];
+  int ntmap, tmap_next, tmap_last; /* entries used, the next to replace, the last hit */
+  int64_t tmap_encodes;            /* layouts encoded so far (tests read it) */
   size_t nrow_ptr, nentry, nword;
   stof_cuda_kernel *fn;
   unsigned grid[3], block[3], smem;
@@ -827,6 +836,20 @@ void stof_attn_engine_free(stof_attn_engine *e) {
   stof_ctx_dealloc(e->ctx, e, sizeof *e);
 }
 
+/* Appends one option to o (printf-style); past KERNELS_ATTN_MAX_OPTS *n becomes -1 and
+ * stays there, so that the caller reports the overflow instead of writing past o. */
+static void add_opt(char (*o)[KERNELS_ATTN_OPT_LEN], int *n, const char *fmt, ...) {
+  if (*n < 0) return;
+  if (*n >= KERNELS_ATTN_MAX_OPTS) {
+    *n = -1;
+    return;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(o[(*n)++], KERNELS_ATTN_OPT_LEN, fmt, ap);
+  va_end(ap);
+}
+
 /* kernels_int.h. */
 int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtype dtype, const stof_attn_mod *mod,
                                  stof_dtype bias_dtype, int split, char (*o)[KERNELS_ATTN_OPT_LEN]) {
@@ -834,31 +857,31 @@ int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtyp
   int nopt = 0;
   /* a modifier only where there is one: the plain kernels' sources and cache keys unchanged */
   if (mod->kind != STOF_ATTN_MOD_NONE) {
-    snprintf(o[nopt++], sizeof o[0], "-DSTOF_SCORE_MOD=%d", mod->kind == STOF_ATTN_MOD_T5_BIAS ? 1 : 2);
-    snprintf(o[nopt++], sizeof o[0], "-DSTOF_MOD_F32=%d", bias_dtype == STOF_DTYPE_F32);
+    add_opt(o, &nopt, "-DSTOF_SCORE_MOD=%d", mod->kind == STOF_ATTN_MOD_T5_BIAS ? 1 : 2);
+    add_opt(o, &nopt, "-DSTOF_MOD_F32=%d", bias_dtype == STOF_DTYPE_F32);
   }
-  if (mod->softcap > 0) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SOFTCAP=1");
-  snprintf(o[nopt++], sizeof o[0], "-DSTOF_HEAD_DIM=%lld", (long long)D);
-  snprintf(o[nopt++], sizeof o[0], "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
-  snprintf(o[nopt++], sizeof o[0], "-DSTOF_TILE_M=%d", c->tile);
-  if (!hopper) snprintf(o[nopt++], sizeof o[0], block ? "-DSTOF_WARPS=%d" : "-DSTOF_ROW_WARPS=%d", c->warps);
-  if (block) snprintf(o[nopt++], sizeof o[0], "-DSTOF_STAGES=%d", c->stages);
-  if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_PINGPONG=%d", hopper_pingpong(c->tile, c->stages));
-  if (hopper) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_TMA=%d", c->tma);
+  if (mod->softcap > 0) add_opt(o, &nopt, "-DSTOF_SOFTCAP=1");
+  add_opt(o, &nopt, "-DSTOF_HEAD_DIM=%lld", (long long)D);
+  add_opt(o, &nopt, "-DSTOF_BF16=%d", dtype == STOF_DTYPE_BF16);
+  add_opt(o, &nopt, "-DSTOF_TILE_M=%d", c->tile);
+  if (!hopper) add_opt(o, &nopt, block ? "-DSTOF_WARPS=%d" : "-DSTOF_ROW_WARPS=%d", c->warps);
+  if (block) add_opt(o, &nopt, "-DSTOF_STAGES=%d", c->stages);
+  if (hopper) add_opt(o, &nopt, "-DSTOF_SM90_PINGPONG=%d", hopper_pingpong(c->tile, c->stages));
+  if (hopper) add_opt(o, &nopt, "-DSTOF_SM90_TMA=%d", c->tma);
   /* only where set: the plain variants' sources and cache keys unchanged */
-  if (hopper && c->rowmask) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ROWMASK=1");
-  if (hopper && c->halfskip) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_HALFSKIP=1");
-  if (hopper && c->nopartial) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_NOPARTIAL=1");
-  if (hopper && hopper_q_in_smem(c->tile, D, c->tma, c->key64)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QREG=0");
+  if (hopper && c->rowmask) add_opt(o, &nopt, "-DSTOF_SM90_ROWMASK=1");
+  if (hopper && c->halfskip) add_opt(o, &nopt, "-DSTOF_SM90_HALFSKIP=1");
+  if (hopper && c->nopartial) add_opt(o, &nopt, "-DSTOF_SM90_NOPARTIAL=1");
+  if (hopper && hopper_q_in_smem(c->tile, D, c->tma, c->key64)) add_opt(o, &nopt, "-DSTOF_SM90_QREG=0");
   int min_blocks = hopper ? hopper_min_blocks(c->tile, D, c->stages, c->tma, c->key64, mod_plain(mod)) : 0;
-  if (min_blocks) snprintf(o[nopt++], sizeof o[0], "-DSTOF_MIN_BLOCKS=%d", min_blocks);
-  if (hopper && c->key64) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_KEY64=1");
-  if (hopper && c->qshift) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_QSHIFT=%d", c->qshift);
-  if (block && c->lazy) snprintf(o[nopt++], sizeof o[0], "-DSTOF_LAZY_RESCALE=1");
+  if (min_blocks) add_opt(o, &nopt, "-DSTOF_MIN_BLOCKS=%d", min_blocks);
+  if (hopper && c->key64) add_opt(o, &nopt, "-DSTOF_SM90_KEY64=1");
+  if (hopper && c->qshift) add_opt(o, &nopt, "-DSTOF_SM90_QSHIFT=%d", c->qshift);
+  if (block && c->lazy) add_opt(o, &nopt, "-DSTOF_LAZY_RESCALE=1");
   /* only where there is one: the unsplit kernels' options and cache keys unchanged */
-  if (hopper && split) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_SPLIT=%d", split);
-  else if (hopper && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_SM90_ORDER=%d", c->order_group > 1 ? 2 : 1);
-  else if (block && uses_order(c)) snprintf(o[nopt++], sizeof o[0], "-DSTOF_ORDER=%d", c->order_group > 1 ? 2 : 1);
+  if (hopper && split) add_opt(o, &nopt, "-DSTOF_SM90_SPLIT=%d", split);
+  else if (hopper && uses_order(c)) add_opt(o, &nopt, "-DSTOF_SM90_ORDER=%d", c->order_group > 1 ? 2 : 1);
+  else if (block && uses_order(c)) add_opt(o, &nopt, "-DSTOF_ORDER=%d", c->order_group > 1 ? 2 : 1);
   return nopt;
 }
 
@@ -872,6 +895,9 @@ static stof_status get_variant(stof_attn_engine *e, const stof_attn_choice *c, i
   int block = c->kernel == STOF_ATTN_BLOCK, hopper = block && c->hopper;
   char o[KERNELS_ATTN_MAX_OPTS][KERNELS_ATTN_OPT_LEN];
   int nopt = kernels_attn_variant_options(c, D, dtype, mod, bias_dtype, split, o);
+  if (nopt < 0)
+    return stof_ctx_error(e->ctx, STOF_ERR_INTERNAL, "attention: the kernel takes more than %d compile options "
+                          "(KERNELS_ATTN_MAX_OPTS)", KERNELS_ATTN_MAX_OPTS);
   const char *opts[KERNELS_ATTN_MAX_OPTS];
   char key[KERNELS_ATTN_KEY_LEN];
   int len = snprintf(key, sizeof key, "%s", hopper ? "block_sm90" : block ? "block" : "row");
@@ -1476,15 +1502,26 @@ static stof_status layout_check(const stof_attn_plan *p, const uint64_t addr[4],
   return STOF_OK;
 }
 
-/* K's and V's TMA maps for the layout, encoded again only when it changed: 1 when the TMA
- * kernel can run, 0 when the driver refused the layout (the twin runs; the error cleared). */
-static stof_status tma_maps(stof_attn_plan *p, uint64_t pk, uint64_t pv, const stof_attn_layout *l, int *ok) {
+static int tmap_entry_is(const attn_tmap_entry *t, uint64_t pk, uint64_t pv, const stof_attn_layout *l) {
+  return t->k == pk && t->v == pv && !memcmp(l->k, t->ks, sizeof l->k) && !memcmp(l->v, t->vs, sizeof l->v);
+}
+
+/* K's and V's TMA maps for the layout: *e its cache entry, encoded only when the plan has not
+ * run that layout among its last ATTN_TMAP_CACHE ones ((*e)->state -1: the driver refused it,
+ * the twin runs; the error cleared). */
+static stof_status tma_maps(stof_attn_plan *p, uint64_t pk, uint64_t pv, const stof_attn_layout *l,
+                            const attn_tmap_entry **e) {
   stof_ctx *ctx = p->e->ctx;
-  if (p->tmap_state && pk == p->tmap_k && pv == p->tmap_v && !memcmp(l->k, p->tmap_ks, sizeof l->k) &&
-      !memcmp(l->v, p->tmap_vs, sizeof l->v)) {
-    *ok = p->tmap_state > 0;
+  if (p->ntmap && tmap_entry_is(&p->tmaps[p->tmap_last], pk, pv, l)) { /* the same K and V again */
+    *e = &p->tmaps[p->tmap_last];
     return STOF_OK;
   }
+  for (int i = 0; i < p->ntmap; i++)
+    if (tmap_entry_is(&p->tmaps[i], pk, pv, l)) {
+      p->tmap_last = i;
+      *e = &p->tmaps[i];
+      return STOF_OK;
+    }
   /* [B][Hkv][Sk][D] walked as {D, Sk, Hkv, B}; boxes of T rows x 64 columns in the kernel's
    * 128-byte swizzle. A dim of extent 1 gets the stride a contiguous tensor would have (any
    * value addresses nothing there; the driver wants one in range). */
@@ -1505,15 +1542,21 @@ static stof_status tma_maps(stof_attn_plan *p, uint64_t pk, uint64_t pv, const s
   }
   if (st && st != STOF_ERR_CUDA) return st;
   if (st) stof_ctx_clear_error(ctx);
-  p->tmap_state = st ? -1 : 1;
+  /* a free entry while there is one, then round robin */
+  int i = p->ntmap < ATTN_TMAP_CACHE ? p->ntmap++ : p->tmap_next;
+  p->tmap_next = (i + 1) % ATTN_TMAP_CACHE;
+  attn_tmap_entry *t = &p->tmaps[i];
+  t->state = st ? -1 : 1;
   if (!st) {
-    memcpy(p->tmap[0], &m[0], sizeof m[0]);
-    memcpy(p->tmap[1], &m[1], sizeof m[1]);
+    memcpy(t->map[0], &m[0], sizeof m[0]);
+    memcpy(t->map[1], &m[1], sizeof m[1]);
   }
-  p->tmap_k = pk, p->tmap_v = pv;
-  memcpy(p->tmap_ks, l->k, sizeof l->k);
-  memcpy(p->tmap_vs, l->v, sizeof l->v);
-  *ok = !st;
+  t->k = pk, t->v = pv;
+  memcpy(t->ks, l->k, sizeof l->k);
+  memcpy(t->vs, l->v, sizeof l->v);
+  p->tmap_last = i;
+  p->tmap_encodes++;
+  *e = t;
   return STOF_OK;
 }
 
@@ -1547,17 +1590,17 @@ stof_status stof_attn_plan_launch_bias(stof_attn_plan *p, uint64_t pq, uint64_t 
   stof_cuda_kernel *fn = p->fn, *fn_chunk = p->fn_chunk;
   const unsigned *block = p->block;
   unsigned smem = p->smem;
+  stof_cuda_tmap tm[2]; /* by value: the kernel's last two parameters (TMA only) */
+  memset(tm, 0, sizeof tm);
   if (p->choice.tma) {
-    int ok;
-    if ((st = tma_maps(p, pk, pv, &l, &ok))) return st;
-    if (!ok) fn = p->fn_twin, fn_chunk = p->fn_chunk_twin, block = p->block_twin, smem = p->smem_twin;
+    const attn_tmap_entry *te;
+    if ((st = tma_maps(p, pk, pv, &l, &te))) return st;
+    if (te->state < 0) fn = p->fn_twin, fn_chunk = p->fn_chunk_twin, block = p->block_twin, smem = p->smem_twin;
+    else memcpy(&tm[0], te->map[0], sizeof tm[0]), memcpy(&tm[1], te->map[1], sizeof tm[1]);
   }
   int iB = (int)p->B, iH = (int)p->H, iHkv = (int)p->Hkv, iSq = (int)p->Sq, iSk = (int)p->Sk,
       mb = p->mask_b, mh = p->mask_h;
   float scale = p->scale;
-  stof_cuda_tmap tm[2]; /* by value: the kernel's last two parameters (TMA only) */
-  memcpy(&tm[0], p->tmap[0], sizeof tm[0]);
-  memcpy(&tm[1], p->tmap[1], sizeof tm[1]);
   /* the kernel's split_t or order_t, by value, after the modifier (neither: none) */
   attn_split_args sa = {0};
   attn_order_args oa = {p->d_order, p->choice.heavy_rows, p->choice.order_group > 1 ? p->choice.order_group : 1};
@@ -1598,6 +1641,7 @@ stof_status stof_attn_plan_launch(stof_attn_plan *p, uint64_t pq, uint64_t pk, u
 }
 
 const stof_attn_choice *stof_attn_plan_choice(const stof_attn_plan *p) { return &p->choice; }
+int64_t kernels_attn_plan_tmap_encodes(const stof_attn_plan *p) { return p->tmap_encodes; }
 stof_ctx *stof_attn_plan_ctx(const stof_attn_plan *p) { return p->e->ctx; }
 double stof_attn_plan_prepare_ms(const stof_attn_plan *p) { return p->prepare_ms; }
 int64_t stof_attn_plan_nvalid(const stof_attn_plan *p) { return p->nvalid; }

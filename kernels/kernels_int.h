@@ -300,7 +300,7 @@ void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
 
 /* The NVRTC options the engine compiles a choice's kernel with (kernels/attention.c's
  * get_variant: D, dtype, the score modifier and its table's dtype, split 0 / 1 / 2 as there),
- * into o; returns their count (at most KERNELS_ATTN_MAX_OPTS). Exposed so that tests check
+ * into o; returns their count (at most KERNELS_ATTN_MAX_OPTS; -1 if they would not fit). Exposed so that tests check
  * them against the selector's view without compiling, e.g. -DSTOF_MIN_BLOCKS=3 exactly where
  * kernels_attn_ctas_per_sm counts three. */
 #define KERNELS_ATTN_MAX_OPTS 20 /* 18 at most today (a Hopper split plan with a modifier) */
@@ -308,6 +308,9 @@ void kernels_attn_split_free(stof_ctx *ctx, kernels_attn_split *s);
 #define KERNELS_ATTN_KEY_LEN 448 /* the engine's cache key: the kernel's kind and its options */
 int kernels_attn_variant_options(const stof_attn_choice *c, int64_t D, stof_dtype dtype, const stof_attn_mod *mod,
                                  stof_dtype bias_dtype, int split, char (*o)[KERNELS_ATTN_OPT_LEN]);
+/* K / V layouts whose TMA maps a plan has encoded so far (its cache keeps the last 64: a run
+ * over a layout it holds encodes nothing). Exposed for tests. */
+int64_t kernels_attn_plan_tmap_encodes(const stof_attn_plan *p);
 /* CTAs of a Hopper choice's kernel resident on one SM, as the split rule's launch balance
  * counts them (shared memory, and the registers its options allow), under score modifier mod. */
 int64_t kernels_attn_ctas_per_sm(const stof_cuda_props *dev, const stof_attn_choice *c, int64_t D,

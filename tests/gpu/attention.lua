@@ -72,3 +72,25 @@ do
   end
 end
 
+
+-- the lazy rescale forced on and off gives the CPU's result, and the plan cache keys on the
+-- option: after a row-wise call has cached its plan, the same call with lazy = 1 is still
+-- refused (a key without lazy would hand back the cached row-wise plan)
+do
+  local m = M.suite("bigbird", 1000)
+  local q, k, v = stof.rand({2, 4, 1000, 128}, "float16", 10), stof.rand({2, 4, 1000, 128}, "float16", 11),
+    stof.rand({2, 4, 1000, 128}, "float16", 12)
+  local qd, kd, vd = q:to("cuda"), k:to("cuda"), v:to("cuda")
+  local ref = stof.attention(q:astype("float32"), k:astype("float32"), v:astype("float32"), m)
+  for _, lz in ipairs({1, -1, 0}) do
+    local o = stof.attention(qd, kd, vd, m, {lazy = lz}):to("cpu")
+    local err = stof.rel_l2(o:astype("float32"), ref)
+    print(("lazy = %d rel_l2 %.2e"):format(lz, err))
+    assert(err < 1e-2)
+  end
+  local o = stof.attention(qd, kd, vd, m, {kernel = "row"}):to("cpu")
+  assert(stof.rel_l2(o:astype("float32"), ref) < 1e-2)
+  local ok, err = pcall(stof.attention, qd, kd, vd, m, {kernel = "row", lazy = 1})
+  assert(not ok and tostring(err):find("lazy asked for", 1, true), tostring(err))
+  print("gpu attention lazy ok")
+end

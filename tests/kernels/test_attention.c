@@ -869,7 +869,8 @@ static void variant_options_agree_with_the_selector(void **state) {
   tu_heap heap;
   stof_ctx *ctx = tu_ctx_new(&heap);
   static const char *const masks[] = {"dense", "causal", "sliding", "longformer", "bigbird", "document"};
-  static const stof_attn_opts forced[] = {{0}, {.tma = 1}, {.tma = -1}, {.stages = 3}, {.tile = 64}, {.tile = 128}};
+  static const stof_attn_opts forced[] = {{0}, {.tma = 1}, {.tma = -1}, {.stages = 3}, {.tile = 64}, {.tile = 128},
+                                                  {.lazy = 1}, {.lazy = -1}};
   const stof_attn_mod mods[] = {{0}, {.softcap = 30}, {.kind = STOF_ATTN_MOD_ALIBI}, {.kind = STOF_ATTN_MOD_T5_BIAS,
                                                                                     .num_buckets = 32,
                                                                                     .max_distance = 128}};
@@ -916,9 +917,14 @@ static void variant_options_agree_with_the_selector(void **state) {
             int lazy_opt = 0;
             for (int i = 0; i < n; i++) lazy_opt |= !strcmp(opt[i], "-DSTOF_LAZY_RESCALE=1");
             int plain_mod = o.mod.kind == STOF_ATTN_MOD_NONE && !(o.mod.softcap > 0);
-            int want_lazy = c.kernel == STOF_ATTN_BLOCK && D == 128 && plain_mod &&
-                            (c.hopper ? !(c.tile == 128 && c.stages >= 3) : c.tile == 32);
-            if (lazy_opt != c.lazy || c.lazy != want_lazy || (strstr(c.why, "O rescaled lazily") != NULL) != want_lazy)
+            int want_lazy = o.lazy == 1    ? c.kernel == STOF_ATTN_BLOCK
+                            : o.lazy == -1 ? 0
+                                           : c.kernel == STOF_ATTN_BLOCK && D == 128 && plain_mod &&
+                                                 (c.hopper ? !(c.tile == 128 && c.stages >= 3) : c.tile == 32);
+            /* the reason among the kernel's, before the "(B*H = ..., D = ...)" trailer */
+            const char *lazy_at = strstr(c.why, "O rescaled lazily"), *trailer = strstr(c.why, " (B*H = ");
+            if (lazy_opt != c.lazy || c.lazy != want_lazy || (lazy_at != NULL) != want_lazy ||
+                (lazy_at && (!trailer || lazy_at > trailer)))
               fail_msg("%s S %lld D %lld forced %zu mod %zu: lazy option %d, choice %d, want %d: %s", masks[mi],
                        (long long)S, (long long)D, fi, di, lazy_opt, c.lazy, want_lazy, c.why);
             nlazy += want_lazy;
@@ -927,7 +933,7 @@ static void variant_options_agree_with_the_selector(void **state) {
               int sn = kernels_attn_variant_options(&c, D, STOF_DTYPE_F16, &o.mod, STOF_DTYPE_F32, split, sopt);
               size_t keylen = strlen("block_sm90");
               for (int i = 0; i < sn; i++) keylen += 1 + strlen(sopt[i]);
-              assert_true(sn <= KERNELS_ATTN_MAX_OPTS && keylen < KERNELS_ATTN_KEY_LEN);
+              assert_true(sn > 0 && sn <= KERNELS_ATTN_MAX_OPTS && keylen < KERNELS_ATTN_KEY_LEN);
             }
             int mb = 0;
             for (int i = 0; i < n; i++) {

@@ -23,6 +23,7 @@
 
 #include "format_gpu.h"
 #include "gemm_gpu.h"
+#include "kernels_int.h"
 
 typedef struct fixture {
   tu_heap heap;
@@ -1397,6 +1398,65 @@ static void plan_time_times_and_rejects_bad_counts(void **state) {
   stof_mask_free(m);
 }
 
+/* The TMA plan's cache of K / V maps (Hopper only): two input sets with different values
+ * run alternately, each run into a poisoned output checked against its own set's reference,
+ * encode two layouts and no more; 70 other K / V addresses (more than the cache's 64) evict
+ * the first set's maps, which a later run encodes again, still matching its reference. */
+static void tma_map_cache_keeps_each_layout_apart(void **state) {
+  fixture *f = gpu(state);
+  stof_ctx *ctx = f->ctx;
+  if (f->props.cc_major != 9 || f->props.cc_minor != 0) {
+    print_message("skipping: TMA is the Hopper kernel's (compute capability 9.0)\n");
+    skip();
+  }
+  stof_mask *m = NULL;
+  TU_OK(ctx, stof_mask_suite(ctx, "sliding", 1000, &m));
+  gcase ca = {m, 2, 3, 3, 1000, 1000, 64, STOF_DTYPE_F16, 0, 4100}, cb = ca;
+  cb.seed = 4200;
+  prepared pa, pb;
+  prepare(f, &ca, &pa);
+  prepare(f, &cb, &pb);
+  stof_attn_plan *plan = NULL;
+  stof_attn_opts o = {.kernel = STOF_ATTN_BLOCK, .tile = 64, .tma = 1};
+  TU_OK(ctx, stof_attn_plan_new(f->e, m, 2, 3, 3, 1000, 1000, 64, STOF_DTYPE_F16, &o, &plan));
+  assert_true(stof_attn_plan_choice(plan)->tma);
+  assert_int_equal(kernels_attn_plan_tmap_encodes(plan), 0);
+  stof_tensor *out = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 4, TU_SHAPE(2, 3, 1000, 64), STOF_DEVICE_CUDA, &out));
+  int64_t n = stof_tensor_numel(out);
+  for (int r = 0; r < 6; r++) {
+    prepared *p = r % 2 ? &pb : &pa;
+    TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)out->data, 0x7e00, (size_t)n));
+    TU_OK(ctx, stof_attn_plan_run(plan, p->dq, p->dk, p->dv, out));
+    TU_OK(ctx, stof_cuda_synchronize(ctx));
+    char what[64];
+    snprintf(what, sizeof what, "run %d (set %c)", r, r % 2 ? 'b' : 'a');
+    fetch_and_check(ctx, out, p->want, what);
+  }
+  assert_int_equal(kernels_attn_plan_tmap_encodes(plan), 2);
+  /* 70 more layouts: K and V at 16-byte steps into a scratch buffer (values not checked) */
+  stof_tensor *scratch = NULL;
+  TU_OK(ctx, stof_tensor_new(ctx, STOF_DTYPE_F16, 1, TU_SHAPE(n + 70 * 8), STOF_DEVICE_CUDA, &scratch));
+  TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)scratch->data, 0x3c00, (size_t)(n + 70 * 8)));
+  for (int i = 1; i <= 70; i++) {
+    uint64_t kv = (uint64_t)(uintptr_t)scratch->data + 16 * (uint64_t)i;
+    TU_OK(ctx, stof_attn_plan_launch(plan, (uint64_t)(uintptr_t)pa.dq->data, kv, kv, (uint64_t)(uintptr_t)out->data));
+  }
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  assert_int_equal(kernels_attn_plan_tmap_encodes(plan), 72);
+  TU_OK(ctx, stof_cuda_memset16(ctx, (uint64_t)(uintptr_t)out->data, 0x7e00, (size_t)n));
+  TU_OK(ctx, stof_attn_plan_run(plan, pa.dq, pa.dk, pa.dv, out));
+  TU_OK(ctx, stof_cuda_synchronize(ctx));
+  assert_int_equal(kernels_attn_plan_tmap_encodes(plan), 73); /* evicted, encoded again */
+  fetch_and_check(ctx, out, pa.want, "set a after 70 other layouts");
+  stof_tensor_free(scratch);
+  stof_tensor_free(out);
+  stof_attn_plan_free(plan);
+  release(&pa);
+  release(&pb);
+  stof_mask_free(m);
+}
+
 /* ---------------------------------------------------------------- strided layouts */
 
 /* The kernel variants, each forced: portable mma.sync (tiles 32, 64, 128), Hopper wgmma with
@@ -1714,6 +1774,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(plan_new_rejects_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_run_rejects_bad_tensors, setup, teardown),
       cmocka_unit_test_setup_teardown(plan_time_times_and_rejects_bad_counts, setup, teardown),
+      cmocka_unit_test_setup_teardown(tma_map_cache_keeps_each_layout_apart, setup, teardown),
       cmocka_unit_test_setup_teardown(suite_masks_at_1x128, setup, teardown),
       cmocka_unit_test_setup_teardown(suite_masks_at_2x512, setup, teardown),
       cmocka_unit_test_setup_teardown(suite_masks_at_1x1000, setup, teardown),
