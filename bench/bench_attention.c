@@ -17,7 +17,7 @@
  *
  *   bench_attention [--shapes 8x1024,16x4096] [--heads 12] [--dim 64] [--dtype float16]
  *                   [--masks dense,causal,...] [--kernels auto,block,row,portable,tma,cpasync,plainmask,
- *                   noorder,nogroup,halfskip,key64,nokey64,noqshift,lazy,nolazy]
+ *                   noorder,nogroup,halfskip,nohalfskip,key64,nokey64,noqshift,lazy,nolazy]
  *                   [--tiles 0,64,128] [--splits auto,off,16] [--stages 0] [--reps 30] [--warmup-ms 0]
  *                   [--check-rows 6]
  *                   [--peer-masks DIR] [--out FILE]
@@ -31,6 +31,7 @@
  * (auto, but the other tile-rows (b, h) by (b, h), not longest first over groups of pairs:
  * stof_attn_opts.order_group = 1, the rule before session 23), halfskip
  * (auto, with the empty key half of partial tiles skipped: stof_attn_opts.halfskip = 1),
+ * nohalfskip (auto, never skipped: stof_attn_opts.halfskip = -1),
  * key64 (D 64 at tile 128 in 64-key steps, forced: stof_attn_opts.key64 = 1, tile 128, so
  * that with several --tiles it runs once per tile value, at 128 each time),
  * nokey64 (auto, but D 64 never at tile 128 in 64-key steps: stof_attn_opts.key64 = -1),
@@ -316,6 +317,7 @@ int main(int argc, char **argv) {
           if (!strcmp(kernels[ki], "noorder")) o.order = -1;
           if (!strcmp(kernels[ki], "nogroup")) o.order_group = 1;
           if (!strcmp(kernels[ki], "halfskip")) o.halfskip = 1;
+          if (!strcmp(kernels[ki], "nohalfskip")) o.halfskip = -1;
           if (!strcmp(kernels[ki], "nokey64")) o.key64 = -1;
           if (!strcmp(kernels[ki], "noqshift")) o.qshift = -1;
           if (!strcmp(kernels[ki], "nolazy")) o.lazy = -1;

@@ -349,10 +349,15 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
  * the launch order (longformer's global rows first) the half skip took longformer (59% of
  * its non-empty tiles with an empty half) to 0.95x at 8 x 12 x 1024, 0.94x at 16 x 12 x 2048
  * and 0.92x at 16 x 12 x 4096 (attn_dev without the order: 1.01x, 0.95x, 0.94x);
- * causal_sliding (48-50%) stays out. D 128 keeps 65% (not measured). */
+ * causal_sliding (48-50%) stayed out. Re-measured on the H200 in the twenty-fifth session
+ * (bench_attention --kernels auto,halfskip,noqshift,auto in one process, 8 x 1024 .. 16 x 4096,
+ * bench/results/s25/call2), with the query shift, the lazy rescale and three CTAs an SM at
+ * D 128: causal_sliding (48-50%) 0.970-0.981x at D 64 and 0.974-0.99x at D 128; longformer,
+ * shifted (24-25%), 0.975-0.981x at D 128 but 0.993-1.006x at D 64; sliding, shifted (0%),
+ * 0.99-1.04x; document at D 64 (4-7%) 1.02-1.05x. So from 45% at D 64 and from 20% at D 128. */
 #define SM90_ROWMASK_MIN_PARTIAL 0.10
-#define SM90_HALFSKIP_MIN_HALF 0.65
-#define SM90_HALFSKIP_MIN_HALF_D64 0.55
+#define SM90_HALFSKIP_MIN_HALF 0.20
+#define SM90_HALFSKIP_MIN_HALF_D64 0.45
 /* Hopper, tile 32 (H100, fifteenth session, bench/attn_ab_tile32.sh, bench/results/s15-h100/):
  * wgmma runs 64 query rows a warpgroup, so a mask of 32-wide blocks wastes MMA work at tile
  * 64 even with the half skip (bigbird's useful share 0.54-0.59 at tile 64, 0.93-0.97 at tile

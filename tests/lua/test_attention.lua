@@ -148,11 +148,12 @@ expect_error("UnsupportedError", "ask for tile 64", stof.explain, M.dense(), {S 
              {gpu = "rtx4090", tile = 128, kernel = "block"})
 -- how partial tiles are masked, and the split of heavy tile-rows, as a plan on that GPU would
 -- (the split from the format at the chosen tile): longformer's global rows at 1 x 32 x 131072
--- D 128 on an H100 split into one wave of chunks (132 SMs x 3 CTAs: 384 of the 396 slots);
+-- D 128 on an H100 split into one wave of chunks (132 SMs x 3 CTAs: 384 of the 396 slots), its
+-- shifted tiles' empty halves (25%) skipped;
 -- BigBird 16 x 12 x 4096 per lane with its empty halves skipped and no split; dense neither; a
 -- forced split without the Hopper kernel
 local _, cl = stof.explain(M.longformer(32, 32), {S = 131072, H = 32, D = 128}, {gpu = "h100"})
-assert(cl.hopper and cl.rowmask and not cl.halfskip and cl.split_rows == 32 and cl.split_chunks == 384, cl.why)
+assert(cl.hopper and cl.rowmask and cl.halfskip and cl.split_rows == 32 and cl.split_chunks == 384, cl.why)
 -- (from the query-shifted format the plan runs: 8190 tiles an instance, not 10234)
 assert(cl.qshift == 32 and cl.why:find("queries shifted by 32 (8190 tiles an instance against 10234", 1, true), cl.why)
 assert(cl.why:find("split 32 tile-rows of >= 662 tiles into 384 chunks of <= 171 tiles (automatic", 1, true), cl.why)
@@ -161,16 +162,16 @@ assert(cl0.split_rows == 0 and cl0.why:find("no split (asked for)", 1, true), cl
 -- the launch order (seventeenth session): split rows keep the default order; with the split
 -- refused, the global rows are launched before every other row instead. At the grid's
 -- 16 x 12 x 4096 D 64 they are not split: ordered, and longformer's empty halves skipped
--- (59% of its tiles have one: >= 55% at D 64)
+-- (59% of its tiles have one: >= 45% at D 64)
 assert(cl.heavy_rows == 0 and not cl.why:find("launched first", 1, true), cl.why)
 assert(cl0.heavy_rows == 1 and cl0.why:find("1 long tile-row a (b, h) launched first", 1, true), cl0.why)
 -- (without the query shift; with it, the default, the shifted tiles have 25% empty halves)
 local _, co = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", qshift = -1})
 assert(co.split_rows == 0 and co.heavy_rows == 1 and co.halfskip and co.qshift == 0, co.why)
-assert(co.why:find("empty halves skipped (59% with an empty key half, >= 55%)", 1, true), co.why)
+assert(co.why:find("empty halves skipped (59% with an empty key half, >= 45%)", 1, true), co.why)
 local _, cos = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100"})
 assert(cos.qshift == 32 and cos.heavy_rows == 1 and not cos.halfskip, cos.why)
-assert(cos.why:find("no half skip (25% with an empty key half, < 55%)", 1, true), cos.why)
+assert(cos.why:find("no half skip (25% with an empty key half, < 45%)", 1, true), cos.why)
 local _, co0 = stof.explain(M.longformer(32, 32), {S = 4096, B = 16, H = 12, D = 64}, {gpu = "h100", order = -1})
 assert(co0.heavy_rows == 0 and co0.why:find("last tile-row first (asked for)", 1, true), co0.why)
 -- the other suite masks have no tile-row of 3x their mean there; those whose rows differ in
