@@ -1,0 +1,45 @@
+-- What bounds BigBird (32 x 32 blocks) on Hopper's MMA shapes (issue 14, item 2): the useful
+-- share of the MMA work when each 32-row block runs alone (mma.sync, tile 32: the partial
+-- window blocks' masked pairs only), and when two 32-row blocks share a 64-row wgmma tile
+-- over the union of their 32-key blocks: neighbours (2r, 2r + 1), as the tile-64 kernel with
+-- the half skip does, or any two blocks paired greedily by the most key blocks in common.
+-- A kernel's fraction of the roofline on BigBird is at most that share times its fraction on
+-- dense at the same shape (bench/results/s25/README.md has both measured).
+--   build/stof run bench/bigbird_bound.lua
+local stof = require("stof")
+print(("%6s %10s %14s %14s"):format("S", "tile 32", "64 x 32 pairs", "64 x 32 best"))
+for _, S in ipairs({1024, 2048, 4096, 8192}) do
+  local f = stof.mask.bigbird(32, 32, 32, 0.1, 0):format(S, {tile = 32})
+  local n = S // 32
+  local sets, size = {}, {}
+  for r = 0, n - 1 do
+    local t, k = {}, 0
+    for c = 0, n - 1 do
+      if f:tile(0, 0, r, c) ~= "empty" then t[c], k = true, k + 1 end
+    end
+    sets[r], size[r] = t, k
+  end
+  local function common(a, b)
+    local k = 0
+    for c in pairs(sets[a]) do if sets[b][c] then k = k + 1 end end
+    return k
+  end
+  local single, adjacent = 0, 0
+  for r = 0, n - 1 do single = single + size[r] end
+  for r = 0, n - 1, 2 do adjacent = adjacent + size[r] + size[r + 1] - common(r, r + 1) end
+  local cand = {}
+  for a = 0, n - 1 do
+    for b = a + 1, n - 1 do cand[#cand + 1] = {common(a, b), a, b} end
+  end
+  table.sort(cand, function(x, y) return x[1] > y[1] end)
+  local used, best = {}, 0
+  for _, p in ipairs(cand) do
+    if not used[p[2]] and not used[p[3]] then
+      used[p[2]], used[p[3]] = true, true
+      best = best + size[p[2]] + size[p[3]] - p[1]
+    end
+  end
+  local nvalid = f:count()
+  print(("%6d %10.3f %14.3f %14.3f"):format(S, nvalid / (single * 1024), nvalid / (adjacent * 2048),
+    nvalid / (best * 2048)))
+end
