@@ -1,0 +1,224 @@
+// The MMA rate of two attention step shapes on Hopper, without softmax, masking or global
+// loads: an upper bound on any kernel built on either (issue 14, item 2, BigBird). Every
+// operand stays in shared memory; each step reads it there as a kernel would.
+//
+//   rows: the usual form. S (64 queries x 64 keys) = Q K^T (wgmma m64n64k16, both from
+//         shared memory), P = S rounded to f16 in registers, O (64 x D) += P V (m64nDk16,
+//         P from registers, V MN-major). 2 x 64 x 64 x D MACs a step.
+//   keys: the transposed form for 32 x 32 blocks. S^T (64 gathered keys x 32 queries) =
+//         K Q^T (m64n32k16), P^T stored to shared memory (the B operand must be there; the
+//         store is conflict-free here, so the bound is generous), then O^T (D x 32) +=
+//         V^T P^T (m64n32k16 per 64 rows of D, V^T as an MN-major A). 2 x 64 x 32 x D MACs
+//         a step; every one of them useful on BigBird's 32 x 32 blocks.
+//
+// Reports TFLOP/s (2 FLOPs a MAC) and the fraction of 768 TFLOP/s, the roofline's compute
+// peak in bench/report.py. Operand values are not checked: this measures rate, not results.
+//
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o build-attn/wgmma_shapes bench/wgmma_shapes.cu
+//   build-attn/wgmma_shapes [steps=4096]
+#include <cuda_fp16.h>
+#include <cstdio>
+#include <cstdlib>
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
+      exit(1);                                                                                \
+    }                                                                                         \
+  } while (0)
+
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62); /* 128-byte swizzle */
+}
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void regs(float (&d)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) asm volatile("" : "+f"(d[k])::"memory");
+}
+
+/* m64n32k16, A and B from shared memory; ta: A transposed (MN-major). */
+template <int TA>
+__device__ __forceinline__ void mma_n32(float (&d)[16], unsigned long long a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+               : "l"(a), "l"(b), "r"(acc), "n"(TA));
+}
+/* m64n64k16, both from shared memory, K-major. */
+__device__ __forceinline__ void mma_ss64(float (&d)[32], unsigned long long a, unsigned long long b, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+               "%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(a), "l"(b), "r"(acc));
+}
+/* m64n64k16 (one 64-column block of D), A from registers, B MN-major. */
+__device__ __forceinline__ void mma_rs64(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+               "%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+__device__ __forceinline__ unsigned pack(float x, float y) {
+  __half2 h = __floats2half2_rn(x, y);
+  return *reinterpret_cast<unsigned *>(&h);
+}
+
+constexpr int kBlk = 64 * 128; /* one 64-row x 64-column f16 block, 128-byte swizzled rows */
+
+/* Shared memory: Q (64 rows x D), K and V (64 rows x D), P^T (32 rows x 64 keys). Each
+ * 64-column block of D kBlk bytes (tile rows 128 B apart, 8-row groups 1024 B apart). */
+template <int D, bool KEYS>
+__global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  /* the 128-byte swizzle repeats every 1024 bytes: operands start on such a boundary */
+  const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
+  const unsigned base = (raw + 1023u) & ~1023u;
+  unsigned char *smem = smem_raw + (base - raw);
+  const unsigned q = base, k = q + (D / 64) * kBlk, v = k + (D / 64) * kBlk, pt = v + (D / 64) * kBlk;
+  const int tid = threadIdx.x;
+  for (int i = tid; i < (3 * (D / 64) * kBlk + 4096) / 4; i += 128)
+    reinterpret_cast<unsigned *>(smem)[i] = pack(0.01f * (i % 7), -0.01f * (i % 5));
+  __syncthreads();
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  float acc = 0.f;
+  if (KEYS) {
+    float s[16], o[D / 64][16];
+#pragma unroll
+    for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+      for (int j = 0; j < 16; ++j) o[h][j] = 0.f;
+    for (int it = 0; it < nstep; ++it) {
+      /* S^T = K Q^T: A = K (64 keys, K-major), B = Q's first 32 rows (K-major) */
+      fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const unsigned off = (kk / 4) * kBlk + (kk % 4) * 32;
+        mma_n32<0>(s, desc(k + off, 16, 1024), desc(q + off, 16, 1024), kk > 0);
+      }
+      commit();
+      wait0();
+      regs(s);
+      /* P^T's 4 KB: 8 words a thread, conflict-free */
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt + 4 * (j * 128 + tid)), "r"(pack(s[2 * j], s[2 * j + 1]))
+                     : "memory");
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("bar.sync 1, 128;\n" ::: "memory");
+      /* O^T += V^T P^T: A = V^T (D rows in 64-row blocks, MN-major), B = P^T (32 query rows
+       * of 64 keys, K-major); 4 k-steps of 16 keys */
+      fence();
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          mma_n32<1>(o[h], desc(v + h * kBlk + kk * 2048, 1024, 1024), desc(pt + kk * 32, 16, 1024), 1);
+      commit();
+    }
+    wait0();
+#pragma unroll
+    for (int h = 0; h < D / 64; ++h) {
+      regs(o[h]);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) acc += o[h][j];
+    }
+  } else {
+    float s[32], o[D / 64][32];
+#pragma unroll
+    for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+      for (int j = 0; j < 32; ++j) o[h][j] = 0.f;
+    for (int it = 0; it < nstep; ++it) {
+      fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const unsigned off = (kk / 4) * kBlk + (kk % 4) * 32;
+        mma_ss64(s, desc(q + off, 16, 1024), desc(k + off, 16, 1024), kk > 0);
+      }
+      commit();
+      wait0();
+      regs(s);
+      unsigned p[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) p[kk][j] = pack(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+      fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h) mma_rs64(o[h], p[kk], desc(v + h * kBlk + kk * 2048, 16, 1024));
+      commit();
+    }
+    wait0();
+#pragma unroll
+    for (int h = 0; h < D / 64; ++h) {
+      regs(o[h]);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) acc += o[h][j];
+    }
+  }
+  if (acc == 12345.f) sink[blockIdx.x * 128 + tid] = acc; /* never true; keeps the work */
+}
+
+template <int D, bool KEYS>
+static void run(int nstep, int sms, float *sink) {
+  const int smem = 3 * (D / 64) * kBlk + 4096 + 1024;
+  CHECK(cudaFuncSetAttribute(steps<D, KEYS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, steps<D, KEYS>, 128, smem));
+  const int grid = sms * per_sm;
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  steps<D, KEYS><<<grid, 128, smem>>>(nstep / 8, sink); /* warm-up */
+  CHECK(cudaGetLastError());
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    CHECK(cudaEventRecord(a));
+    steps<D, KEYS><<<grid, 128, smem>>>(nstep, sink);
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (ms < best) best = ms;
+  }
+  const double macs = (double)grid * nstep * 2.0 * 64 * (KEYS ? 32 : 64) * D;
+  const double tf = 2 * macs / (best * 1e-3) / 1e12;
+  printf("%-4s D %3d: %d CTAs an SM, %d steps, %.3f ms, %.1f TFLOP/s, %.1f%% of 768\n", KEYS ? "keys" : "rows", D,
+         per_sm, nstep, best, tf, 100 * tf / 768);
+}
+
+int main(int argc, char **argv) {
+  const int nstep = argc > 1 ? atoi(argv[1]) : 4096;
+  int dev = 0, sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  float *sink;
+  CHECK(cudaMalloc(&sink, sizeof(float) * 128 * 4096));
+  for (int rep = 0; rep < 2; ++rep) {
+    run<64, false>(nstep, sms, sink);
+    run<64, true>(nstep, sms, sink);
+    run<128, false>(nstep, sms, sink);
+    run<128, true>(nstep, sms, sink);
+  }
+  CHECK(cudaFree(sink));
+  return 0;
+}
