@@ -85,7 +85,13 @@ constexpr int kBlk = 64 * 128; /* one 64-row x 64-column f16 block, 128-byte swi
 
 /* Shared memory: Q (64 rows x D), K and V (64 rows x D), P^T (32 rows x 64 keys). Each
  * 64-column block of D kBlk bytes (tile rows 128 B apart, 8-row groups 1024 B apart). */
-template <int D, bool KEYS>
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <int D, bool KEYS, bool SOFT>
 __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   /* the 128-byte swizzle repeats every 1024 bytes: operands start on such a boundary */
@@ -93,14 +99,18 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
   const unsigned base = (raw + 1023u) & ~1023u;
   unsigned char *smem = smem_raw + (base - raw);
   const unsigned q = base, k = q + (D / 64) * kBlk, v = k + (D / 64) * kBlk, pt = v + (D / 64) * kBlk;
-  const int tid = threadIdx.x;
+  float *red = reinterpret_cast<float *>(smem + 3 * (D / 64) * kBlk + 4096); /* [2][4 warps][32] */
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const float sl2 = 1.4426950f / sqrtf((float)D);
   for (int i = tid; i < (3 * (D / 64) * kBlk + 4096) / 4; i += 128)
     reinterpret_cast<unsigned *>(smem)[i] = pack(0.01f * (i % 7), -0.01f * (i % 5));
   __syncthreads();
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   float acc = 0.f;
   if (KEYS) {
-    float s[16], o[D / 64][16];
+    float s[16], o[D / 64][16], mrow[8], lsum[8], alpha[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mrow[i] = -1e30f, lsum[i] = 0.f, alpha[i] = 1.f;
 #pragma unroll
     for (int h = 0; h < D / 64; ++h)
 #pragma unroll
@@ -116,6 +126,50 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
       commit();
       wait0();
       regs(s);
+      if (SOFT) {
+        /* each query's max over the 64 keys: the thread's 2 rows, then the 8 lanes of its
+         * column (xor 4, 8, 16), then the 4 warps through shared memory (double-buffered, so
+         * the P^T barrier below also orders the next step's writes) */
+        float mx[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) mx[2 * j + e] = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
+#pragma unroll
+        for (int x = 4; x <= 16; x *= 2)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], x));
+        float *rb = red + (it & 1) * 128;
+        if (lane < 4)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            *reinterpret_cast<float2 *>(&rb[warp * 32 + 8 * j + 2 * lane]) = make_float2(mx[2 * j], mx[2 * j + 1]);
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float2 a = *reinterpret_cast<const float2 *>(&rb[8 * j + 2 * (lane & 3)]);
+#pragma unroll
+          for (int w = 1; w < 4; ++w) {
+            const float2 b = *reinterpret_cast<const float2 *>(&rb[w * 32 + 8 * j + 2 * (lane & 3)]);
+            a.x = fmaxf(a.x, b.x), a.y = fmaxf(a.y, b.y);
+          }
+          mx[2 * j] = fmaxf(a.x * sl2, mrow[2 * j]), mx[2 * j + 1] = fmaxf(a.y * sl2, mrow[2 * j + 1]);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          alpha[i] = ex2(mrow[i] - mx[i]);
+          mrow[i] = mx[i];
+          lsum[i] *= alpha[i];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = 2 * j + (e & 1);
+            s[4 * j + e] = ex2(fmaf(s[4 * j + e], sl2, -mx[c]));
+            lsum[c] += s[4 * j + e];
+          }
+      }
       /* P^T's 4 KB: 8 words a thread, conflict-free */
 #pragma unroll
       for (int j = 0; j < 8; ++j)
@@ -124,7 +178,15 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       asm volatile("bar.sync 1, 128;\n" ::: "memory");
       /* O^T += V^T P^T: A = V^T (D rows in 64-row blocks, MN-major), B = P^T (32 query rows
-       * of 64 keys, K-major); 4 k-steps of 16 keys */
+       * of 64 keys, K-major); 4 k-steps of 16 keys. With the softmax, O^T's columns (the
+       * thread's 8 queries, as in S^T) scaled by alpha first. */
+      if (SOFT)
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[h][4 * j + e] *= alpha[2 * j + (e & 1)];
       fence();
 #pragma unroll
       for (int h = 0; h < D / 64; ++h)
@@ -140,8 +202,11 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
 #pragma unroll
       for (int j = 0; j < 16; ++j) acc += o[h][j];
     }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc += lsum[i];
   } else {
-    float s[32], o[D / 64][32];
+    float s[32], o[D / 64][32], mrow[2], lsum[2];
+    mrow[0] = mrow[1] = -1e30f, lsum[0] = lsum[1] = 0.f;
 #pragma unroll
     for (int h = 0; h < D / 64; ++h)
 #pragma unroll
@@ -156,6 +221,31 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
       commit();
       wait0();
       regs(s);
+      if (SOFT) { /* rows g and g + 8 of the warp's 16; a quad shares a row */
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          float mx = mrow[hh];
+#pragma unroll
+          for (int nb = 0; nb < 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]) * sl2);
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float alpha = ex2(mrow[hh] - mx);
+          mrow[hh] = mx;
+          float sum = 0.f;
+#pragma unroll
+          for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              s[4 * nb + 2 * hh + e] = ex2(fmaf(s[4 * nb + 2 * hh + e], sl2, -mx));
+              sum += s[4 * nb + 2 * hh + e];
+            }
+          lsum[hh] = lsum[hh] * alpha + sum;
+#pragma unroll
+          for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb) o[h][4 * nb + 2 * hh] *= alpha, o[h][4 * nb + 2 * hh + 1] *= alpha;
+        }
+      }
       unsigned p[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -175,26 +265,27 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
 #pragma unroll
       for (int j = 0; j < 32; ++j) acc += o[h][j];
     }
+    acc += lsum[0] + lsum[1];
   }
   if (acc == 12345.f) sink[blockIdx.x * 128 + tid] = acc; /* never true; keeps the work */
 }
 
-template <int D, bool KEYS>
+template <int D, bool KEYS, bool SOFT>
 static void run(int nstep, int sms, float *sink) {
-  const int smem = 3 * (D / 64) * kBlk + 4096 + 1024;
-  CHECK(cudaFuncSetAttribute(steps<D, KEYS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int smem = 3 * (D / 64) * kBlk + 4096 + 1024 + 1024;
+  CHECK(cudaFuncSetAttribute(steps<D, KEYS, SOFT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, steps<D, KEYS>, 128, smem));
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, steps<D, KEYS, SOFT>, 128, smem));
   const int grid = sms * per_sm;
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  steps<D, KEYS><<<grid, 128, smem>>>(nstep / 8, sink); /* warm-up */
+  steps<D, KEYS, SOFT><<<grid, 128, smem>>>(nstep / 8, sink); /* warm-up */
   CHECK(cudaGetLastError());
   float best = 1e30f;
   for (int r = 0; r < 5; ++r) {
     CHECK(cudaEventRecord(a));
-    steps<D, KEYS><<<grid, 128, smem>>>(nstep, sink);
+    steps<D, KEYS, SOFT><<<grid, 128, smem>>>(nstep, sink);
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
     float ms;
@@ -203,7 +294,8 @@ static void run(int nstep, int sms, float *sink) {
   }
   const double macs = (double)grid * nstep * 2.0 * 64 * (KEYS ? 32 : 64) * D;
   const double tf = 2 * macs / (best * 1e-3) / 1e12;
-  printf("%-4s D %3d: %d CTAs an SM, %d steps, %.3f ms, %.1f TFLOP/s, %.1f%% of 768\n", KEYS ? "keys" : "rows", D,
+  printf("%-4s%-8s D %3d: %d CTAs an SM, %d steps, %.3f ms, %.1f TFLOP/s, %.1f%% of 768\n", KEYS ? "keys" : "rows",
+         SOFT ? "+softmax" : "", D,
          per_sm, nstep, best, tf, 100 * tf / 768);
 }
 
@@ -214,10 +306,14 @@ int main(int argc, char **argv) {
   float *sink;
   CHECK(cudaMalloc(&sink, sizeof(float) * 128 * 4096));
   for (int rep = 0; rep < 2; ++rep) {
-    run<64, false>(nstep, sms, sink);
-    run<64, true>(nstep, sms, sink);
-    run<128, false>(nstep, sms, sink);
-    run<128, true>(nstep, sms, sink);
+    run<64, false, false>(nstep, sms, sink);
+    run<64, true, false>(nstep, sms, sink);
+    run<128, false, false>(nstep, sms, sink);
+    run<128, true, false>(nstep, sms, sink);
+    run<64, false, true>(nstep, sms, sink);
+    run<64, true, true>(nstep, sms, sink);
+    run<128, false, true>(nstep, sms, sink);
+    run<128, true, true>(nstep, sms, sink);
   }
   CHECK(cudaFree(sink));
   return 0;
