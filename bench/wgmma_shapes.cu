@@ -11,6 +11,14 @@
 //         V^T P^T (m64n32k16 per 64 rows of D, V^T as an MN-major A). 2 x 64 x 32 x D MACs
 //         a step; every one of them useful on BigBird's 32 x 32 blocks.
 //
+// "+softmax": the online softmax as a kernel runs it (the transposed form reduces each
+// query's max across the warpgroup's four warps through shared memory, one more barrier a
+// step); "+boundmax" (transposed only): each query's max fixed in advance, no reduction and
+// no rescale, the softmax's cheapest form (it needs an upper bound on the scores and a P
+// type with the range for it); "+lazymax" (transposed only): the common max moved only when a
+// score passes it by more than 2^8, which one barrier's OR vote detects (here the first step
+// only: the operands do not change).
+//
 // Reports TFLOP/s (2 FLOPs a MAC) and the fraction of 768 TFLOP/s, the roofline's compute
 // peak in bench/report.py. Operand values are not checked: this measures rate, not results.
 //
@@ -91,7 +99,7 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
-template <int D, bool KEYS, bool SOFT>
+template <int D, bool KEYS, int SOFT>
 __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   /* the 128-byte swizzle repeats every 1024 bytes: operands start on such a boundary */
@@ -110,7 +118,7 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
   if (KEYS) {
     float s[16], o[D / 64][16], mrow[8], lsum[8], alpha[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) mrow[i] = -1e30f, lsum[i] = 0.f, alpha[i] = 1.f;
+    for (int i = 0; i < 8; ++i) mrow[i] = SOFT == 2 ? 4.f : -1e30f, lsum[i] = 0.f, alpha[i] = 1.f;
 #pragma unroll
     for (int h = 0; h < D / 64; ++h)
 #pragma unroll
@@ -126,7 +134,78 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
       commit();
       wait0();
       regs(s);
-      if (SOFT) {
+      if (SOFT == 2) {
+        /* a max fixed per query in advance (an upper bound, e.g. |q| max |k|): no reduction
+         * across warps, no rescale of O^T */
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = 2 * j + (e & 1);
+            s[4 * j + e] = ex2(fmaf(s[4 * j + e], sl2, -mrow[c]));
+            lsum[c] += s[4 * j + e];
+          }
+      } else if (SOFT == 3) {
+        /* the lazy shared max: each thread checks its own scores against the queries' common
+         * max (no shuffle, no shared memory); one barrier with an OR vote tells the warpgroup
+         * whether any score grew past it by more than 8 (log2); only then (rare: here the
+         * first step only) the full reduction of SOFT 1 runs */
+        bool grow = false;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) grow |= s[4 * j + e] * sl2 > mrow[2 * j + (e & 1)] + 8.f;
+        int any;
+        asm volatile("{\n.reg .pred g, a;\nsetp.ne.b32 g, %1, 0;\nbar.red.or.pred a, 2, 128, g;\nselp.b32 %0, 1, 0, a;\n}\n"
+                     : "=r"(any) : "r"((int)grow) : "memory");
+        if (any) {
+          float mx[8];
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) mx[2 * j + e] = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
+#pragma unroll
+          for (int x = 4; x <= 16; x *= 2)
+#pragma unroll
+            for (int i = 0; i < 8; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], x));
+          float *rb = red + (it & 1) * 128;
+          if (lane < 4)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              *reinterpret_cast<float2 *>(&rb[warp * 32 + 8 * j + 2 * lane]) = make_float2(mx[2 * j], mx[2 * j + 1]);
+          asm volatile("bar.sync 1, 128;\n" ::: "memory");
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float2 a = *reinterpret_cast<const float2 *>(&rb[8 * j + 2 * (lane & 3)]);
+#pragma unroll
+            for (int w = 1; w < 4; ++w) {
+              const float2 b = *reinterpret_cast<const float2 *>(&rb[w * 32 + 8 * j + 2 * (lane & 3)]);
+              a.x = fmaxf(a.x, b.x), a.y = fmaxf(a.y, b.y);
+            }
+            mx[2 * j] = fmaxf(a.x * sl2, mrow[2 * j]), mx[2 * j + 1] = fmaxf(a.y * sl2, mrow[2 * j + 1]);
+          }
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            alpha[i] = ex2(mrow[i] - mx[i]);
+            mrow[i] = mx[i];
+            lsum[i] *= alpha[i];
+          }
+#pragma unroll
+          for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) o[h][4 * j + e] *= alpha[2 * j + (e & 1)];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = 2 * j + (e & 1);
+            s[4 * j + e] = ex2(fmaf(s[4 * j + e], sl2, -mrow[c]));
+            lsum[c] += s[4 * j + e];
+          }
+      } else if (SOFT) {
         /* each query's max over the 64 keys: the thread's 2 rows, then the 8 lanes of its
          * column (xor 4, 8, 16), then the 4 warps through shared memory (double-buffered, so
          * the P^T barrier below also orders the next step's writes) */
@@ -180,7 +259,7 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
       /* O^T += V^T P^T: A = V^T (D rows in 64-row blocks, MN-major), B = P^T (32 query rows
        * of 64 keys, K-major); 4 k-steps of 16 keys. With the softmax, O^T's columns (the
        * thread's 8 queries, as in S^T) scaled by alpha first. */
-      if (SOFT)
+      if (SOFT == 1)
 #pragma unroll
         for (int h = 0; h < D / 64; ++h)
 #pragma unroll
@@ -270,7 +349,7 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
   if (acc == 12345.f) sink[blockIdx.x * 128 + tid] = acc; /* never true; keeps the work */
 }
 
-template <int D, bool KEYS, bool SOFT>
+template <int D, bool KEYS, int SOFT>
 static void run(int nstep, int sms, float *sink) {
   const int smem = 3 * (D / 64) * kBlk + 4096 + 1024 + 1024;
   CHECK(cudaFuncSetAttribute(steps<D, KEYS, SOFT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -294,8 +373,8 @@ static void run(int nstep, int sms, float *sink) {
   }
   const double macs = (double)grid * nstep * 2.0 * 64 * (KEYS ? 32 : 64) * D;
   const double tf = 2 * macs / (best * 1e-3) / 1e12;
-  printf("%-4s%-8s D %3d: %d CTAs an SM, %d steps, %.3f ms, %.1f TFLOP/s, %.1f%% of 768\n", KEYS ? "keys" : "rows",
-         SOFT ? "+softmax" : "", D,
+  printf("%-4s%-9s D %3d: %d CTAs an SM, %d steps, %.3f ms, %.1f TFLOP/s, %.1f%% of 768\n", KEYS ? "keys" : "rows",
+         SOFT == 3 ? "+lazymax" : SOFT == 2 ? "+boundmax" : SOFT ? "+softmax" : "", D,
          per_sm, nstep, best, tf, 100 * tf / 768);
 }
 
@@ -306,14 +385,18 @@ int main(int argc, char **argv) {
   float *sink;
   CHECK(cudaMalloc(&sink, sizeof(float) * 128 * 4096));
   for (int rep = 0; rep < 2; ++rep) {
-    run<64, false, false>(nstep, sms, sink);
-    run<64, true, false>(nstep, sms, sink);
-    run<128, false, false>(nstep, sms, sink);
-    run<128, true, false>(nstep, sms, sink);
-    run<64, false, true>(nstep, sms, sink);
-    run<64, true, true>(nstep, sms, sink);
-    run<128, false, true>(nstep, sms, sink);
-    run<128, true, true>(nstep, sms, sink);
+    run<64, false, 0>(nstep, sms, sink);
+    run<64, true, 0>(nstep, sms, sink);
+    run<128, false, 0>(nstep, sms, sink);
+    run<128, true, 0>(nstep, sms, sink);
+    run<64, false, 1>(nstep, sms, sink);
+    run<64, true, 1>(nstep, sms, sink);
+    run<128, false, 1>(nstep, sms, sink);
+    run<128, true, 1>(nstep, sms, sink);
+    run<64, true, 2>(nstep, sms, sink);
+    run<128, true, 2>(nstep, sms, sink);
+    run<64, true, 3>(nstep, sms, sink);
+    run<128, true, 3>(nstep, sms, sink);
   }
   CHECK(cudaFree(sink));
   return 0;
