@@ -99,6 +99,67 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
+/* The transposed step's softmax pieces. A thread's 16 scores (m64n32 accumulators) are keys
+ * g, g + 8 of its warp's 16 by queries 8 j + 2 c, 8 j + 2 c + 1 (j = 0..3, c = lane % 4):
+ * 8 queries, index 2 j + (e & 1) for accumulator 4 j + e. */
+
+/* Each of the thread's queries' max over the 64 keys (its 2 rows, then the 8 lanes of its
+ * column, xor 4, 8, 16, then the 4 warps through rb, 128 floats; double-buffered by the caller
+ * so that the P^T barrier orders the next step's writes); alpha, the new max and l moved. */
+__device__ __forceinline__ void shared_max(const float (&s)[16], float (&mrow)[8], float (&alpha)[8],
+                                           float (&lsum)[8], float *rb, int warp, int lane, float sl2) {
+  float mx[8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) mx[2 * j + e] = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
+#pragma unroll
+  for (int x = 4; x <= 16; x *= 2)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], x));
+  if (lane < 4)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      *reinterpret_cast<float2 *>(&rb[warp * 32 + 8 * j + 2 * lane]) = make_float2(mx[2 * j], mx[2 * j + 1]);
+  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float2 a = *reinterpret_cast<const float2 *>(&rb[8 * j + 2 * (lane & 3)]);
+#pragma unroll
+    for (int w = 1; w < 4; ++w) {
+      const float2 b = *reinterpret_cast<const float2 *>(&rb[w * 32 + 8 * j + 2 * (lane & 3)]);
+      a.x = fmaxf(a.x, b.x), a.y = fmaxf(a.y, b.y);
+    }
+    mx[2 * j] = fmaxf(a.x * sl2, mrow[2 * j]), mx[2 * j + 1] = fmaxf(a.y * sl2, mrow[2 * j + 1]);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    alpha[i] = ex2(mrow[i] - mx[i]);
+    mrow[i] = mx[i];
+    lsum[i] *= alpha[i];
+  }
+}
+
+/* s becomes exp2(s sl2 - max) of its query; l sums them (per thread, reduced at the end). */
+__device__ __forceinline__ void exp_sum(float (&s)[16], const float (&mrow)[8], float (&lsum)[8], float sl2) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = 2 * j + (e & 1);
+      s[4 * j + e] = ex2(fmaf(s[4 * j + e], sl2, -mrow[c]));
+      lsum[c] += s[4 * j + e];
+    }
+}
+
+/* O^T's columns (the same 8 queries as S^T's) scaled by alpha. */
+__device__ __forceinline__ void scale_cols(float (&o)[16], const float (&alpha)[8]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[2 * j + (e & 1)];
+}
+
 template <int D, bool KEYS, int SOFT>
 __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -134,22 +195,11 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
       commit();
       wait0();
       regs(s);
-      if (SOFT == 2) {
-        /* a max fixed per query in advance (an upper bound, e.g. |q| max |k|): no reduction
-         * across warps, no rescale of O^T */
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = 2 * j + (e & 1);
-            s[4 * j + e] = ex2(fmaf(s[4 * j + e], sl2, -mrow[c]));
-            lsum[c] += s[4 * j + e];
-          }
-      } else if (SOFT == 3) {
+      if (SOFT == 3) {
         /* the lazy shared max: each thread checks its own scores against the queries' common
          * max (no shuffle, no shared memory); one barrier with an OR vote tells the warpgroup
          * whether any score grew past it by more than 8 (log2); only then (rare: here the
-         * first step only) the full reduction of SOFT 1 runs */
+         * first step only) the full reduction of SOFT 1 runs, and O^T is rescaled */
         bool grow = false;
 #pragma unroll
         for (int j = 0; j < 4; ++j)
@@ -159,96 +209,16 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
         asm volatile("{\n.reg .pred g, a;\nsetp.ne.b32 g, %1, 0;\nbar.red.or.pred a, 2, 128, g;\nselp.b32 %0, 1, 0, a;\n}\n"
                      : "=r"(any) : "r"((int)grow) : "memory");
         if (any) {
-          float mx[8];
+          shared_max(s, mrow, alpha, lsum, red + (it & 1) * 128, warp, lane, sl2);
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) mx[2 * j + e] = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
-#pragma unroll
-          for (int x = 4; x <= 16; x *= 2)
-#pragma unroll
-            for (int i = 0; i < 8; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], x));
-          float *rb = red + (it & 1) * 128;
-          if (lane < 4)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-              *reinterpret_cast<float2 *>(&rb[warp * 32 + 8 * j + 2 * lane]) = make_float2(mx[2 * j], mx[2 * j + 1]);
-          asm volatile("bar.sync 1, 128;\n" ::: "memory");
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            float2 a = *reinterpret_cast<const float2 *>(&rb[8 * j + 2 * (lane & 3)]);
-#pragma unroll
-            for (int w = 1; w < 4; ++w) {
-              const float2 b = *reinterpret_cast<const float2 *>(&rb[w * 32 + 8 * j + 2 * (lane & 3)]);
-              a.x = fmaxf(a.x, b.x), a.y = fmaxf(a.y, b.y);
-            }
-            mx[2 * j] = fmaxf(a.x * sl2, mrow[2 * j]), mx[2 * j + 1] = fmaxf(a.y * sl2, mrow[2 * j + 1]);
-          }
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            alpha[i] = ex2(mrow[i] - mx[i]);
-            mrow[i] = mx[i];
-            lsum[i] *= alpha[i];
-          }
-#pragma unroll
-          for (int h = 0; h < D / 64; ++h)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) o[h][4 * j + e] *= alpha[2 * j + (e & 1)];
+          for (int h = 0; h < D / 64; ++h) scale_cols(o[h], alpha);
         }
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = 2 * j + (e & 1);
-            s[4 * j + e] = ex2(fmaf(s[4 * j + e], sl2, -mrow[c]));
-            lsum[c] += s[4 * j + e];
-          }
-      } else if (SOFT) {
-        /* each query's max over the 64 keys: the thread's 2 rows, then the 8 lanes of its
-         * column (xor 4, 8, 16), then the 4 warps through shared memory (double-buffered, so
-         * the P^T barrier below also orders the next step's writes) */
-        float mx[8];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) mx[2 * j + e] = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
-#pragma unroll
-        for (int x = 4; x <= 16; x *= 2)
-#pragma unroll
-          for (int i = 0; i < 8; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], x));
-        float *rb = red + (it & 1) * 128;
-        if (lane < 4)
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            *reinterpret_cast<float2 *>(&rb[warp * 32 + 8 * j + 2 * lane]) = make_float2(mx[2 * j], mx[2 * j + 1]);
-        asm volatile("bar.sync 1, 128;\n" ::: "memory");
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float2 a = *reinterpret_cast<const float2 *>(&rb[8 * j + 2 * (lane & 3)]);
-#pragma unroll
-          for (int w = 1; w < 4; ++w) {
-            const float2 b = *reinterpret_cast<const float2 *>(&rb[w * 32 + 8 * j + 2 * (lane & 3)]);
-            a.x = fmaxf(a.x, b.x), a.y = fmaxf(a.y, b.y);
-          }
-          mx[2 * j] = fmaxf(a.x * sl2, mrow[2 * j]), mx[2 * j + 1] = fmaxf(a.y * sl2, mrow[2 * j + 1]);
-        }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          alpha[i] = ex2(mrow[i] - mx[i]);
-          mrow[i] = mx[i];
-          lsum[i] *= alpha[i];
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = 2 * j + (e & 1);
-            s[4 * j + e] = ex2(fmaf(s[4 * j + e], sl2, -mx[c]));
-            lsum[c] += s[4 * j + e];
-          }
+      } else if (SOFT == 1) {
+        shared_max(s, mrow, alpha, lsum, red + (it & 1) * 128, warp, lane, sl2);
       }
+      /* SOFT 2: a max fixed per query in advance (an upper bound, e.g. |q| max |k|): no
+       * reduction across warps, no rescale of O^T */
+      if (SOFT) exp_sum(s, mrow, lsum, sl2);
       /* P^T's 4 KB: 8 words a thread, conflict-free */
 #pragma unroll
       for (int j = 0; j < 8; ++j)
@@ -261,11 +231,7 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
        * thread's 8 queries, as in S^T) scaled by alpha first. */
       if (SOFT == 1)
 #pragma unroll
-        for (int h = 0; h < D / 64; ++h)
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[h][4 * j + e] *= alpha[2 * j + (e & 1)];
+        for (int h = 0; h < D / 64; ++h) scale_cols(o[h], alpha);
       fence();
 #pragma unroll
       for (int h = 0; h < D / 64; ++h)

@@ -72,7 +72,6 @@ do
   end
 end
 
-
 -- the lazy rescale forced on and off gives the CPU's result, and the plan cache keys on the
 -- option: after a row-wise call has cached its plan, the same call with lazy = 1 is still
 -- refused (a key without lazy would hand back the cached row-wise plan)
