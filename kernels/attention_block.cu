@@ -251,12 +251,7 @@ __device__ __forceinline__ void softmax_sub(float (&s)[kMF][kNB][4], const unsig
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb)
         mx = fmaxf(mx, fmaxf(s[mf][nb][2 * hh], s[mf][nb][2 * hh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mxr[mf][hh] = mx;
-      /* -inf > -inf + margin is false: no valid key yet keeps the stand-in; a first valid
-       * key is always growth */
-      grow |= mx * sl2 > mrow[mf][hh] * sl2 + kLazyMargin;
+      mxr[mf][hh] = lazy_row_max(mx, mrow[mf][hh], sl2, grow);
     }
   const bool upd = __any_sync(0xffffffffu, grow);
 #endif

@@ -688,10 +688,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kN], float (&mrow)[2],
     float mx = mrow[hh];
 #pragma unroll
     for (int nb = 0; nb < kNb; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    mxr[hh] = mx;
-    grow |= mx * sl2 > mrow[hh] * sl2 + kLazyMargin; /* false while both are -inf */
+    mxr[hh] = lazy_row_max(mx, mrow[hh], sl2, grow);
   }
   const bool upd = __any_sync(0xffffffffu, grow);
 #endif

@@ -88,6 +88,18 @@ typedef __half elem_t;
 
 #if STOF_LAZY_RESCALE
 constexpr float kLazyMargin = 8.f;
+
+/* The lazy rescale's row step, both block kernels: mx, the thread's max of its row's scores
+ * (the running max mold folded in), becomes the quad's (a quad shares a row), and grow is set
+ * where it passed mold by more than kLazyMargin. -inf > -inf + margin is false: no valid key
+ * yet keeps the stand-in; a first valid key is always growth. */
+__device__ __forceinline__ float lazy_row_max(float mx, float mold, float sl2, bool &grow)
+{
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  grow |= mx * sl2 > mold * sl2 + kLazyMargin;
+  return mx;
+}
 #endif
 
 constexpr int kD = STOF_HEAD_DIM;  /* head dim */
