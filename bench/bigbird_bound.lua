@@ -43,3 +43,36 @@ for _, S in ipairs({1024, 2048, 4096, 8192}) do
   print(("%6d %10.3f %14.3f %14.3f"):format(S, nvalid / (single * 1024), nvalid / (adjacent * 2048),
     nvalid / (best * 2048)))
 end
+
+-- K and V from the L2: a kernel holding 32 queries' O in registers reads each of its key
+-- blocks once per 32-query block; a CTA of G blocks that stages the union of their key blocks
+-- once reads them `union / sum` as often. The K/V bytes a forward pass then moves at 16 x 12 x S,
+-- against the time of 50% of the roofline at D 128 (bench/wgmma_shapes.cu measures what the
+-- H200's L2 gives a gather of 8 KB blocks: 9.1-9.5 TB/s).
+print(("\n%6s %5s %12s %14s %18s"):format("S", "G", "union / sum", "K/V GB (D 128)", "TB/s at 50% roofline"))
+for _, S in ipairs({2048, 4096}) do
+  local f = stof.mask.bigbird(32, 32, 32, 0.1, 0):format(S, {tile = 32})
+  local n = S // 32
+  local sets, single = {}, 0
+  for r = 0, n - 1 do
+    sets[r] = {}
+    for c = 0, n - 1 do
+      if f:tile(0, 0, r, c) ~= "empty" then sets[r][c], single = true, single + 1 end
+    end
+  end
+  local B, H, D = 16, 12, 128
+  local flops = 4.0 * D * f:count() * B * H
+  local roof = math.max(flops / 768e12, 4.0 * B * H * S * D * 2 / 4.2e12)
+  for _, G in ipairs({1, 2, 4, 8}) do
+    local loads = 0
+    for r0 = 0, n - 1, G do
+      local u = {}
+      for r = r0, math.min(r0 + G, n) - 1 do
+        for c in pairs(sets[r]) do u[c] = true end
+      end
+      for _ in pairs(u) do loads = loads + 1 end
+    end
+    local kv = B * H * loads * 32 * D * 2 * 2
+    print(("%6d %5d %12.2f %14.2f %18.1f"):format(S, G, loads / single, kv / 1e9, kv / (2 * roof) / 1e12))
+  end
+end

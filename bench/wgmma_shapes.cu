@@ -24,6 +24,9 @@
 //
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o build-attn/wgmma_shapes bench/wgmma_shapes.cu
 //   build-attn/wgmma_shapes [steps=4096]
+//
+// Then the rate of gathering 8 KB blocks (32 rows of K or V at D 128) into shared memory from
+// buffers of 8, 24, 48 MB (the L2 holds 50 MB) and 2 GB (DRAM).
 #include <cuda_fp16.h>
 #include <cstdio>
 #include <cstdlib>
@@ -315,6 +318,66 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
   if (acc == 12345.f) sink[blockIdx.x * 128 + tid] = acc; /* never true; keeps the work */
 }
 
+/* The bandwidth of gathering 32-row K / V blocks (D = 128: 8 KB each) into shared memory by
+ * cp.async, 2 blocks a step double-buffered, from random blocks of a `bytes`-long buffer: the
+ * L2's rate when the buffer fits it (BigBird's K and V are read once per 32-query block that
+ * keeps them, so a tile-32 kernel moves them from L2 again and again), DRAM's when not. */
+__global__ void __launch_bounds__(128) gather(const uint4 *buf, unsigned long long nblk, int nstep, float *sink) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned base = (unsigned)__cvta_generic_to_shared(smem_raw);
+  const int tid = threadIdx.x;
+  unsigned long long h = 0x9E3779B97F4A7C15ull * (blockIdx.x + 1);
+  for (int it = 0; it < nstep; ++it) {
+    const unsigned stage = base + (it & 1) * 16384;
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 29;
+      const uint4 *src = buf + (h % nblk) * 512; /* 8 KB = 512 x 16 B */
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = c * 128 + tid;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(stage + b * 8192 + i * 16), "l"(src + i)
+                     : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+  if (smem_raw[tid] == 0xAB && smem_raw[tid + 1] == 0xCD) sink[blockIdx.x] = 1.f; /* keeps the loads */
+}
+
+static void run_gather(unsigned long long bytes, int nstep, int sms, float *sink) {
+  uint4 *buf;
+  CHECK(cudaMalloc(&buf, bytes));
+  CHECK(cudaMemset(buf, 1, bytes));
+  const int smem = 32768;
+  CHECK(cudaFuncSetAttribute(gather, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gather, 128, smem));
+  const int grid = sms * per_sm;
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  gather<<<grid, 128, smem>>>(buf, bytes / 8192, nstep / 8, sink);
+  CHECK(cudaGetLastError());
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    CHECK(cudaEventRecord(a));
+    gather<<<grid, 128, smem>>>(buf, bytes / 8192, nstep, sink);
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (ms < best) best = ms;
+  }
+  const double moved = (double)grid * nstep * 2 * 8192;
+  printf("gather 8 KB blocks from %5.0f MB: %d CTAs an SM, %.3f ms, %.2f TB/s\n", bytes / 1048576.0, per_sm, best,
+         moved / (best * 1e-3) / 1e12);
+  CHECK(cudaFree(buf));
+}
+
 template <int D, bool KEYS, int SOFT>
 static void run(int nstep, int sms, float *sink) {
   const int smem = 3 * (D / 64) * kBlk + 4096 + 1024 + 1024;
@@ -364,6 +427,7 @@ int main(int argc, char **argv) {
     run<64, true, 3>(nstep, sms, sink);
     run<128, true, 3>(nstep, sms, sink);
   }
+  for (unsigned long long mb : {8ull, 24ull, 48ull, 2048ull}) run_gather(mb << 20, nstep, sms, sink);
   CHECK(cudaFree(sink));
   return 0;
 }

@@ -7,3 +7,4 @@ mkdir -p $OUT && nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 #   build-attn/wgmma_shapes 4096 | tee $OUT/wgmma_shapes_soft.txt
 # calls 6 and 7 (with "+boundmax", then "+lazymax" added): the same command, into
 #   $OUT/wgmma_shapes_bound.txt and $OUT/wgmma_shapes_lazy.txt
+# call 8 (with the gather of 8 KB blocks added): the same command, into $OUT/wgmma_shapes_gather.txt
