@@ -353,7 +353,7 @@ stof_status stof_attention_cpu(stof_ctx *ctx, const stof_tensor *q, const stof_t
  * (bench_attention --kernels auto,halfskip,noqshift,auto in one process, 8 x 1024 .. 16 x 4096,
  * bench/results/s25/call2), with the query shift, the lazy rescale and three CTAs an SM at
  * D 128: causal_sliding (48-50%) 0.970-0.981x at D 64 and 0.974-0.99x at D 128; longformer,
- * shifted (24-25%), 0.975-0.981x at D 128 but 0.993-1.006x at D 64; sliding, shifted (0%),
+ * shifted (24-25%), 0.974-0.981x at D 128 but 0.993-1.006x at D 64; sliding, shifted (0%),
  * 0.99-1.04x; document at D 64 (4-7%) 1.02-1.05x. So from 45% at D 64 and from 20% at D 128. */
 #define SM90_ROWMASK_MIN_PARTIAL 0.10
 #define SM90_HALFSKIP_MIN_HALF 0.20
@@ -843,7 +843,8 @@ void stof_attn_engine_free(stof_attn_engine *e) {
 
 /* Appends one option to o (printf-style); past KERNELS_ATTN_MAX_OPTS *n becomes -1 and
  * stays there, so that the caller reports the overflow instead of writing past o. */
-static void add_opt(char (*o)[KERNELS_ATTN_OPT_LEN], int *n, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static void add_opt(char (*o)[KERNELS_ATTN_OPT_LEN], int *n, const char *fmt,
+                                                         ...) {
   if (*n < 0) return;
   if (*n >= KERNELS_ATTN_MAX_OPTS) {
     *n = -1;
