@@ -530,6 +530,20 @@ static int explain_gpu_opt(lua_State *L, int idx, const char *fname, stof_cuda_p
                     names);
 }
 
+/* The explain line on the MMA work: the kept pairs over the pairs the chosen kernel computes
+ * at the format's tile (T x T a non-empty tile, T x T / 2 a tile whose empty key half is
+ * skipped), into buf. A query-shifted plan runs other tiles (fewer) than f's: the line then
+ * gives f's, without the half skip (decided for the shifted tiles), and says so. */
+static void explain_mma_work(const stof_mask_format *f, const stof_attn_choice *ch, char *buf, size_t n) {
+  double t2 = (double)f->T * (double)f->T;
+  double computed = t2 * (double)(f->ntile_full + f->ntile_partial);
+  int half = ch->halfskip && f->T == 64 && !ch->qshift;
+  if (half) computed -= t2 / 2 * (double)f->ntile_halfempty;
+  snprintf(buf, n, "\n  MMA work: %.1f%% of the pairs computed are kept (tile %d%s%s)",
+           computed > 0 ? 100 * (double)f->nvalid / computed : 0.0, f->T, half ? ", empty key halves skipped" : "",
+           ch->qshift ? "; counted on the unshifted tiles: the plan runs the query-shifted ones, fewer" : "");
+}
+
 /* stof.explain(mask, {S=, Sq=, Sk=, B=, H=, D=}, opts) -> text, choice table. CPU only: the
  * selector answers for the GPU present, or for opts.gpu (a name of explain_gpus, or
  * "none"). */
@@ -624,6 +638,13 @@ static int l_explain(lua_State *L) {
                     (lua_Integer)fs->ntile_full, (lua_Integer)fs->ntile_partial, (lua_Integer)fs->ntile_empty);
   else
     lua_pushliteral(L, "");
+  /* the share of the MMA work that is kept pairs, at the plan's tile: a kernel's fraction of
+   * the roofline on this mask is at most that times its fraction on dense (docs/PERFORMANCE.md,
+   * twenty-fifth session) */
+  char work[200];
+  explain_mma_work(fs ? fs : f, &ch, work, sizeof work);
+  lua_pushstring(L, work);
+  lua_concat(L, 2);
   stof_mask_format_free(fs);
   lua_pushfstring(L,
                   "mask %s at Sq %I, Sk %I (B %I, H %I, D %I)%s%s\n"

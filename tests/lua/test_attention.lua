@@ -136,6 +136,23 @@ expect_error("UnsupportedError", "lazy asked for, but it is the block-wise kerne
              M.suite("sliding", 4096), {S = 4096, D = 128}, {gpu = "h200", kernel = "row", lazy = 1})
 expect_error("ValueError", "lazy 3 (1 on, -1 off, 0 the selector's)", stof.explain, M.dense(), {S = 4096, D = 64},
              {gpu = "h200", lazy = 3})
+-- the MMA work line: kept pairs over the pairs the chosen kernel computes at the plan's tile,
+-- checked against the format's own counts (BigBird at tile 32 on Hopper, causal_sliding at
+-- tile 64 with its empty key halves skipped, dense at tile 128, sliding's shifted plan)
+local function work_share(mask, S, T, half)
+  local st = mask:format(S, {tile = T}).stats
+  local computed = T * T * (st.full + st.partial) - (half and T * T / 2 * st.halfempty or 0)
+  return ("MMA work: %.1f%% of the pairs computed are kept (tile %d"):format(100 * st.nvalid / computed, T)
+end
+for _, w in ipairs({{"bigbird", 32, false, ")"}, {"causal_sliding", 64, true, ", empty key halves skipped)"},
+                    {"dense", 128, false, ")"}, {"sliding", 64, false, "; counted on the unshifted tiles"}}) do
+  local m = M.suite(w[1], 4096)
+  local text, cw = stof.explain(m, {S = 4096, B = 16, H = 12, D = 128}, {gpu = "h200"})
+  assert(cw.tile == w[2] and (w[1] ~= "sliding" or cw.qshift == 32), cw.why)
+  local want = work_share(m, 4096, w[2], w[3]) .. w[4]
+  assert(text:find(want, 1, true), want .. " not in:\n" .. text)
+end
+assert(work_share(M.suite("bigbird", 4096), 4096, 32, false):find("95.2%", 1, true))
 local _, ca = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "a100"})
 assert(not ca.hopper and ca.tile == 64 and ca.why:find("would need 167936 bytes", 1, true), ca.why)
 local _, ca64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "a100"})
