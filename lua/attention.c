@@ -535,6 +535,13 @@ static int explain_gpu_opt(lua_State *L, int idx, const char *fname, stof_cuda_p
  * skipped), into buf. A query-shifted plan runs other tiles (fewer) than f's: the line then
  * gives f's, without the half skip (decided for the shifted tiles), and says so. */
 static void explain_mma_work(const stof_mask_format *f, const stof_attn_choice *ch, char *buf, size_t n) {
+  if (ch->kernel == STOF_ATTN_ROW) { /* it skips by 16 x 16 tile (frac16 of them non-empty) */
+    double n16 = (double)((f->Sq + 15) / 16) * (double)((f->Sk + 15) / 16) * (double)f->nmask;
+    double computed = 256 * f->frac16 * n16;
+    snprintf(buf, n, "\n  MMA work: %.1f%% of the pairs computed are kept (16 x 16 tiles, the row-wise kernel)",
+             computed > 0 ? 100 * (double)f->nvalid / computed : 0.0);
+    return;
+  }
   double t2 = (double)f->T * (double)f->T;
   double computed = t2 * (double)(f->ntile_full + f->ntile_partial);
   int half = ch->halfskip && f->T == 64 && !ch->qshift;

@@ -153,6 +153,15 @@ for _, w in ipairs({{"bigbird", 32, false, ")"}, {"causal_sliding", 64, true, ",
   assert(text:find(want, 1, true), want .. " not in:\n" .. text)
 end
 assert(work_share(M.suite("bigbird", 4096), 4096, 32, false):find("95.2%", 1, true))
+-- the row-wise kernel skips by 16 x 16 tile: its share from frac16
+do
+  local m = M.suite("sliding", 4096)
+  local st = m:format(4096, {tile = 64}).stats
+  local text = stof.explain(m, {S = 4096, D = 64}, {gpu = "h200", kernel = "row"})
+  local want = ("MMA work: %.1f%% of the pairs computed are kept (16 x 16 tiles, the row-wise kernel)"):format(
+    100 * st.nvalid / (256 * st.frac16 * 256 * 256))
+  assert(text:find(want, 1, true), want .. " not in:\n" .. text)
+end
 local _, ca = stof.explain(M.dense(), {S = 4096, D = 128}, {gpu = "a100"})
 assert(not ca.hopper and ca.tile == 64 and ca.why:find("would need 167936 bytes", 1, true), ca.why)
 local _, ca64 = stof.explain(M.dense(), {S = 4096, D = 64}, {gpu = "a100"})
