@@ -7,25 +7,32 @@
 -- dense at the same shape (bench/results/s25/README.md has both measured).
 --   build/stof run bench/bigbird_bound.lua
 local stof = require("stof")
-print(("%6s %10s %14s %14s"):format("S", "tile 32", "64 x 32 pairs", "64 x 32 best"))
-for _, S in ipairs({1024, 2048, 4096, 8192}) do
+
+-- BigBird's format at tile 32 for length S, its n block-rows, and per block-row r the set of
+-- its non-empty key blocks (sets[r][c] true) and their count (size[r]); single: the sum.
+local function block_sets(S)
   local f = stof.mask.bigbird(32, 32, 32, 0.1, 0):format(S, {tile = 32})
   local n = S // 32
-  local sets, size = {}, {}
+  local sets, size, single = {}, {}, 0
   for r = 0, n - 1 do
     local t, k = {}, 0
     for c = 0, n - 1 do
       if f:tile(0, 0, r, c) ~= "empty" then t[c], k = true, k + 1 end
     end
-    sets[r], size[r] = t, k
+    sets[r], size[r], single = t, k, single + k
   end
+  return f, n, sets, size, single
+end
+
+print(("%6s %10s %14s %14s"):format("S", "tile 32", "64 x 32 pairs", "64 x 32 best"))
+for _, S in ipairs({1024, 2048, 4096, 8192}) do
+  local f, n, sets, size, single = block_sets(S)
   local function common(a, b)
     local k = 0
     for c in pairs(sets[a]) do if sets[b][c] then k = k + 1 end end
     return k
   end
-  local single, adjacent = 0, 0
-  for r = 0, n - 1 do single = single + size[r] end
+  local adjacent = 0
   for r = 0, n - 1, 2 do adjacent = adjacent + size[r] + size[r + 1] - common(r, r + 1) end
   local cand = {}
   for a = 0, n - 1 do
@@ -51,15 +58,7 @@ end
 -- H200's L2 gives a gather of 8 KB blocks: 9.1-9.5 TB/s).
 print(("\n%6s %5s %12s %14s %18s"):format("S", "G", "union / sum", "K/V GB (D 128)", "TB/s at 50% roofline"))
 for _, S in ipairs({2048, 4096}) do
-  local f = stof.mask.bigbird(32, 32, 32, 0.1, 0):format(S, {tile = 32})
-  local n = S // 32
-  local sets, single = {}, 0
-  for r = 0, n - 1 do
-    sets[r] = {}
-    for c = 0, n - 1 do
-      if f:tile(0, 0, r, c) ~= "empty" then sets[r][c], single = true, single + 1 end
-    end
-  end
+  local f, n, sets, _, single = block_sets(S)
   local B, H, D = 16, 12, 128
   local flops = 4.0 * D * f:count() * B * H
   local roof = math.max(flops / 768e12, 4.0 * B * H * S * D * 2 / 4.2e12)

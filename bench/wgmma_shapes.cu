@@ -87,6 +87,17 @@ __device__ __forceinline__ void mma_rs64(float (&d)[32], const unsigned (&a)[4],
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
+template <int N> __device__ __forceinline__ void zero(float (&d)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) d[k] = 0.f;
+}
+/* acc += every accumulator of d, once the async MMAs writing it are waited for */
+template <int N> __device__ __forceinline__ void add_all(float &acc, float (&d)[N]) {
+  regs(d);
+#pragma unroll
+  for (int k = 0; k < N; ++k) acc += d[k];
+}
+
 __device__ __forceinline__ unsigned pack(float x, float y) {
   __half2 h = __floats2half2_rn(x, y);
   return *reinterpret_cast<unsigned *>(&h);
@@ -184,9 +195,7 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) mrow[i] = SOFT == 2 ? 4.f : -1e30f, lsum[i] = 0.f, alpha[i] = 1.f;
 #pragma unroll
-    for (int h = 0; h < D / 64; ++h)
-#pragma unroll
-      for (int j = 0; j < 16; ++j) o[h][j] = 0.f;
+    for (int h = 0; h < D / 64; ++h) zero(o[h]);
     for (int it = 0; it < nstep; ++it) {
       /* S^T = K Q^T: A = K (64 keys, K-major), B = Q's first 32 rows (K-major) */
       fence();
@@ -245,20 +254,14 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
     }
     wait0();
 #pragma unroll
-    for (int h = 0; h < D / 64; ++h) {
-      regs(o[h]);
-#pragma unroll
-      for (int j = 0; j < 16; ++j) acc += o[h][j];
-    }
+    for (int h = 0; h < D / 64; ++h) add_all(acc, o[h]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc += lsum[i];
   } else {
     float s[32], o[D / 64][32], mrow[2], lsum[2];
     mrow[0] = mrow[1] = -1e30f, lsum[0] = lsum[1] = 0.f;
 #pragma unroll
-    for (int h = 0; h < D / 64; ++h)
-#pragma unroll
-      for (int j = 0; j < 32; ++j) o[h][j] = 0.f;
+    for (int h = 0; h < D / 64; ++h) zero(o[h]);
     for (int it = 0; it < nstep; ++it) {
       fence();
 #pragma unroll
@@ -308,11 +311,7 @@ __global__ void __launch_bounds__(128) steps(int nstep, float *sink) {
     }
     wait0();
 #pragma unroll
-    for (int h = 0; h < D / 64; ++h) {
-      regs(o[h]);
-#pragma unroll
-      for (int j = 0; j < 32; ++j) acc += o[h][j];
-    }
+    for (int h = 0; h < D / 64; ++h) add_all(acc, o[h]);
     acc += lsum[0] + lsum[1];
   }
   if (acc == 12345.f) sink[blockIdx.x * 128 + tid] = acc; /* never true; keeps the work */
